@@ -1,0 +1,43 @@
+"""Typed errors. Every message says what happened and what to do next.
+
+The CLI (``profile_cli.app.main``) is the one place that turns these into ``Error: ...`` on
+stderr and exit code 1; library code raises them and never prints.
+"""
+
+from __future__ import annotations
+
+
+class NsysMineError(Exception):
+    """Base class of every error the user can cause or fix."""
+
+
+class ExportNotFound(NsysMineError):
+    """The path does not exist or is not a regular file."""
+
+
+class NotAnExport(NsysMineError):
+    """The file is not an SQLite database, or an SQLite database that nsys did not write."""
+
+
+class PartialExport(NsysMineError):
+    """nsys started writing this export but did not finish (a failed ``nsys export``)."""
+
+
+class NsysNotFound(NsysMineError):
+    """A report (.nsys-rep/.qdrep) needs the nsys binary to be exported, and none was found."""
+
+
+class ExportFailed(NsysMineError):
+    """``nsys export`` ran but did not produce a usable SQLite file."""
+
+
+class MissingData(NsysMineError):
+    """The export lacks the tables a report needs (that kind of activity was not traced)."""
+
+
+class RangeNotFound(NsysMineError):
+    """A range name given by the user does not exist in the export."""
+
+
+class BadOption(NsysMineError):
+    """An option value is invalid (unknown format, bad TOML rules file, ...)."""

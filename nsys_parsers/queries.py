@@ -1,0 +1,133 @@
+"""Every SQL statement the readers run, named, with the tables and columns it needs.
+
+``Query.sql(export, **idents)`` checks the export's schema first: a missing table raises
+``MissingData`` with the ``nsys profile --trace`` option that would have produced it; identifier
+placeholders (``{name_col}``) are filled only with columns that exist in the schema, never with
+user input. Values are always bound parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nsys_parsers.export import Export
+
+# NVTX event types (nsys schema docs): push/pop and start/end ranges, their NVTXT variants,
+# and the domain-create event that names a domain.
+NVTX_PUSHPOP = 59
+NVTX_STARTEND = 60
+NVTXT_PUSHPOP = 70
+NVTXT_STARTEND = 71
+NVTX_DOMAIN_CREATE = 75
+RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    template: str
+    needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    purpose: str = ""
+
+    def sql(self, export: "Export", **parts: str) -> str:
+        """The statement for this export. ``table``/``*_col`` parts must name tables/columns
+        of the export's schema; other parts are SQL fragments built by this package from the
+        schema (never from user input)."""
+        for table, cols in self.needs.items():
+            export.require(table, self.purpose or self.name)
+            missing = [c for c in cols if not export.has_column(table, c)]
+            if missing:
+                from nsys_parsers.errors import MissingData
+
+                raise MissingData(
+                    f"{export.source.name}: table {table} lacks column(s) {', '.join(missing)} "
+                    f"needed for {self.purpose or self.name}; this export's schema is not "
+                    f"supported for that report.")
+        tables = list(self.needs) or [parts.get("table", "")]
+        for key, value in parts.items():
+            if key == "table":
+                export.require(value, self.purpose or self.name)
+            elif key.endswith("_col") and not any(export.has_column(t, value) for t in tables):
+                raise ValueError(f"{self.name}: no column {value!r} in {tables}")
+        return self.template.format(**parts)
+
+
+KERNELS = Query(
+    "kernels",
+    """SELECT k.start AS s, k.end AS e,
+              ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n,
+              ifnull(k.globalPid, -1) AS p, ifnull(k.correlationId, -1) AS c
+       FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED""",
+    needs={"CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName", "globalPid",
+                                          "correlationId")},
+    purpose="the kernel summary",
+)
+
+# Launch calls: CUDA runtime and driver API rows (both carry the kernel's correlationId).
+LAUNCHES = Query(
+    "launches",
+    """SELECT r.start AS s, r.end AS e, r.globalTid AS t, r.correlationId AS c
+       FROM {table} AS r NOT INDEXED
+       WHERE r.correlationId IS NOT NULL AND r.globalTid IS NOT NULL""",
+    purpose="kernel launch attribution",
+)
+
+# NVTX rows in table order. `flags` packs the event type (bits 0-7) and whether a start/end
+# range ended on another thread (bit 8).
+NVTX_NUMERIC = Query(
+    "nvtx_numeric",
+    """SELECT e.start AS s, ifnull(e.end, -1) AS e, ifnull(e.globalTid, -1) AS t,
+              e.eventType + 256 * ({cross_thread}) AS f, {domain} AS d
+       FROM NVTX_EVENTS AS e NOT INDEXED
+       WHERE e.eventType IN (59, 60, 70, 71, 75)""",
+    needs={"NVTX_EVENTS": ("start", "end", "eventType", "globalTid")},
+    purpose="the NVTX range summary",
+)
+
+# The raw name key of each NVTX row, in the same order: "\x01<textId>" or the inline text.
+NVTX_NAME_KEYS = Query(
+    "nvtx_name_keys",
+    """SELECT {name_key} AS k FROM NVTX_EVENTS AS e NOT INDEXED
+       WHERE e.eventType IN (59, 60, 70, 71, 75)""",
+    needs={"NVTX_EVENTS": ("eventType",)},
+    purpose="NVTX range names",
+)
+
+STRINGS_BY_ID = Query(
+    "strings_by_id",
+    "SELECT id, value FROM StringIds WHERE id IN (SELECT value FROM json_each(?))",
+    needs={"StringIds": ("id", "value")},
+    purpose="names",
+)
+
+MEMCPY = Query(
+    "memcpy",
+    """SELECT m.copyKind AS kind, count(*) AS n, sum(m.bytes) AS bytes,
+              sum(m.end - m.start) AS total_ns, min(m.end - m.start) AS min_ns,
+              max(m.end - m.start) AS max_ns
+       FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m GROUP BY m.copyKind""",
+    needs={"CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "copyKind", "bytes")},
+    purpose="the memory-operation summary",
+)
+
+MEMCPY_DURATIONS = Query(
+    "memcpy_durations",
+    "SELECT m.copyKind AS k, m.end - m.start AS d FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m",
+    needs={"CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "copyKind")},
+    purpose="the memory-operation summary",
+)
+
+MEMSET_DURATIONS = Query(
+    "memset_durations",
+    "SELECT m.bytes AS b, m.end - m.start AS d FROM CUPTI_ACTIVITY_KIND_MEMSET AS m",
+    needs={"CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "bytes")},
+    purpose="the memory-operation summary",
+)
+
+MEMCPY_KIND_NAMES = Query(
+    "memcpy_kind_names",
+    "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",
+    needs={"ENUM_CUDA_MEMCPY_OPER": ("id", "label")},
+)

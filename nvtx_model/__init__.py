@@ -1,0 +1,1 @@
+"""NVTX-instrumented Transformer language model (CS336 basics architecture)."""

@@ -1,0 +1,1 @@
+"""Reports over nsys exports: DataFrames in, DataFrames out; rendering lives in reports.render."""

@@ -1,0 +1,111 @@
+"""Shared pieces of the reports: the result type, grouped statistics, opening exports."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from nsys_parsers.errors import RangeNotFound
+from nsys_parsers.export import Export, open_export
+
+
+@dataclass
+class Report:
+    """What every report function returns: row dicts in column order, and explanations."""
+
+    rows: list[dict[str, Any]]
+    columns: list[str]
+    notes: list[str] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=self.columns)
+
+
+@contextlib.contextmanager
+def opened(export: "Export | str | os.PathLike") -> Iterator[Export]:
+    if isinstance(export, Export):
+        yield export
+        return
+    ex = open_export(export)
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+@dataclass
+class GroupStats:
+    count: np.ndarray
+    total: np.ndarray
+    avg: np.ndarray
+    med: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    stddev: np.ndarray
+
+
+def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupStats:
+    """Count, sum, mean, median, min, max and sample standard deviation per group code.
+
+    Matches nsys: the median of an even count is the mean of the two middle values; the
+    standard deviation is the sample one (n - 1), 0 for a single value. Empty groups give 0.
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    count = np.bincount(groups, minlength=ngroups).astype(np.int64)
+    total = np.zeros(ngroups, dtype=np.int64)
+    avg = np.zeros(ngroups)
+    med = np.zeros(ngroups)
+    vmin = np.zeros(ngroups, dtype=np.int64)
+    vmax = np.zeros(ngroups, dtype=np.int64)
+    std = np.zeros(ngroups)
+    if values.size == 0:
+        return GroupStats(count, total, avg, med, vmin, vmax, std)
+    order = np.lexsort((values, groups))
+    sv = values[order]
+    nonempty = np.flatnonzero(count > 0)
+    n = count[nonempty]
+    starts = np.cumsum(count)[nonempty] - n
+    total[nonempty] = np.add.reduceat(sv, starts)
+    avg[nonempty] = total[nonempty] / n
+    med[nonempty] = (sv[starts + (n - 1) // 2] + sv[starts + n // 2]) / 2.0
+    vmin[nonempty] = sv[starts]
+    vmax[nonempty] = sv[starts + n - 1]
+    mean_sorted = np.repeat(avg[nonempty], n)
+    sq = np.add.reduceat((sv - mean_sorted) ** 2, starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std[nonempty] = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1)), 0.0)
+    return GroupStats(count, total, avg, med, vmin, vmax, std)
+
+
+def r1(x: float) -> float:
+    """Round to 0.1 like nsys's report columns (half away from zero, as SQLite's round)."""
+    return float(np.sign(x) * np.floor(abs(x) * 10 + 0.5) / 10)
+
+
+def resolve_range_names(requested: list[str], available: list[str]) -> list[str]:
+    """Check user-given range names; unknown ones raise RangeNotFound with the closest names."""
+    known = set(available)
+    for name in requested:
+        if name not in known:
+            close = difflib.get_close_matches(name, available, n=5, cutoff=0.5)
+            if not close:
+                low = name.lower()
+                close = [a for a in available if low in a.lower()][:5]
+            hint = ("closest: " + ", ".join(repr(c) for c in close)) if close else (
+                "run `nsys-mine ranges EXPORT` to list the ranges")
+            raise RangeNotFound(f"no NVTX range named {name!r} in this export; {hint}.")
+    return requested
+
+
+def codes_for(names: list[str], wanted: list[str]) -> np.ndarray:
+    index = {n: i for i, n in enumerate(names)}
+    return np.array([index[w] for w in wanted if w in index], dtype=np.int64)

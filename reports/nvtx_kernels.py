@@ -1,0 +1,101 @@
+"""Kernels grouped by the NVTX range that launched them: nsys ``nvtx_kern_sum`` and more.
+
+With ``attribution="all"`` the rows equal ``nsys stats --report nvtxkernsum`` (2022.4 name;
+``nvtx_kern_sum`` in newer nsys): grouped by range name, style, process, thread and kernel
+name; ``range_instances`` counts the distinct ranges, ``kernel_instances`` the distinct
+kernels, and the time statistics run over (range, kernel) pairs, exactly as nsys does (a
+kernel inside two nested ranges of the same name counts twice in ``total_ns``).
+Kernels launched outside every range get ``range = None`` (with the launching thread), and
+kernels whose launch row is missing get ``range``, ``pid`` and ``tid`` all ``None``.
+
+Deliberate difference from nsys: a launch recorded twice (nsys 2022.2's ``cudaLaunchKernel``
+plus ``cudaLaunchKernel_v7000``) counts once; nsys doubles those kernels' times.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from nsys_parsers.activity import Activity, load_activity, pid_of, tid_of
+from nsys_parsers.attribution import Pairs, attribute
+from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
+from reports.common import Report, group_stats, opened, r1
+from reports.grouping import distinct_count, group_ids
+
+NVTX_KERNEL_COLUMNS = [
+    "range", "style", "pid", "tid", "range_instances", "kernel_instances", "total_ns", "avg_ns",
+    "med_ns", "min_ns", "max_ns", "stddev_ns", "kernel",
+]
+
+
+def attributed_items(act: Activity, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """(range index or -1, kernel index) for every pair plus every kernel in no range."""
+    k, r = act.kernels, act.ranges
+    assert k is not None and r is not None
+    p: Pairs = attribute(k, r, mode)
+    in_range = np.zeros(len(k), dtype=bool)
+    in_range[p.kernel_idx] = True
+    loose = np.flatnonzero(~in_range)
+    item_range = np.concatenate([p.range_idx, np.full(loose.size, -1, dtype=np.int64)])
+    item_kernel = np.concatenate([p.kernel_idx, loose])
+    return item_range, item_kernel
+
+
+def nvtx_kernel_rows(act: Activity, mode: str = "all") -> list[dict]:
+    k, r = act.kernels, act.ranges
+    assert k is not None and r is not None
+    item_range, item_kernel = attributed_items(act, mode)
+    has_r = item_range >= 0
+    safe_r = np.where(has_r, item_range, 0)
+    rname = np.where(has_r, r.name_code[safe_r], -1)
+    style = np.where(has_r, r.pushpop[safe_r].astype(np.int64), -1)
+    thread = k.launch_tid[item_kernel]  # = the range's thread for attributed kernels
+    _, thread_code = np.unique(thread, return_inverse=True)
+    kname = k.name_code[item_kernel]
+    gid, first = group_ids(rname, style, thread_code.ravel(), kname)
+    ngroups = first.size
+    durations = (k.end - k.start)[item_kernel]
+    st = group_stats(gid, durations, ngroups)
+    kinst = distinct_count(gid, item_kernel, ngroups)
+    rinst = distinct_count(gid[has_r], item_range[has_r], ngroups)
+    rows = []
+    for g in range(ngroups):
+        i = first[g]
+        has = bool(has_r[i])
+        t = int(thread[i])
+        rows.append({
+            "range": r.names[rname[i]] if has else None,
+            "style": ("PushPop" if style[i] == 1 else "StartEnd") if has else None,
+            "pid": int(pid_of(np.int64(t))) if t >= 0 else None,
+            "tid": int(tid_of(np.int64(t))) if t >= 0 else None,
+            "range_instances": int(rinst[g]),
+            "kernel_instances": int(kinst[g]),
+            "total_ns": int(st.total[g]),
+            "avg_ns": r1(st.avg[g]),
+            "med_ns": r1(st.med[g]),
+            "min_ns": int(st.min[g]),
+            "max_ns": int(st.max[g]),
+            "stddev_ns": r1(st.stddev[g]),
+            "kernel": k.names[kname[i]],
+        })
+    rows.sort(key=lambda x: (x["range"] is not None, x["range"] or "", x["pid"] or -1,
+                             x["tid"] or -1, -x["total_ns"], x["kernel"]))
+    return rows
+
+
+def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: str = "all",
+                        name_kind: str = "demangled") -> Report:
+    with opened(export) as ex:
+        ex.require(KERNEL_TABLE, "kernels by NVTX range")
+        ex.require(NVTX_TABLE, "kernels by NVTX range")
+        act = load_activity(ex, name_kind=name_kind)
+    notes = list(act.notes)
+    rows = nvtx_kernel_rows(act, attribution)
+    k = act.kernels
+    no_launch = int((k.launch_tid < 0).sum())
+    if no_launch:
+        notes.append(f"{no_launch} of {len(k)} kernels have no launch record in the export "
+                     f"(trimmed capture?): they are listed with no range, pid or tid.")
+    return Report(rows=rows, columns=NVTX_KERNEL_COLUMNS, notes=notes)
