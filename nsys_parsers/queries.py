@@ -102,30 +102,6 @@ STRINGS_BY_ID = Query(
     purpose="names",
 )
 
-MEMCPY = Query(
-    "memcpy",
-    """SELECT m.copyKind AS kind, count(*) AS n, sum(m.bytes) AS bytes,
-              sum(m.end - m.start) AS total_ns, min(m.end - m.start) AS min_ns,
-              max(m.end - m.start) AS max_ns
-       FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m GROUP BY m.copyKind""",
-    needs={"CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "copyKind", "bytes")},
-    purpose="the memory-operation summary",
-)
-
-MEMCPY_DURATIONS = Query(
-    "memcpy_durations",
-    "SELECT m.copyKind AS k, m.end - m.start AS d FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m",
-    needs={"CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "copyKind")},
-    purpose="the memory-operation summary",
-)
-
-MEMSET_DURATIONS = Query(
-    "memset_durations",
-    "SELECT m.bytes AS b, m.end - m.start AS d FROM CUPTI_ACTIVITY_KIND_MEMSET AS m",
-    needs={"CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "bytes")},
-    purpose="the memory-operation summary",
-)
-
 MEMCPY_KIND_NAMES = Query(
     "memcpy_kind_names",
     "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",

@@ -52,6 +52,6 @@ def emit(rendered: Rendered, output: Path | None, width: int | None = None) -> N
             for part in rendered.rich:
                 console.print(part)
         return
-    console = Console(width=width)
+    console = Console(width=width or (None if sys.stdout.isatty() else 200))
     for part in rendered.rich:
         console.print(part)

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from nsys_parsers.errors import BadOption
 
 FORMATS = ("table", "md", "csv", "json", "latex")
+NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation"}
 
 # Long kernel names (templated C++ can be hundreds of KiB) are shortened only here.
 MAX_NAME_CHARS = 100
@@ -113,7 +114,7 @@ def _fmt_num(value: Any, digits: int) -> str:
 
 
 def _header(column: str) -> str:
-    return column
+    return column.replace("_", " ")
 
 
 def _rows_text(rows: list[dict[str, Any]], columns: list[str], *, human: bool) -> list[list[str]]:
@@ -180,8 +181,13 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
 
     table = Table(title=title, show_lines=False, header_style="bold")
     for c in columns:
-        table.add_column(_header(c), justify="right" if _numeric(rows, c) else "left",
-                         overflow="fold")
+        if _numeric(rows, c):
+            table.add_column(_header(c), justify="right", no_wrap=True)
+        elif c in NAME_COLUMNS:
+            table.add_column(_header(c), overflow="ellipsis", no_wrap=True, max_width=60,
+                             ratio=1)
+        else:
+            table.add_column(_header(c), overflow="fold")
     for r in _rows_text(rows, columns, human=True):
         table.add_row(*r)
     return table

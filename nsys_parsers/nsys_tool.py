@@ -1,0 +1,142 @@
+"""Find the nsys binary and export .nsys-rep/.qdrep reports to SQLite (cached).
+
+Discovery order: an explicit path, the ``NSYS`` environment variable, ``nsys`` on PATH, the
+project's own cached install (``scripts/install_nsys.sh`` -> ``.cache/nsys``), the user cache
+(``~/.cache/nsys-mine/nsys``), then the usual CUDA and Nsight install folders.
+
+Exports are written next to the report as ``REPORT.nsys-mine.sqlite`` (or, if that folder is
+not writable, into ``~/.cache/nsys-mine/exports``) and reused while newer than the report. nsys
+is run into a temporary name first; a failed or partial export is deleted, never mined.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from nsys_parsers.errors import ExportFailed, NsysNotFound, NsysMineError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+INSTALL_HINT = (
+    "install Nsight Systems (https://developer.nvidia.com/nsight-systems), put `nsys` on PATH or "
+    "set NSYS=/path/to/nsys; on Debian/Ubuntu x86-64 `scripts/install_nsys.sh` (in the "
+    "nsys-mine repository) installs nsys 2022.4 into .cache/nsys without root changes. Or "
+    "export the report elsewhere with `nsys export --type sqlite REPORT.nsys-rep` and pass "
+    "the .sqlite file")
+EXPORT_TIMEOUT_S = 900
+
+
+def user_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nsys-mine"
+
+
+def candidate_paths() -> list[Path]:
+    out: list[Path] = []
+    env = os.environ.get("NSYS")
+    if env:
+        out.append(Path(env))
+    which = shutil.which("nsys")
+    if which:
+        out.append(Path(which))
+    out.append(PROJECT_ROOT / ".cache" / "nsys" / "usr" / "bin" / "nsys")
+    out.append(user_cache_dir() / "nsys" / "usr" / "bin" / "nsys")
+    patterns = [
+        "/usr/local/cuda/bin/nsys", "/usr/local/cuda-*/bin/nsys",
+        "/opt/nvidia/nsight-systems/*/bin/nsys", "/opt/nvidia/nsight-systems-cli/*/bin/nsys",
+        "/usr/lib/nsight-systems/bin/nsys", "/opt/nvidia/hpc_sdk/*/*/*/profilers/Nsight_Systems/bin/nsys",
+        "/usr/local/cuda/nsight-systems-*/bin/nsys",
+    ]
+    for pat in patterns:
+        out.extend(Path(p) for p in sorted(glob.glob(pat), reverse=True))
+    return out
+
+
+def find_nsys(explicit: str | os.PathLike | None = None) -> Path | None:
+    """The first nsys that exists and is executable, or None."""
+    if explicit:
+        p = Path(explicit)
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+        raise NsysNotFound(f"{p}: not an executable nsys binary; {INSTALL_HINT}.")
+    for p in candidate_paths():
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def nsys_version(nsys: Path) -> str:
+    try:
+        out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NsysNotFound(f"{nsys} does not run ({exc}); {INSTALL_HINT}.") from None
+    m = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out)
+    return m.group(1) if m else out.strip() or "unknown"
+
+
+def cached_export_path(report: Path) -> Path:
+    beside = report.with_name(report.stem + ".nsys-mine.sqlite")
+    if os.access(report.parent, os.W_OK):
+        return beside
+    st = report.stat()
+    digest = hashlib.sha1(f"{report.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
+    return user_cache_dir() / "exports" / f"{report.stem}-{digest[:12]}.sqlite"
+
+
+def _usable(sqlite_path: Path) -> bool:
+    from nsys_parsers.export import _read_tables, _sqlite_header_check, connect_readonly, \
+        validate_tables
+
+    try:
+        _sqlite_header_check(sqlite_path)
+        conn = connect_readonly(sqlite_path)
+        try:
+            validate_tables(_read_tables(conn, sqlite_path), sqlite_path)
+        finally:
+            conn.close()
+        return True
+    except NsysMineError:
+        return False
+
+
+def export_report(report: Path, *, nsys: str | os.PathLike | None = None,
+                  timeout_s: int = EXPORT_TIMEOUT_S) -> Path:
+    """SQLite export of an .nsys-rep/.qdrep report: cached if fresh, else made with nsys."""
+    target = cached_export_path(report)
+    if (target.exists() and target.stat().st_mtime_ns >= report.stat().st_mtime_ns
+            and _usable(target)):
+        return target
+    binary = find_nsys(nsys)
+    if binary is None:
+        raise NsysNotFound(f"{report.name} is an nsys report; reading it needs nsys to export "
+                           f"it to SQLite, and no nsys was found: {INSTALL_HINT}.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.sqlite")
+    tmp.unlink(missing_ok=True)
+    cmd = [str(binary), "export", "--type", "sqlite", "--force-overwrite", "true",
+           "--output", str(tmp), str(report)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        tmp.unlink(missing_ok=True)
+        raise ExportFailed(f"`nsys export` of {report.name} took longer than {timeout_s} s and "
+                           f"was stopped.") from None
+    except OSError as exc:
+        raise NsysNotFound(f"cannot run {binary} ({exc}); {INSTALL_HINT}.") from None
+    detail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
+    if proc.returncode != 0 or not tmp.exists() or not _usable(tmp):
+        tmp.unlink(missing_ok=True)
+        version = nsys_version(binary)
+        raise ExportFailed(
+            f"`nsys export` (nsys {version}) could not export {report.name} "
+            f"(exit {proc.returncode}: {' | '.join(detail) or 'no output'}). The report may be "
+            f"truncated or damaged, or recorded by a newer nsys: export it with that nsys (or a "
+            f"newer one) and pass the .sqlite file. Any partial output was deleted.")
+    os.replace(tmp, target)
+    return target

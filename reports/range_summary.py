@@ -1,0 +1,100 @@
+"""NVTX range summary: CPU-side durations (nsys ``nvtx_sum``) plus the GPU time of the kernels
+each range launched.
+
+CPU columns are over all ranges of a name and style, including start/end ranges that ended on
+another thread. GPU columns use the kernel attribution of ``nsys_parsers.attribution``:
+``kernel_instances`` and ``gpu_inclusive_ns`` count each kernel launched inside any range of
+that name once; ``gpu_exclusive_ns`` only kernels whose innermost range it is (these add up,
+with the unattributed rest, to the total kernel time); ``gpu_span_ns`` sums, over instances,
+first attributed kernel start to last attributed kernel end (the GPU projection).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from nsys_parsers.activity import load_activity
+from nsys_parsers.attribution import innermost, pairs
+from nsys_parsers.export import NVTX_TABLE, Export
+from reports.common import Report, group_stats, opened, r1
+from reports.grouping import group_ids
+
+RANGE_COLUMNS = [
+    "range", "style", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
+    "stddev_ns", "kernel_instances", "gpu_inclusive_ns", "gpu_exclusive_ns", "gpu_span_ns",
+]
+
+
+def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "demangled") -> Report:
+    with opened(export) as ex:
+        ex.require(NVTX_TABLE, "the NVTX range summary")
+        act = load_activity(ex, name_kind=name_kind)
+    r = act.ranges
+    notes = list(act.notes)
+    gid, first = group_ids(r.name_code, r.pushpop.astype(np.int64))
+    ng = first.size
+    st = group_stats(gid, r.end - r.start, ng)
+    kinst = np.zeros(ng, dtype=np.int64)
+    incl = np.zeros(ng, dtype=np.int64)
+    excl = np.zeros(ng, dtype=np.int64)
+    span = np.zeros(ng, dtype=np.int64)
+    k = act.kernels
+    if k is None:
+        notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): GPU "
+                     "columns are 0; profile with `nsys profile --trace=cuda,nvtx`.")
+    elif len(k):
+        dur = k.end - k.start
+        p = pairs(k, r)
+        if len(p):
+            pg = gid[p.range_idx]
+            # distinct (group, kernel)
+            _, firsts = group_ids(pg, p.kernel_idx)
+            kinst = np.bincount(pg[firsts], minlength=ng).astype(np.int64)
+            incl = np.bincount(pg[firsts], weights=dur[p.kernel_idx[firsts]],
+                               minlength=ng).astype(np.int64)
+            inner = innermost(p, r)
+            excl = np.bincount(gid[inner.range_idx], weights=dur[inner.kernel_idx],
+                               minlength=ng).astype(np.int64)
+            # span per range instance, then summed per group
+            order = np.argsort(p.range_idx, kind="stable")
+            ri = p.range_idx[order]
+            ks = k.start[p.kernel_idx[order]]
+            ke = k.end[p.kernel_idx[order]]
+            starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
+            inst_first = np.minimum.reduceat(ks, starts)
+            inst_last = np.maximum.reduceat(ke, starts)
+            span = np.bincount(gid[ri[starts]], weights=inst_last - inst_first,
+                               minlength=ng).astype(np.int64)
+        no_launch = int((k.launch_tid < 0).sum())
+        if no_launch:
+            notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed "
+                         f"export): they cannot be attributed to ranges.")
+    cross = int(r.cross_thread.sum())
+    if cross:
+        notes.append(f"{cross} start/end ranges ended on another thread: listed, but not used "
+                     f"for kernel attribution (as nsys).")
+    unclosed = int(r.unclosed.sum())
+    if unclosed:
+        notes.append(f"{unclosed} ranges were never closed: they end at the end of the capture.")
+    rows = []
+    for g in range(ng):
+        i = first[g]
+        rows.append({
+            "range": r.names[r.name_code[i]],
+            "style": "PushPop" if r.pushpop[i] else "StartEnd",
+            "instances": int(st.count[g]),
+            "total_ns": int(st.total[g]),
+            "avg_ns": r1(st.avg[g]),
+            "med_ns": r1(st.med[g]),
+            "min_ns": int(st.min[g]),
+            "max_ns": int(st.max[g]),
+            "stddev_ns": r1(st.stddev[g]),
+            "kernel_instances": int(kinst[g]),
+            "gpu_inclusive_ns": int(incl[g]),
+            "gpu_exclusive_ns": int(excl[g]),
+            "gpu_span_ns": int(span[g]),
+        })
+    rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
+    return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)
