@@ -4,9 +4,10 @@ Discovery order: an explicit path, the ``NSYS`` environment variable, ``nsys`` o
 project's own cached install (``scripts/install_nsys.sh`` -> ``.cache/nsys``), the user cache
 (``~/.cache/nsys-mine/nsys``), then the usual CUDA and Nsight install folders.
 
-Exports are written next to the report as ``REPORT.nsys-mine.sqlite`` (or, if that folder is
-not writable, into ``~/.cache/nsys-mine/exports``) and reused while newer than the report. nsys
-is run into a temporary name first; a failed or partial export is deleted, never mined.
+Exports go to the user cache (``$XDG_CACHE_HOME/nsys-mine/exports``, default
+``~/.cache/nsys-mine/exports``), never into the report's own folder, and are reused while the
+report is unchanged. nsys writes to a temporary name first; a failed or partial export is
+deleted, never mined.
 """
 
 from __future__ import annotations
@@ -81,9 +82,8 @@ def nsys_version(nsys: Path) -> str:
 
 
 def cached_export_path(report: Path) -> Path:
-    beside = report.with_name(report.stem + ".nsys-mine.sqlite")
-    if os.access(report.parent, os.W_OK):
-        return beside
+    """Where the SQLite export of a report is cached: the user cache, keyed by the report's
+    absolute path, size and modification time (nothing is written beside the report)."""
     st = report.stat()
     digest = hashlib.sha1(f"{report.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
     return user_cache_dir() / "exports" / f"{report.stem}-{digest[:12]}.sqlite"

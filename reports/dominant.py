@@ -72,7 +72,7 @@ def sentence(row: dict) -> str:
         calls_s = f"{calls:g}"
         text += f", {calls_s} call{'s' if calls != 1 else ''} per {where}"
     else:
-        text += f", {row['instances']} calls"
+        text += f", {row['instances']} call{'s' if row['instances'] != 1 else ''}"
     return text
 
 
