@@ -1,0 +1,113 @@
+"""Build small synthetic nsys-shaped exports for the traps real fixtures do not show.
+
+The tables have the columns nsys writes (a subset), so that both our readers and, in CI,
+``nsys stats`` can read them. Timestamps are plain integers in nanoseconds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VM = 1 << 48  # nsys sets a high bit in globalTid/globalPid
+
+
+def gtid(pid: int, tid: int) -> int:
+    return VM | (pid << 24) | tid
+
+
+def gpid(pid: int) -> int:
+    return VM | (pid << 24)
+
+
+@dataclass
+class Synth:
+    strings: list[bytes] = field(default_factory=list)
+    kernels: list[tuple] = field(default_factory=list)
+    runtime: list[tuple] = field(default_factory=list)
+    nvtx: list[tuple] = field(default_factory=list)
+    memcpy: list[tuple] = field(default_factory=list)
+    next_corr: int = 100
+    meta: bool = True
+
+    def string(self, value: str | bytes) -> int:
+        raw = value.encode() if isinstance(value, str) else value
+        if raw in self.strings:
+            return self.strings.index(raw)
+        self.strings.append(raw)
+        return len(self.strings) - 1
+
+    def range(self, name: str, start: int, end: int | None, *, pid: int = 1, tid: int = 1,
+              inline: bool = False, etype: int = 59, domain: int | None = None,
+              end_tid: int | None = None) -> None:
+        text, text_id = (name, None) if inline else (None, self.string(name))
+        self.nvtx.append((start, end, etype, text, gtid(pid, tid),
+                          gtid(pid, end_tid) if end_tid is not None else None, text_id, domain))
+
+    def domain(self, domain_id: int, name: str, *, pid: int = 1, tid: int = 1,
+               start: int = 0) -> None:
+        self.nvtx.append((start, None, 75, name, gtid(pid, tid), None, None, domain_id))
+
+    def kernel(self, name: str | bytes, start: int, end: int, *,
+               launch: tuple[int, int] | None = (0, 1), pid: int = 1, tid: int = 1,
+               corr: int | None = None, duplicate: bool = False,
+               api: str = "cudaLaunchKernel") -> int:
+        if corr is None:
+            corr = self.next_corr
+            self.next_corr += 1
+        nid = self.string(name)
+        self.kernels.append((start, end, 0, 1, 7, corr, gpid(pid), nid, nid, nid, 1, 1, 1, 128, 1, 1))
+        if launch is not None:
+            ls, le = launch
+            self.runtime.append((ls, le, 1, gtid(pid, tid), corr, self.string(api), 0, None))
+            if duplicate:  # nsys 2022.2: the same launch again, nested, with the same corrId
+                self.runtime.append((ls + 1, le - 1, 1, gtid(pid, tid), corr,
+                                     self.string(api + "_v7000"), 0, None))
+        return corr
+
+    def write(self, path: Path) -> Path:
+        path.unlink(missing_ok=True)
+        conn = sqlite3.connect(path)
+        c = conn.cursor()
+        c.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+        c.executemany("INSERT INTO StringIds VALUES (?, CAST(? AS TEXT))",
+                      list(enumerate(self.strings)))
+        c.execute("CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER)")
+        c.execute("CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT)")
+        c.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'Synthetic GPU')")
+        if self.meta:
+            c.execute("CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT)")
+            c.executemany("INSERT INTO EXPORT_META_DATA VALUES (?, ?)", [
+                ("EXPORT_PRODUCT_VERSION", "2022.4.2.1"), ("EXPORT_SCHEMA_VERSION", "3.0.0")])
+        if self.kernels:
+            c.execute("""CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL,
+                end INTEGER NOT NULL, deviceId INTEGER, contextId INTEGER, streamId INTEGER,
+                correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,
+                shortName INTEGER, mangledName INTEGER, gridX INTEGER, gridY INTEGER,
+                gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER)""")
+            c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES "
+                          "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.kernels)
+            c.execute("""CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL,
+                end INTEGER NOT NULL, eventClass INTEGER, globalTid INTEGER,
+                correlationId INTEGER, nameId INTEGER, returnValue INTEGER,
+                callchainId INTEGER)""")
+            c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)",
+                          self.runtime)
+        if self.nvtx:
+            c.execute("""CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER,
+                eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, color INTEGER,
+                text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,
+                domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL,
+                uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER,
+                jsonText TEXT)""")
+            c.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, "
+                          "endGlobalTid, textId, domainId) VALUES (?,?,?,?,?,?,?,?)", self.nvtx)
+        if self.memcpy:
+            c.execute("""CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER,
+                correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER)""")
+            c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?,?)",
+                          self.memcpy)
+        conn.commit()
+        conn.close()
+        return path

@@ -1,0 +1,188 @@
+"""Reader semantics on synthetic exports: each trap of real exports, with exact numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reports.dominant import dominant_kernels
+from reports.kernel_summary import kernel_summary
+from reports.nvtx_kernels import nvtx_kernel_summary
+from reports.range_summary import range_summary
+from tests.synth import Synth
+
+
+def rows_by(report, *keys):
+    return {tuple(r[k] for k in keys): r for r in report.rows}
+
+
+@pytest.fixture
+def nested(tmp_path):
+    """step > forward > attention, two steps; one kernel outside any range; one kernel
+    without a launch row."""
+    s = Synth()
+    for i, t0 in enumerate((0, 10_000)):
+        s.range("step", t0, t0 + 9_000)
+        s.range("forward", t0 + 100, t0 + 5_000)
+        s.range("attention", t0 + 1_000, t0 + 2_000)
+        s.kernel("gemm_a", t0 + 1_100, t0 + 1_600, launch=(t0 + 1_050, t0 + 1_080))
+        s.kernel("softmax_k", t0 + 1_700, t0 + 1_800, launch=(t0 + 1_500, t0 + 1_520))
+        s.kernel("gemm_a", t0 + 3_000, t0 + 3_900, launch=(t0 + 2_500, t0 + 2_550))
+        s.kernel("adam_k", t0 + 6_000, t0 + 6_400, launch=(t0 + 5_500, t0 + 5_550))
+    s.kernel("stray", 30_000, 30_050, launch=(29_000, 29_010))  # outside every range
+    s.kernel("orphan", 31_000, 31_070, launch=None)  # trimmed: no launch row
+    return s.write(tmp_path / "nested.sqlite")
+
+
+def test_all_attribution_counts_every_enclosing_range(nested):
+    rows = rows_by(nvtx_kernel_summary(nested, attribution="all"), "range", "kernel")
+    assert rows[("step", "gemm_a")]["kernel_instances"] == 4
+    assert rows[("step", "gemm_a")]["total_ns"] == 2 * (500 + 900)
+    assert rows[("forward", "gemm_a")]["range_instances"] == 2
+    assert rows[("attention", "gemm_a")]["total_ns"] == 2 * 500
+    assert rows[("attention", "softmax_k")]["total_ns"] == 200
+    assert ("attention", "adam_k") not in rows
+    assert rows[(None, "stray")]["pid"] == 1 and rows[(None, "stray")]["tid"] == 1
+    assert rows[(None, "orphan")]["pid"] is None and rows[(None, "orphan")]["tid"] is None
+
+
+def test_innermost_partitions_total_kernel_time(nested):
+    inner = nvtx_kernel_summary(nested, attribution="innermost")
+    total = sum(r["total_ns"] for r in kernel_summary(nested).rows)
+    assert sum(r["total_ns"] for r in inner.rows) == total == 2 * (500 + 100 + 900 + 400) + 50 + 70
+    rows = rows_by(inner, "range", "kernel")
+    assert rows[("attention", "gemm_a")]["total_ns"] == 1000
+    assert rows[("forward", "gemm_a")]["total_ns"] == 1800
+    assert rows[("step", "adam_k")]["total_ns"] == 800
+    assert ("step", "gemm_a") not in rows
+
+
+def test_range_summary_gpu_columns(nested):
+    rows = rows_by(range_summary(nested), "range")
+    step, fwd, attn = rows[("step",)], rows[("forward",)], rows[("attention",)]
+    assert (step["instances"], step["total_ns"], step["min_ns"]) == (2, 18_000, 9_000)
+    assert step["kernel_instances"] == 8
+    assert step["gpu_inclusive_ns"] == 2 * (500 + 100 + 900 + 400)
+    assert step["gpu_exclusive_ns"] == 800
+    assert fwd["gpu_exclusive_ns"] == 1800 and attn["gpu_exclusive_ns"] == 1200
+    # span: first kernel start to last kernel end in each instance
+    assert step["gpu_span_ns"] == 2 * (6_400 - 1_100)
+    assert attn["gpu_span_ns"] == 2 * (1_800 - 1_100)
+    total = 2 * (500 + 100 + 900 + 400) + 50 + 70
+    assert sum(r["gpu_exclusive_ns"] for r in rows.values()) + 50 + 70 == total
+
+
+def test_kernels_in_range_and_dominant(nested):
+    rows = rows_by(kernel_summary(nested, range_name="forward"), "name")
+    assert set(rows) == {("gemm_a",), ("softmax_k",)}
+    assert rows[("gemm_a",)]["instances"] == 4 and rows[("gemm_a",)]["time_pct"] == 93.3
+    dom = dominant_kernels(nested, range_names=["forward", "attention"])
+    assert [r["range"] for r in dom.rows] == [None, "forward", "attention"]
+    fwd = dom.rows[1]
+    assert (fwd["kernel"], fwd["instances"], fwd["range_instances"]) == ("gemm_a", 4, 2)
+    assert fwd["per_range_instance"] == 2.0 and fwd["share_pct"] == 93.3
+    assert fwd["runner_up"] == "softmax_k" and fwd["runner_up_share_pct"] == 6.7
+    assert dom.sentences[1] == "forward: gemm_a (gemm), 93.3% of GPU time, 2 calls per forward"
+    inner = dominant_kernels(nested, range_names=["step"], attribution="innermost")
+    assert inner.rows[1]["kernel"] == "adam_k" and inner.rows[1]["share_pct"] == 100.0
+
+
+def test_duplicate_launch_rows_count_once(tmp_path):
+    s = Synth()
+    s.range("r", 0, 1_000)
+    s.kernel("k", 100, 200, launch=(10, 50), duplicate=True)
+    p = s.write(tmp_path / "dup.sqlite")
+    row = nvtx_kernel_summary(p).rows[0]
+    assert (row["range"], row["kernel_instances"], row["total_ns"]) == ("r", 1, 100)
+
+
+def test_correlation_ids_repeat_across_processes(tmp_path):
+    s = Synth()
+    s.range("p1_range", 0, 1_000, pid=1, tid=1)
+    s.range("p2_range", 0, 1_000, pid=2, tid=5)
+    s.kernel("k1", 100, 200, launch=(10, 20), pid=1, tid=1, corr=7)
+    s.kernel("k2", 100, 400, launch=(30, 40), pid=2, tid=5, corr=7)
+    rows = rows_by(nvtx_kernel_summary(s.write(tmp_path / "procs.sqlite")), "range", "kernel")
+    assert set(rows) == {("p1_range", "k1"), ("p2_range", "k2")}
+    assert rows[("p2_range", "k2")]["pid"] == 2 and rows[("p2_range", "k2")]["tid"] == 5
+
+
+def test_launch_must_lie_inside_range_on_same_thread(tmp_path):
+    s = Synth()
+    s.range("r", 100, 200, tid=1)
+    s.kernel("other_thread", 150, 160, launch=(120, 130), tid=2)
+    s.kernel("straddles_end", 150, 160, launch=(190, 210), tid=1)
+    s.kernel("inside", 500, 900, launch=(150, 160), tid=1)  # runs after the range: still in
+    rows = rows_by(nvtx_kernel_summary(s.write(tmp_path / "t.sqlite")), "range", "kernel")
+    assert ("r", "inside") in rows
+    assert (None, "other_thread") in rows and (None, "straddles_end") in rows
+
+
+def test_unclosed_range_ends_at_end_of_capture(tmp_path):
+    """Deliberate difference: nsys ends an unclosed range at the last NVTX timestamp; we end it
+    at the end of the capture (last kernel/launch/NVTX timestamp), so a launch after the last
+    NVTX event still belongs to it."""
+    s = Synth()
+    s.range("open", 100, None)
+    s.range("closed", 200, 300)
+    s.kernel("late", 5_000, 6_000, launch=(4_000, 4_100))
+    p = s.write(tmp_path / "open.sqlite")
+    ranges = rows_by(range_summary(p), "range")
+    assert ranges[("open",)]["total_ns"] == 6_000 - 100
+    assert rows_by(nvtx_kernel_summary(p), "range", "kernel")[("open", "late")]["total_ns"] == 1000
+    assert any("never closed" in n for n in range_summary(p).notes)
+
+
+def test_cross_thread_start_end_range_listed_not_attributed(tmp_path):
+    s = Synth()
+    s.range("async", 0, 1_000, etype=60, tid=1, end_tid=2)
+    s.range("sync", 0, 1_000, etype=60, tid=1)
+    s.kernel("k", 100, 200, launch=(10, 20), tid=1)
+    p = s.write(tmp_path / "x.sqlite")
+    ranges = rows_by(range_summary(p), "range")
+    assert ranges[("async",)]["style"] == "StartEnd" and ranges[("async",)]["instances"] == 1
+    assert ranges[("async",)]["kernel_instances"] == 0
+    assert ranges[("sync",)]["kernel_instances"] == 1
+    assert set(rows_by(nvtx_kernel_summary(p), "range")) == {("sync",)}
+
+
+def test_domains_text_and_textid_names(tmp_path):
+    s = Synth()
+    s.domain(3, "MPI")
+    s.range("MPI_Send", 0, 100, domain=3)
+    s.range("plain", 0, 100, domain=0)
+    s.range("same", 200, 300)
+    s.range("same", 400, 500, inline=True)  # same name once via textId, once inline
+    rows = rows_by(range_summary(s.write(tmp_path / "d.sqlite")), "range")
+    assert set(rows) == {("MPI:MPI_Send",), ("plain",), ("same",)}
+    assert rows[("same",)]["instances"] == 2
+
+
+def test_invalid_utf8_and_huge_names(tmp_path, cli):
+    huge = "void k<" + "x" * 300_000 + ">()"
+    s = Synth()
+    s.range(b"r\xff\xfeange".decode("latin-1"), 0, 1_000)
+    s.kernel(b"bad\xff\xfename", 100, 200, launch=(10, 20))
+    s.kernel(huge, 300, 500, launch=(30, 40))
+    p = s.write(tmp_path / "u.sqlite")
+    names = {r["name"] for r in kernel_summary(p).rows}
+    assert "bad\ufffd\ufffdname" in names and huge in names  # full name kept in data
+    res = cli("kernels", p, "--format", "json")
+    assert res.exit_code == 0
+    assert {r["name"] for r in json.loads(res.stdout)} == names
+    table = cli("kernels", p)
+    assert table.exit_code == 0 and "xxxx" in table.stdout and len(table.stdout) < 5_000
+
+
+def test_nested_same_name_ranges_follow_nsys_and_dedupe_elsewhere(tmp_path):
+    s = Synth()
+    s.range("block", 0, 1_000)
+    s.range("block", 10, 900)
+    s.kernel("k", 100, 300, launch=(50, 60))
+    p = s.write(tmp_path / "same.sqlite")
+    row = nvtx_kernel_summary(p).rows[0]
+    # as nsys: one kernel, two range instances, its time counted in both
+    assert (row["range_instances"], row["kernel_instances"], row["total_ns"]) == (2, 1, 400)
+    assert kernel_summary(p, range_name="block").rows[0]["total_ns"] == 200
+    assert rows_by(range_summary(p), "range")[("block",)]["gpu_inclusive_ns"] == 200
