@@ -1,0 +1,159 @@
+"""Bad input: one clear ``Error: ...`` line on stderr, exit code 1, no traceback, input untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.synth import Synth
+
+COMMANDS = ["info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops"]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "-"
+
+
+def assert_error(res, *fragments: str) -> None:
+    assert res.exit_code == 1, (res.exit_code, res.stdout, res.stderr)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    for frag in fragments:
+        assert frag in lines[0], (frag, lines[0])
+
+
+def _write(p: Path, data: bytes) -> Path:
+    p.write_bytes(data)
+    return p
+
+
+def _random_bytes(p: Path) -> Path:
+    p.write_bytes(os.urandom(4096))
+    return p
+
+
+def _truncated(p: Path, fixture: Path) -> Path:
+    data = fixture.read_bytes()
+    p.write_bytes(data[: len(data) // 3])
+    return p
+
+
+def _not_nsys(p: Path) -> Path:
+    conn = sqlite3.connect(p)
+    conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    conn.commit()
+    conn.close()
+    return p
+
+
+def _partial(p: Path) -> Path:
+    """What a failed `nsys export` leaves: some nsys tables, no StringIds/thread tables."""
+    conn = sqlite3.connect(p)
+    conn.execute("CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER, name TEXT, label TEXT)")
+    conn.execute("CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT)")
+    conn.commit()
+    conn.close()
+    return p
+
+
+@pytest.fixture
+def synth_export(tmp_path):
+    s = Synth()
+    s.range("forward", 0, 1000)
+    s.kernel("gemm", 100, 200, launch=(10, 20))
+    return s.write(tmp_path / "ok.sqlite")
+
+
+CASES = {
+    "missing": (lambda d, fx: d / "nope.sqlite", ["no such file"]),
+    "directory": (lambda d, fx: d, ["is a directory"]),
+    "empty": (lambda d, fx: _write(d / "empty.sqlite", b""), ["the file is empty"]),
+    "random": (lambda d, fx: _random_bytes(d / "random.sqlite"), ["not an SQLite database"]),
+    "text": (lambda d, fx: _write(d / "notes.sqlite", b"hello"), ["not an SQLite database"]),
+    "not_nsys": (lambda d, fx: _not_nsys(d / "users.sqlite"), ["not an nsys export"]),
+    "partial": (lambda d, fx: _partial(d / "partial.sqlite"), ["partial nsys export"]),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_paths(case, command, tmp_path, cli):
+    make, fragments = CASES[case]
+    path = make(tmp_path, None)
+    before = digest(path)
+    assert_error(cli(command, path), *fragments)
+    assert digest(path) == before
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_truncated_sqlite(command, tmp_path, cli, fx):
+    path = _truncated(tmp_path / "cut.sqlite", fx("vecadd_t4_nsys2022.4.sqlite"))
+    before = digest(path)
+    assert_error(cli(command, path), "truncated")
+    assert digest(path) == before
+
+
+def test_report_without_nsys(tmp_path, cli, monkeypatch):
+    import nsys_parsers.nsys_tool as tool
+
+    monkeypatch.setattr(tool, "candidate_paths", lambda: [])
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"not really a report")
+    assert_error(cli("kernels", rep), "needs nsys", "install")
+    assert_error(cli("info", tmp_path / "x.qdrep"), "no such file")
+
+
+def test_broken_report_with_nsys(tmp_path, cli, nsys_bin, monkeypatch):
+    monkeypatch.setenv("NSYS", str(nsys_bin))
+    rep = tmp_path / "broken.nsys-rep"
+    rep.write_bytes(b"\x00" * 5000)
+    assert_error(cli("kernels", rep), "could not export")
+    # the partial output nsys may leave is deleted, never mined
+    assert not any(p.suffix == ".sqlite" for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize("name", ["forward'; DROP TABLE StringIds; --", 'a"b', "%", "forwad"])
+def test_range_filter_with_quotes_or_sql(name, synth_export, cli):
+    before = digest(synth_export)
+    assert_error(cli("kernels", synth_export, "--range", name), "no NVTX range named")
+    assert_error(cli("dominant", synth_export, "--range", name), "no NVTX range named")
+    assert digest(synth_export) == before
+
+
+def test_unknown_range_lists_closest(synth_export, cli):
+    assert_error(cli("kernels", synth_export, "--range", "forwad"), "closest: 'forward'")
+
+
+def test_missing_tables_are_explained(cli, fx):
+    assert_error(cli("kernels", fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")),
+                 "kernels were not traced", "--trace=cuda")
+    assert_error(cli("ranges", fx("vecadd_t4_nsys2022.4.sqlite")), "NVTX was not traced",
+                 "--trace=nvtx")
+    assert_error(cli("nvtx-kernels", fx("gtls_rtx3060_nsys2023.1.sqlite")), "--trace=nvtx")
+    assert_error(cli("memops", fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")),
+                 "--trace=cuda")
+
+
+def test_bad_rules_file(tmp_path, synth_export, cli):
+    bad = tmp_path / "rules.toml"
+    bad.write_text("[[rule]]\ncategory = 'nonsense'\npattern = 'x'\n")
+    res = cli("kernels", synth_export, "--rules", bad)
+    assert_error(res, "nonsense")
+
+
+def test_commands_never_modify_the_export(tmp_path, cli, fx):
+    src = fx("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(src, copy)
+    before = digest(copy)
+    for command in COMMANDS:
+        assert cli(command, copy, "--format", "json").exit_code == 0
+    assert cli("kernels", copy, "--range", "aten::conv2d, seq = 0").exit_code == 0
+    assert digest(copy) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.sqlite"]  # no -wal/-journal
