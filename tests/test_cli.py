@@ -1,0 +1,133 @@
+"""The CLI contract: JSON keys, every format, --output, help text, python -m profile_cli."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from reports.dominant import DOMINANT_COLUMNS
+from reports.kernel_summary import KERNEL_COLUMNS
+from reports.memops import MEMOPS_COLUMNS
+from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS
+from reports.range_summary import RANGE_COLUMNS
+
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+
+EXPECTED_KEYS = {
+    "kernels": ["name", "category", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
+                "max_ns", "stddev_ns", "time_pct"],
+    "ranges": ["range", "style", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
+               "max_ns", "stddev_ns", "kernel_instances", "gpu_inclusive_ns",
+               "gpu_exclusive_ns", "gpu_span_ns"],
+    "nvtx-kernels": ["range", "style", "pid", "tid", "range_instances", "kernel_instances",
+                     "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "kernel"],
+}
+
+
+def test_column_constants_are_the_documented_contract():
+    assert KERNEL_COLUMNS == EXPECTED_KEYS["kernels"]
+    assert RANGE_COLUMNS == EXPECTED_KEYS["ranges"]
+    assert NVTX_KERNEL_COLUMNS == EXPECTED_KEYS["nvtx-kernels"]
+    assert DOMINANT_COLUMNS[:8] == ["range", "kernel", "category", "share_pct", "total_ns",
+                                    "instances", "range_instances", "per_range_instance"]
+
+
+@pytest.mark.parametrize("command", sorted(EXPECTED_KEYS))
+def test_json_rows_have_exactly_the_keys(command, cli, fx):
+    res = cli(command, fx(DLPROF), "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert rows and all(list(r) == EXPECTED_KEYS[command] for r in rows)
+
+
+def test_info_json(cli, fx):
+    res = cli("info", fx(DLPROF), "-f", "json")
+    info = json.loads(res.stdout)
+    assert {"nsys_version", "schema_version", "gpus", "tables", "capture_command",
+            "kernel_count", "nvtx_range_count"} <= set(info)
+    assert info["nsys_version"] == "2022.1.3.3" and info["schema_version"] == "2.9.1"
+    assert info["gpus"] == ["NVIDIA GeForce RTX 2070 SUPER"]
+    assert info["kernel_count"] == 46 and info["nvtx_range_count"] == 82
+    assert info["tables"]["CUPTI_ACTIVITY_KIND_RUNTIME"] == 279
+    assert info["capture_command"] == "python3"
+
+
+def test_dominant_json_and_sentences(cli, fx):
+    res = cli("dominant", fx(DLPROF), "-f", "json", "--range", "aten::conv2d, seq = 0")
+    rows = json.loads(res.stdout)
+    assert [r["range"] for r in rows] == [None, "aten::conv2d, seq = 0"]
+    assert list(rows[0]) == DOMINANT_COLUMNS
+    assert isinstance(rows[1]["category_shares"], dict)
+    table = cli("dominant", fx(DLPROF), "--range", "aten::conv2d, seq = 0")
+    assert "aten::conv2d, seq = 0: " in table.stdout and "% of GPU time" in table.stdout
+
+
+@pytest.mark.parametrize("fmt", ["table", "md", "csv", "json", "latex"])
+@pytest.mark.parametrize("command", ["kernels", "ranges", "nvtx-kernels", "dominant", "memops",
+                                     "info"])
+def test_every_format_renders(command, fmt, cli, fx, tmp_path):
+    out = tmp_path / f"out.{fmt}"
+    res = cli(command, fx(DLPROF), "--format", fmt, "--output", out)
+    assert res.exit_code == 0, res.stderr
+    text = out.read_text()
+    assert text.strip()
+    if fmt == "json":
+        json.loads(text)
+    if fmt == "latex":
+        assert "\\begin{tabular}" in text and "\\end{table}" in text
+    if fmt == "md":
+        assert "| ---" in text
+    if fmt == "csv" and command != "info":
+        assert text.splitlines()[0].split(",")[0] in ("name", "range", "operation")
+
+
+def test_memops_numbers(cli, fx):
+    rows = json.loads(cli("memops", fx("gtls_rtx3060_nsys2023.1.sqlite"), "-f", "json").stdout)
+    by = {r["operation"]: r for r in rows}
+    assert by["memcpy Device-to-Device"]["instances"] == 5072
+    assert by["memcpy Device-to-Device"]["total_bytes"] == 213297888
+    assert by["memcpy Host-to-Device"]["instances"] == 26
+    assert by["memset"]["instances"] == 1 and by["memset"]["total_bytes"] == 213287744
+
+
+def test_name_kinds(cli, fx):
+    ex = fx(DLPROF)
+    short = {r["name"] for r in json.loads(cli("kernels", ex, "--name-kind", "short", "-f",
+                                                "json").stdout)}
+    mangled = {r["name"] for r in json.loads(cli("kernels", ex, "--name-kind", "mangled", "-f",
+                                                  "json").stdout)}
+    assert "implicit_convolve_sgemm" in short
+    assert any(n.startswith("_Z") for n in mangled)
+    # older schema without mangledName falls back to demangled names, and says so
+    res = cli("kernels", fx("kmeans_openacc_rtx3080_hpcsdk21.2.sqlite"), "--name-kind", "mangled")
+    assert res.exit_code == 0 and "kmeans_235_gpu" in res.stdout and "no mangledName" in res.stdout
+
+
+def test_top(cli, fx):
+    rows = json.loads(cli("kernels", fx(DLPROF), "--top", "3", "-f", "json").stdout)
+    assert len(rows) == 3 and rows[0]["total_ns"] >= rows[1]["total_ns"] >= rows[2]["total_ns"]
+
+
+def test_help_for_every_command(cli):
+    from profile_cli.app import app
+
+    commands = [c.name or c.callback.__name__ for c in app.registered_commands]
+    assert {"info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops"} <= set(commands)
+    for name in commands:
+        res = cli(name, "--help")
+        assert res.exit_code == 0 and "--format" in res.stdout or name == "categories" or \
+            "Usage" in res.stdout, name
+        cmd = next(c for c in app.registered_commands if (c.name or c.callback.__name__) == name)
+        assert (cmd.callback.__doc__ or "").strip(), f"{name} has no help text"
+
+
+def test_python_dash_m_and_unknown_option(fx):
+    proc = subprocess.run([sys.executable, "-m", "profile_cli", "kernels", str(fx(DLPROF)),
+                           "--top", "1", "-f", "csv"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("name,category")
+    bad = subprocess.run([sys.executable, "-m", "profile_cli", "kernels", "--format", "xml",
+                          str(fx(DLPROF))], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
