@@ -118,7 +118,7 @@ def nvtx_kernels(
     result = nvtx_kernel_summary(export, attribution=attribution.value, name_kind=name_kind.value)
     emit(render_rows(result.rows, NVTX_KERNEL_COLUMNS, format.value,
                      title=f"CUDA kernels by NVTX range ({attribution.value})",
-                     notes=result.notes), output)
+                     notes=result.notes, null_labels={"range": "(no range)"}), output)
 
 
 @app.command()
@@ -139,7 +139,7 @@ def dominant(
     output: OutputOpt = None,
 ) -> None:
     """Which kernel dominates: for the whole export and for each NVTX range."""
-    from reports.dominant import DOMINANT_COLUMNS, dominant_kernels
+    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_HUMAN_COLUMNS, dominant_kernels
     from reports.render import render_rows
 
     result = dominant_kernels(export, range_names=range_names or None,
@@ -147,7 +147,8 @@ def dominant(
                               rules=rules)
     emit(render_rows(result.rows, DOMINANT_COLUMNS, format.value,
                      title="Dominant kernel per range", notes=result.notes,
-                     sentences=result.sentences), output)
+                     sentences=result.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,
+                     null_labels={"range": "(whole export)"}), output)
 
 
 @app.command()

@@ -25,6 +25,13 @@ DOMINANT_COLUMNS = [
 ]
 
 
+# The table/markdown/LaTeX view: the answer, without the raw totals.
+DOMINANT_HUMAN_COLUMNS = [
+    "range", "kernel", "category", "share_pct", "per_range_instance", "runner_up",
+    "runner_up_share_pct", "category_shares",
+]
+
+
 def _dominant_row(range_name, kernel_codes, durations, names, categories, range_instances):
     if durations.size == 0:
         return {"range": range_name, "kernel": None, "category": None, "share_pct": None,

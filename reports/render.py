@@ -201,8 +201,12 @@ def render_rows(
     title: str | None = None,
     notes: Iterable[str] = (),
     sentences: Iterable[str] = (),
+    human_columns: list[str] | None = None,
+    null_labels: dict[str, str] | None = None,
 ) -> Rendered:
-    """Render row dicts in one of FORMATS. ``notes`` are explanations shown with human formats."""
+    """Render row dicts in one of FORMATS. ``notes`` are explanations shown with human formats
+    (table, md); ``human_columns`` is a narrower column list for table/md/latex, and
+    ``null_labels`` names what an empty cell means there (e.g. range None = whole export)."""
     check_format(fmt)
     notes = list(notes)
     sentences = list(sentences)
@@ -210,6 +214,11 @@ def render_rows(
         return Rendered(text=to_json([{c: r.get(c) for c in columns} for r in rows]))
     if fmt == "csv":
         return Rendered(text=to_csv(rows, columns))
+    if human_columns:
+        columns = human_columns
+    if null_labels:
+        rows = [{k: (null_labels[k] if k in null_labels and v is None else v)
+                 for k, v in r.items()} for r in rows]
     if fmt == "md":
         text = ""
         if title:

@@ -111,3 +111,44 @@ class Synth:
         conn.commit()
         conn.close()
         return path
+
+
+def demo(path: Path) -> Path:
+    """A small export shaped like a Transformer training step (used when no real one exists)."""
+    s = Synth()
+    t = 1_000_000
+    for step in range(3):
+        s.range("step", t, t + 900_000)
+        s.range("forward", t + 1_000, t + 300_000)
+        for layer in range(2):
+            base = t + 2_000 + layer * 140_000
+            s.range("scaled dot product attention", base, base + 60_000)
+            s.range("computing attention scores", base + 1_000, base + 20_000)
+            s.kernel("ampere_sgemm_128x64_tn", base + 30_000, base + 52_000,
+                     launch=(base + 2_000, base + 2_500))
+            s.range("computing softmax", base + 21_000, base + 40_000)
+            s.kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>",
+                     base + 52_000, base + 61_000, launch=(base + 22_000, base + 22_400))
+            s.range("final matmul", base + 41_000, base + 59_000)
+            s.kernel("ampere_sgemm_64x64_nn", base + 61_000, base + 75_000,
+                     launch=(base + 42_000, base + 42_500))
+            s.kernel("ampere_sgemm_128x128_nn", base + 75_000, base + 120_000,
+                     launch=(base + 70_000, base + 70_500))
+        s.range("backward", t + 310_000, t + 700_000)
+        for i in range(6):
+            b = t + 320_000 + i * 60_000
+            s.kernel("ampere_sgemm_128x64_nt", b + 20_000, b + 70_000, launch=(b, b + 500))
+        s.range("optimizer", t + 710_000, t + 890_000)
+        s.kernel("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+                 "FusedAdamMathFunctor<float, 4>>", t + 720_000, t + 760_000,
+                 launch=(t + 712_000, t + 712_500))
+        t += 1_000_000
+    return s.write(path)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "--demo":
+        sys.exit("usage: python -m tests.synth --demo OUT.sqlite")
+    print(demo(Path(sys.argv[2])))
