@@ -30,7 +30,7 @@ from nsys_parsers import queries as Q
 from nsys_parsers.export import (
     DRIVER_TABLE, KERNEL_TABLE, NVTX_TABLE, RUNTIME_TABLE, Export,
 )
-from nsys_parsers.fetch import int_columns, run_parallel, text_column
+from nsys_parsers.fetch import TEXT_SEP, Reader, int_columns, rowid_chunks, text_column
 
 NAME_KINDS = ("short", "demangled", "mangled")
 _NAME_COLUMN = {"short": "shortName", "demangled": "demangledName", "mangled": "mangledName"}
@@ -63,18 +63,18 @@ class RangeData:
     start: np.ndarray
     end: np.ndarray  # unclosed ranges: end of capture
     tid: np.ndarray  # globalTid
-    name_code: np.ndarray
-    names: list[str]
     pushpop: np.ndarray  # bool: push/pop (else start/end)
     cross_thread: np.ndarray  # bool: start/end range that ended on another thread
     unclosed: np.ndarray  # bool
+    rowid: np.ndarray  # NVTX_EVENTS rowid, to fetch names later
+    domain: np.ndarray  # domain id (0: default domain)
+    domains: np.ndarray  # NvtxDomainCreate rows: (rowid, domain id, process key, start)
+    all_is_domain: np.ndarray  # table order of all rows read: True for domain-create rows
+    name_code: np.ndarray | None = None  # index into names; -1 where not resolved
+    names: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.start.size)
-
-    @property
-    def style(self) -> np.ndarray:
-        return np.where(self.pushpop, "PushPop", "StartEnd")
 
 
 @dataclass
@@ -119,43 +119,60 @@ def kernel_name_column(export: Export, name_kind: str) -> tuple[str, list[str]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# jobs (each runs on its own connection, possibly in a thread)
+# chunk jobs (each runs on a pool thread's own connection)
 
-def _kernel_job(export: Export, name_col: str):
-    sql = Q.KERNELS.sql(export, name_col=name_col)
+def _ints_job(sql: str, columns: list[str], bounds: dict[str, int]):
+    return lambda conn: int_columns(conn, sql, columns, bounds)
 
+
+def _names_job(sql: str, bounds: dict[str, int]):
     def job(conn):
-        s, e, n, p, c = int_columns(conn, sql, ["s", "e", "n", "p", "c"])
-        names = strings_by_id(conn, export, np.unique(n))
-        return s, e, n, p, c, names
+        import pandas as pd
+
+        keys = text_column(conn, sql, "k", bounds)
+        if not keys:
+            return np.zeros(0, dtype=np.int64), []
+        codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False)
+        return codes.astype(np.int64), list(uniques)
     return job
 
 
-def _launch_job(export: Export):
-    sqls = [Q.LAUNCHES.sql(export, table=t) for t in (RUNTIME_TABLE, DRIVER_TABLE)
-            if all(export.has_column(t, c) for c in ("start", "end", "globalTid",
-                                                      "correlationId"))]
+def _gather_ints(futures: list, ncols: int) -> list[np.ndarray]:
+    """Concatenate chunk results column by column, freeing each chunk column once copied
+    (peak memory: the chunks plus one final column, not twice the data)."""
+    parts = [f.result() for f in futures]
+    futures.clear()
+    if not parts:
+        return [np.zeros(0, dtype=np.int64) for _ in range(ncols)]
+    out = []
+    for i in range(ncols):
+        out.append(np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i])
+        for p in parts:
+            p[i] = None
+    return out
 
-    def job(conn):
-        parts = [int_columns(conn, sql, ["s", "e", "t", "c"]) for sql in sqls]
-        if not parts:
-            return [np.zeros(0, dtype=np.int64)] * 4
-        return [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    return job
+
+def _gather_names(futures) -> tuple[np.ndarray, list[str]]:
+    """Merge per-chunk factorizations into one code space."""
+    index: dict[str, int] = {}
+    codes = []
+    for f in futures:
+        c, uniques = f.result()
+        remap = np.array([index.setdefault(u, len(index)) for u in uniques], dtype=np.int64)
+        codes.append(remap[c] if c.size else c)
+    allc = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+    return allc, list(index)
 
 
-def _nvtx_numeric_job(export: Export):
+def _nvtx_numeric_sql(export: Export) -> str:
     cross = ("e.endGlobalTid IS NOT NULL AND e.endGlobalTid != e.globalTid"
              if export.has_column(NVTX_TABLE, "endGlobalTid") else "0")
     domain = "ifnull(e.domainId, 0)" if export.has_column(NVTX_TABLE, "domainId") else "0"
-    sql = Q.NVTX_NUMERIC.sql(export, cross_thread=cross, domain=domain)
-
-    def job(conn):
-        return int_columns(conn, sql, ["s", "e", "t", "f", "d"])
-    return job
+    return Q.NVTX_NUMERIC.sql(export, cross_thread=cross, domain=domain)
 
 
-def _nvtx_names_job(export: Export):
+def _nvtx_key_expr(export: Export) -> str:
+    """SQL for a row's raw name key: "\x01<textId>" when textId is set, else the inline text."""
     has_id = export.has_column(NVTX_TABLE, "textId")
     has_text = export.has_column(NVTX_TABLE, "text")
     if has_id and has_text:
@@ -166,28 +183,23 @@ def _nvtx_names_job(export: Export):
         key = "e.text"
     else:
         key = "''"
-    sql = Q.NVTX_NAME_KEYS.sql(export, name_key=key)
+    return key
 
-    def job(conn):
-        import pandas as pd
 
-        keys = text_column(conn, sql, "k")
-        codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False)
-        del keys
-        uniques = list(uniques)
-        ids = [int(u[1:]) for u in uniques if u.startswith("\x01") and u[1:].lstrip("-").isdigit()]
-        strings = strings_by_id(conn, export, ids)
-        resolved = []
-        for u in uniques:
-            if u.startswith("\x01"):
-                try:
-                    resolved.append(strings.get(int(u[1:]), f"<textId {u[1:]}>"))
-                except ValueError:
-                    resolved.append(u[1:])
-            else:
-                resolved.append(u)
-        return codes.astype(np.int64), resolved
-    return job
+def _resolve_name_keys(conn, export: Export, keys: list[str]) -> list[str]:
+    """Raw keys ("\x01<textId>" or inline text) -> display names."""
+    ids = [int(u[1:]) for u in keys if u.startswith("\x01") and u[1:].lstrip("-").isdigit()]
+    strings = strings_by_id(conn, export, ids)
+    out = []
+    for u in keys:
+        if u.startswith("\x01"):
+            try:
+                out.append(strings.get(int(u[1:]), f"<textId {u[1:]}>"))
+            except ValueError:
+                out.append(u[1:])
+        else:
+            out.append(u)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,91 +246,191 @@ def unique_names(names: list[str], codes: np.ndarray) -> tuple[list[str], np.nda
     return list(index), remap[codes] if codes.size else codes
 
 
-def _build_ranges(numeric, names_result, capture_end: int) -> RangeData:
-    s, e, t, f, d = numeric
-    codes, resolved = names_result
-    if codes.size != s.size:  # pragma: no cover - both scans read the same rows in table order
-        raise RuntimeError("NVTX name and time columns differ in length")
+def _build_ranges(cols: list[np.ndarray], capture_end: int) -> RangeData:
+    s, e, t, f, r = cols
     etype = f & 0xFF
     is_domain = etype == Q.NVTX_DOMAIN_CREATE
-    is_range = ~is_domain
-    names = list(resolved)
-    final = codes
-    if is_domain.any() and (d[is_range] != 0).any():
-        # (domainId, process) -> domain name; nsys takes the first creation of each pair.
-        dom_idx = np.flatnonzero(is_domain)
-        dom_idx = dom_idx[np.argsort(s[dom_idx], kind="stable")]
-        pidkey = t & ~np.int64(LOW24)
-        domain_of = np.full(s.size, -1, dtype=np.int64)
-        dom_names: list[str] = []
-        seen: dict[tuple[int, int], int] = {}
-        for i in dom_idx:
-            key = (int(d[i]), int(pidkey[i]))
-            if key in seen:
-                continue
-            seen[key] = len(dom_names)
-            dom_names.append(resolved[codes[i]])
-        for (did, pk), j in seen.items():
-            domain_of[is_range & (d == did) & (pidkey == pk)] = j
-        combo = (domain_of + 1) * (len(resolved) + 1) + codes
-        uniq, final = np.unique(combo, return_inverse=True)
-        names = []
-        for u in uniq:
-            dj, c = divmod(int(u), len(resolved) + 1)
-            base = resolved[c]
-            names.append(f"{dom_names[dj - 1]}:{base}" if dj > 0 else base)
-        final = final.ravel()
-    keep = np.flatnonzero(is_range)
-    s, e, t, f, final = s[keep], e[keep], t[keep], f[keep], final[keep]
-    names, final = unique_names(names, final)
+    dom = np.flatnonzero(is_domain)
+    domains = np.stack([r[dom], f[dom] >> 9, t[dom] & ~np.int64(LOW24), s[dom]], axis=1)
+    keep = np.flatnonzero(~is_domain) if dom.size else None
+    if keep is not None:
+        s, e, t, f, r = s[keep], e[keep], t[keep], f[keep], r[keep]
     unclosed = e < 0
-    e = np.where(unclosed, max(capture_end, int(s.max(initial=0))), e)
+    if unclosed.any():
+        e = np.where(unclosed, max(capture_end, int(s.max(initial=0))), e)
     etype = f & 0xFF
     pushpop = (etype == Q.NVTX_PUSHPOP) | (etype == Q.NVTXT_PUSHPOP)
     cross = ((f >> 8) & 1).astype(bool) & ~pushpop
-    return RangeData(start=s, end=e, tid=t, name_code=final, names=names, pushpop=pushpop,
-                     cross_thread=cross, unclosed=unclosed)
+    return RangeData(start=s, end=e, tid=t, pushpop=pushpop, cross_thread=cross,
+                     unclosed=unclosed, rowid=r, domain=f >> 9, domains=domains,
+                     all_is_domain=is_domain)
+
+
+def _subset_keys(conn, export: Export, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                      list[str]]:
+    """Name keys of the given NVTX rowids: (rowids, codes, unique keys), by rowid seeks."""
+    import pandas as pd
+
+    key = _nvtx_key_expr(export)
+    out_r, out_c = [], []
+    index: dict[str, int] = {}
+    for a in range(0, rowids.size, 200_000):
+        ids = json.dumps(rowids[a:a + 200_000].tolist())
+        sql = Q.NVTX_KEYS_BY_ROWID.sql(export, name_key=key)
+        rid_text, keys_text, count = conn.execute(sql, (ids,)).fetchone()
+        if not count:
+            continue
+        rid = np.fromstring(rid_text, dtype=np.int64, sep=",")
+        keys = keys_text.split(TEXT_SEP)
+        if len(keys) != count:  # a name contains the separator: row by row
+            rows = conn.execute(Q.NVTX_KEYS_BY_ROWID_ROWS.sql(export, name_key=key),
+                                (ids,)).fetchall()
+            rid = np.array([x[0] for x in rows], dtype=np.int64)
+            keys = [x[1] or "" for x in rows]
+        codes, uniq = pd.factorize(np.asarray(keys, dtype=object), sort=False)
+        remap = np.array([index.setdefault(u, len(index)) for u in uniq], dtype=np.int64)
+        out_r.append(rid)
+        out_c.append(remap[codes] if codes.size else codes.astype(np.int64))
+    if not out_r:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
+    return np.concatenate(out_r), np.concatenate(out_c), list(index)
+
+
+def resolve_range_names(export: Export, ranges: RangeData, rows: np.ndarray | None = None,
+                        full_keys: tuple[np.ndarray, list[str]] | None = None) -> RangeData:
+    """Give ranges their display names: all of them, or only ``rows`` (indices), which is
+    much cheaper on exports with millions of ranges when only those with kernels matter."""
+    conn = export.conn
+    if rows is None and full_keys is None:
+        with Reader(export.path) as rd:
+            names_sql = Q.NVTX_NAME_KEYS.sql(export, name_key=_nvtx_key_expr(export))
+            futures = [rd.submit(_names_job(names_sql, b)) for b in rowid_chunks(conn, NVTX_TABLE)]
+            full_keys = _gather_names(futures)
+    if full_keys is not None:
+        codes_all, uniq = full_keys
+        dom_codes = codes_all[ranges.all_is_domain]
+        range_codes = codes_all[~ranges.all_is_domain] if ranges.all_is_domain.any() else codes_all
+    else:
+        want = np.union1d(ranges.rowid[rows], ranges.domains[:, 0])
+        rid, codes, uniq = _subset_keys(conn, export, want)
+        pos = np.searchsorted(ranges.rowid, rid)
+        pos_c = np.minimum(pos, max(ranges.rowid.size - 1, 0))
+        hit = ranges.rowid.size > 0
+        range_codes = np.full(len(ranges), -1, dtype=np.int64)
+        if hit:
+            ok = ranges.rowid[pos_c] == rid
+            range_codes[pos_c[ok]] = codes[ok]
+        dpos = np.searchsorted(rid, ranges.domains[:, 0])
+        dom_codes = codes[np.minimum(dpos, max(rid.size - 1, 0))] if rid.size else \
+            np.zeros(0, dtype=np.int64)
+    resolved = _resolve_name_keys(conn, export, uniq)
+    names = list(resolved)
+    final = range_codes
+    has_domain = ranges.domains.shape[0] > 0 and bool((ranges.domain != 0).any())
+    if has_domain:
+        # (domainId, process) -> domain name; nsys takes the first creation of each pair.
+        order = np.argsort(ranges.domains[:, 3], kind="stable")
+        seen: dict[tuple[int, int], int] = {}
+        dom_names: list[str] = []
+        for i in order:
+            key = (int(ranges.domains[i, 1]), int(ranges.domains[i, 2]))
+            if key not in seen:
+                seen[key] = len(dom_names)
+                dom_names.append(resolved[int(dom_codes[i])])
+        domain_of = np.full(len(ranges), -1, dtype=np.int64)
+        pidkey = ranges.tid & ~np.int64(LOW24)
+        for (did, pk), j in seen.items():
+            domain_of[(ranges.domain == did) & (pidkey == pk)] = j
+        base = len(resolved) + 1
+        combo = np.where(final >= 0, (domain_of + 1) * base + final, -1)
+        uniq_c, inv = np.unique(combo, return_inverse=True)
+        names = []
+        for u in uniq_c:
+            if u < 0:
+                names.append("")  # placeholder for unresolved rows, dropped below
+                continue
+            dj, c = divmod(int(u), base)
+            names.append(f"{dom_names[dj - 1]}:{resolved[c]}" if dj > 0 else resolved[c])
+        final = inv.ravel()
+        if uniq_c.size and uniq_c[0] < 0:  # unresolved rows stay -1
+            names = names[1:]
+            final = final - 1
+    valid = final >= 0
+    if not valid.all():
+        sub_names, sub_codes = unique_names(names, final[valid])
+        final = final.copy()
+        final[valid] = sub_codes
+        names = sub_names
+    else:
+        names, final = unique_names(names, final)
+    ranges.name_code = final
+    ranges.names = names
+    return ranges
 
 
 def load_activity(export: Export, *, name_kind: str = "demangled", kernels: bool = True,
-                  ranges: bool = True, launches: bool = True) -> Activity:
-    """Read what the reports need, in parallel threads. Missing tables give ``None`` parts."""
+                  ranges: bool = True, launches: bool = True, range_names: bool = True,
+                  workers: int = 2) -> Activity:
+    """Read what the reports need, in chunks, on a pool of threads. Missing tables give None.
+
+    ``range_names=False`` leaves NVTX range names unresolved (``resolve_range_names`` later
+    fetches only the ones a report needs)."""
     notes: list[str] = []
-    jobs = {}
     has_kernels = kernels and export.has_table(KERNEL_TABLE)
     has_nvtx = ranges and export.has_table(NVTX_TABLE)
-    if has_kernels:
-        name_col, n = kernel_name_column(export, name_kind)
-        notes += n
-        jobs["kernels"] = _kernel_job(export, name_col)
-        if launches:
-            jobs["launches"] = _launch_job(export)
-    if has_nvtx:
-        jobs["nvtx_numeric"] = _nvtx_numeric_job(export)
-        jobs["nvtx_names"] = _nvtx_names_job(export)
-    results = run_parallel(export.path, jobs) if jobs else {}
+    conn = export.conn
+    with Reader(export.path, workers=workers) as rd:
+        kf, lf, nf, tf = [], [], [], []
+        if has_kernels:
+            name_col, n = kernel_name_column(export, name_kind)
+            notes += n
+            ksql = Q.KERNELS.sql(export, name_col=name_col)
+            kf = [rd.submit(_ints_job(ksql, ["s", "e", "n", "p", "c"], b))
+                  for b in rowid_chunks(conn, KERNEL_TABLE)]
+            if launches:
+                for table in (RUNTIME_TABLE, DRIVER_TABLE):
+                    if all(export.has_column(table, c) for c in ("start", "end", "globalTid",
+                                                                  "correlationId")):
+                        lsql = Q.LAUNCHES.sql(export, table=table)
+                        lf += [rd.submit(_ints_job(lsql, ["s", "e", "t", "c"], b))
+                               for b in rowid_chunks(conn, table)]
+        if has_nvtx:
+            num_sql = _nvtx_numeric_sql(export)
+            names_sql = Q.NVTX_NAME_KEYS.sql(export, name_key=_nvtx_key_expr(export))
+            for b in rowid_chunks(conn, NVTX_TABLE):
+                nf.append(rd.submit(_ints_job(num_sql, ["s", "e", "t", "f", "r"], b)))
+                if range_names:
+                    tf.append(rd.submit(_names_job(names_sql, b)))
+        kcols = _gather_ints(kf, 5) if has_kernels else None
+        lcols = _gather_ints(lf, 4) if has_kernels and launches else None
+        ncols = _gather_ints(nf, 5) if has_nvtx else None
+        ncodes = _gather_names(tf) if has_nvtx and range_names else None
 
     capture_end = 0
     kdata = None
-    if has_kernels:
-        s, e, n, p, c, strings = results["kernels"]
+    if kcols is not None:
+        s, e, n, p, c = kcols
         codes_u, codes = np.unique(n, return_inverse=True)
+        strings = strings_by_id(conn, export, codes_u)
         names = [strings.get(int(i), f"<unknown kernel name {int(i)}>") for i in codes_u]
         names, codes = unique_names(names, codes.ravel())
-        if "launches" in results:
-            rs, re_, rt, rc = results["launches"]
+        if lcols is not None:
+            rs, re_, rt, rc = lcols
             lt, ls, le = _join_launches(p, c, rs, re_, rt, rc)
             capture_end = max(capture_end, int(re_.max(initial=0)))
+            del lcols, rs, re_, rt, rc
         else:
             lt = ls = le = np.full(s.size, -1, dtype=np.int64)
         capture_end = max(capture_end, int(e.max(initial=0)))
-        kdata = KernelData(start=s, end=e, name_code=codes.ravel(), names=names, global_pid=p,
+        kdata = KernelData(start=s, end=e, name_code=codes, names=names, global_pid=p,
                            launch_tid=lt, launch_start=ls, launch_end=le, name_kind=name_kind,
                            notes=list(notes))
     rdata = None
-    if has_nvtx:
-        numeric = results["nvtx_numeric"]
-        if numeric[0].size:
-            capture_end = max(capture_end, int(numeric[0].max()), int(numeric[1].max()))
-        rdata = _build_ranges(numeric, results["nvtx_names"], capture_end)
+    if ncols is not None:
+        if ncols[0].size:
+            capture_end = max(capture_end, int(ncols[0].max()), int(ncols[1].max()))
+        rdata = _build_ranges(ncols, capture_end)
+        del ncols
+        if ncodes is not None:
+            resolve_range_names(export, rdata, full_keys=ncodes)
     return Activity(kernels=kdata, ranges=rdata, capture_end=capture_end, notes=notes)

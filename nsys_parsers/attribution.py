@@ -34,48 +34,52 @@ class Pairs:
         return int(self.range_idx.size)
 
 
-def pairs(kernels: KernelData, ranges: RangeData) -> Pairs:
+def pairs(kernels: KernelData, ranges: RangeData, chunk: int = 1 << 20) -> Pairs:
     empty = Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     k_has = np.flatnonzero(kernels.launch_tid >= 0)
-    r_use = np.flatnonzero(~ranges.cross_thread)
-    if k_has.size == 0 or r_use.size == 0:
+    if k_has.size == 0 or len(ranges) == 0:
         return empty
     l_tid = kernels.launch_tid[k_has]
     l_start = kernels.launch_start[k_has]
-    l_end = kernels.launch_end[k_has]
-    r_tid = ranges.tid[r_use]
-
-    # Thread codes shared by launches and ranges; ranges on threads without launches drop out.
-    tids, inv = np.unique(np.concatenate([l_tid, r_tid]), return_inverse=True)
-    inv = inv.ravel()
-    l_code, r_code = inv[: l_tid.size], inv[l_tid.size:]
-    lo_t = int(min(l_start.min(), ranges.start[r_use].min()))
-    hi_t = int(max(l_end.max(), ranges.end[r_use].max()))
+    # Thread codes from the (few) launching threads; ranges on other threads drop out.
+    tids = np.unique(l_tid)
+    lo_t = int(min(l_start.min(), ranges.start.min()))
+    hi_t = int(max(kernels.launch_end[k_has].max(), ranges.end.max()))
     span = hi_t - lo_t + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
     # Pack (thread, time) into one sortable int64: each thread gets its own time zone.
-    l_key = l_code * span + (l_start - lo_t)
+    l_key = np.searchsorted(tids, l_tid) * span + (l_start - lo_t)
     order = np.argsort(l_key, kind="stable")
     l_key_sorted = l_key[order]
-    r_lo_key = r_code * span + (ranges.start[r_use] - lo_t)
-    r_hi_key = r_code * span + (ranges.end[r_use] - lo_t)
-    lo = np.searchsorted(l_key_sorted, r_lo_key, side="left")
-    hi = np.searchsorted(l_key_sorted, r_hi_key, side="right")
-    counts = hi - lo
-    nz = np.flatnonzero(counts > 0)
-    if nz.size == 0:
+    del l_key, l_tid, l_start
+    out_r, out_k = [], []
+    for a in range(0, len(ranges), chunk):  # bounded temporaries on exports with 10^7 ranges
+        b = min(a + chunk, len(ranges))
+        r_tid = ranges.tid[a:b]
+        r_pos = np.minimum(np.searchsorted(tids, r_tid), tids.size - 1)
+        use = np.flatnonzero((tids[r_pos] == r_tid) & ~ranges.cross_thread[a:b])
+        if use.size == 0:
+            continue
+        base = r_pos[use] * span
+        lo = np.searchsorted(l_key_sorted, base + (ranges.start[a:b][use] - lo_t), side="left")
+        hi = np.searchsorted(l_key_sorted, base + (ranges.end[a:b][use] - lo_t), side="right")
+        counts = hi - lo
+        nz = np.flatnonzero(counts > 0)
+        if nz.size == 0:
+            continue
+        counts_nz = counts[nz]
+        total = int(counts_nz.sum())
+        offsets = np.repeat(np.cumsum(counts_nz) - counts_nz - lo[nz], counts_nz)
+        pos = np.arange(total, dtype=np.int64) - offsets
+        kernel_rows = k_has[order[pos]]
+        range_rows = np.repeat(use[nz] + a, counts_nz)
+        ok = kernels.launch_end[kernel_rows] <= ranges.end[range_rows]
+        out_r.append(range_rows[ok])
+        out_k.append(kernel_rows[ok])
+    if not out_r:
         return empty
-    counts_nz = counts[nz]
-    total = int(counts_nz.sum())
-    rep_r = np.repeat(nz, counts_nz)
-    offsets = np.repeat(np.cumsum(counts_nz) - counts_nz, counts_nz)
-    pos = np.repeat(lo[nz], counts_nz) + (np.arange(total, dtype=np.int64) - offsets)
-    launch_sorted = order[pos]
-    range_rows = r_use[rep_r]
-    kernel_rows = k_has[launch_sorted]
-    ok = kernels.launch_end[kernel_rows] <= ranges.end[range_rows]
-    return Pairs(range_idx=range_rows[ok], kernel_idx=kernel_rows[ok])
+    return Pairs(range_idx=np.concatenate(out_r), kernel_idx=np.concatenate(out_k))
 
 
 def innermost(p: Pairs, ranges: RangeData) -> Pairs:

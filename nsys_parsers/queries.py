@@ -59,7 +59,8 @@ KERNELS = Query(
     """SELECT k.start AS s, k.end AS e,
               ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n,
               ifnull(k.globalPid, -1) AS p, ifnull(k.correlationId, -1) AS c
-       FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED""",
+       FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
+       WHERE k.rowid >= :lo AND k.rowid < :hi""",
     needs={"CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName", "globalPid",
                                           "correlationId")},
     purpose="the kernel summary",
@@ -70,18 +71,20 @@ LAUNCHES = Query(
     "launches",
     """SELECT r.start AS s, r.end AS e, r.globalTid AS t, r.correlationId AS c
        FROM {table} AS r NOT INDEXED
-       WHERE r.correlationId IS NOT NULL AND r.globalTid IS NOT NULL""",
+       WHERE r.rowid >= :lo AND r.rowid < :hi
+         AND r.correlationId IS NOT NULL AND r.globalTid IS NOT NULL""",
     purpose="kernel launch attribution",
 )
 
-# NVTX rows in table order. `flags` packs the event type (bits 0-7) and whether a start/end
-# range ended on another thread (bit 8).
+# NVTX rows in table order. `f` packs the event type (bits 0-7), whether a start/end range
+# ended on another thread (bit 8) and the domain id (bits 9-48; ids are small counters).
 NVTX_NUMERIC = Query(
     "nvtx_numeric",
     """SELECT e.start AS s, ifnull(e.end, -1) AS e, ifnull(e.globalTid, -1) AS t,
-              e.eventType + 256 * ({cross_thread}) AS f, {domain} AS d
+              e.eventType + 256 * ({cross_thread}) + 512 * ({domain} & 1099511627775) AS f,
+              e.rowid AS r
        FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.eventType IN (59, 60, 70, 71, 75)""",
+       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (59, 60, 70, 71, 75)""",
     needs={"NVTX_EVENTS": ("start", "end", "eventType", "globalTid")},
     purpose="the NVTX range summary",
 )
@@ -90,7 +93,24 @@ NVTX_NUMERIC = Query(
 NVTX_NAME_KEYS = Query(
     "nvtx_name_keys",
     """SELECT {name_key} AS k FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.eventType IN (59, 60, 70, 71, 75)""",
+       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (59, 60, 70, 71, 75)""",
+    needs={"NVTX_EVENTS": ("eventType",)},
+    purpose="NVTX range names",
+)
+
+# Name keys of chosen rows (a JSON array of rowids): rowids and keys, in the same order.
+NVTX_KEYS_BY_ROWID = Query(
+    "nvtx_keys_by_rowid",
+    """SELECT group_concat(e.rowid, ','), group_concat(ifnull({name_key}, ''), char(31)),
+              count(*)
+       FROM NVTX_EVENTS AS e WHERE e.rowid IN (SELECT value FROM json_each(?))""",
+    needs={"NVTX_EVENTS": ("eventType",)},
+    purpose="NVTX range names",
+)
+NVTX_KEYS_BY_ROWID_ROWS = Query(
+    "nvtx_keys_by_rowid_rows",
+    """SELECT e.rowid, {name_key} FROM NVTX_EVENTS AS e
+       WHERE e.rowid IN (SELECT value FROM json_each(?))""",
     needs={"NVTX_EVENTS": ("eventType",)},
     purpose="NVTX range names",
 )

@@ -91,7 +91,7 @@ def r1(x: float) -> float:
     return float(np.sign(x) * np.floor(abs(x) * 10 + 0.5) / 10)
 
 
-def resolve_range_names(requested: list[str], available: list[str]) -> list[str]:
+def check_range_names(requested: list[str], available: list[str]) -> list[str]:
     """Check user-given range names; unknown ones raise RangeNotFound with the closest names."""
     known = set(available)
     for name in requested:

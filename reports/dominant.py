@@ -15,7 +15,7 @@ import numpy as np
 from nsys_parsers.activity import load_activity
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, Export
-from reports.common import Report, opened, r1, resolve_range_names
+from reports.common import Report, opened, r1, check_range_names
 from reports.render import shorten
 
 DOMINANT_COLUMNS = [
@@ -104,7 +104,7 @@ def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[
                      "profile with `nsys profile --trace=cuda,nvtx` and NVTX ranges.")
     else:
         if range_names:
-            resolve_range_names(range_names, r.names)
+            check_range_names(range_names, r.names)
         p = attribute(k, r, attribution)
         inst = np.bincount(r.name_code, minlength=len(r.names))
         pname = r.name_code[p.range_idx]

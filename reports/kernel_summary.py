@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import load_activity
+from nsys_parsers.activity import load_activity, resolve_range_names
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
-from reports.common import Report, group_stats, opened, r1, resolve_range_names
+from reports.common import Report, group_stats, opened, r1, check_range_names
 
 KERNEL_COLUMNS = [
     "name", "category", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
@@ -65,19 +65,22 @@ def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | No
         if range_name is not None:
             ex.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         act = load_activity(ex, name_kind=name_kind, ranges=range_name is not None,
-                            launches=range_name is not None)
-    k = act.kernels
-    notes = list(act.notes)
-    select = None
-    if range_name is not None:
-        r = act.ranges
-        resolve_range_names([range_name], r.names)
-        code = r.names.index(range_name)
-        p = attribute(k, r, "all")
-        in_named = r.name_code[p.range_idx] == code
-        select = np.unique(p.kernel_idx[in_named])
-        if select.size == 0:
-            notes.append(f"no kernel was launched inside a range named {range_name!r}.")
+                            launches=range_name is not None, range_names=False)
+        k = act.kernels
+        notes = list(act.notes)
+        select = None
+        if range_name is not None:
+            r = act.ranges
+            p = attribute(k, r, "all")
+            resolve_range_names(ex, r, rows=np.unique(p.range_idx))
+            if range_name not in r.names:  # no kernels in it: does it exist at all?
+                resolve_range_names(ex, r)
+                check_range_names([range_name], r.names)
+            code = r.names.index(range_name)
+            in_named = r.name_code[p.range_idx] == code
+            select = np.unique(p.kernel_idx[in_named])
+            if select.size == 0:
+                notes.append(f"no kernel was launched inside a range named {range_name!r}.")
     durations = k.end - k.start
     codes = k.name_code
     if select is not None:

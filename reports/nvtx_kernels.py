@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import Activity, load_activity, pid_of, tid_of
+from nsys_parsers.activity import Activity, load_activity, pid_of, resolve_range_names, tid_of
 from nsys_parsers.attribution import Pairs, attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
 from reports.common import Report, group_stats, opened, r1
@@ -30,11 +30,9 @@ NVTX_KERNEL_COLUMNS = [
 ]
 
 
-def attributed_items(act: Activity, mode: str) -> tuple[np.ndarray, np.ndarray]:
+def attributed_items(act: Activity, p: Pairs) -> tuple[np.ndarray, np.ndarray]:
     """(range index or -1, kernel index) for every pair plus every kernel in no range."""
-    k, r = act.kernels, act.ranges
-    assert k is not None and r is not None
-    p: Pairs = attribute(k, r, mode)
+    k = act.kernels
     in_range = np.zeros(len(k), dtype=bool)
     in_range[p.kernel_idx] = True
     loose = np.flatnonzero(~in_range)
@@ -43,18 +41,21 @@ def attributed_items(act: Activity, mode: str) -> tuple[np.ndarray, np.ndarray]:
     return item_range, item_kernel
 
 
-def nvtx_kernel_rows(act: Activity, mode: str = "all") -> list[dict]:
+def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
+    """Rows of NVTX_KERNEL_COLUMNS from attribution pairs (range names must be resolved for
+    the ranges in ``p``)."""
     k, r = act.kernels, act.ranges
     assert k is not None and r is not None
-    item_range, item_kernel = attributed_items(act, mode)
+    item_range, item_kernel = attributed_items(act, p)
     has_r = item_range >= 0
     safe_r = np.where(has_r, item_range, 0)
     rname = np.where(has_r, r.name_code[safe_r], -1)
     style = np.where(has_r, r.pushpop[safe_r].astype(np.int64), -1)
     thread = k.launch_tid[item_kernel]  # = the range's thread for attributed kernels
-    _, thread_code = np.unique(thread, return_inverse=True)
+    tids = np.unique(k.launch_tid)
+    thread_code = np.searchsorted(tids, thread)
     kname = k.name_code[item_kernel]
-    gid, first = group_ids(rname, style, thread_code.ravel(), kname)
+    gid, first = group_ids(rname, style, thread_code, kname)
     ngroups = first.size
     durations = (k.end - k.start)[item_kernel]
     st = group_stats(gid, durations, ngroups)
@@ -90,9 +91,12 @@ def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: st
     with opened(export) as ex:
         ex.require(KERNEL_TABLE, "kernels by NVTX range")
         ex.require(NVTX_TABLE, "kernels by NVTX range")
-        act = load_activity(ex, name_kind=name_kind)
+        act = load_activity(ex, name_kind=name_kind, range_names=False)
+        p = attribute(act.kernels, act.ranges, attribution)
+        # only the ranges that launched kernels need their names
+        resolve_range_names(ex, act.ranges, rows=np.unique(p.range_idx))
     notes = list(act.notes)
-    rows = nvtx_kernel_rows(act, attribution)
+    rows = nvtx_kernel_rows(act, p)
     k = act.kernels
     no_launch = int((k.launch_tid < 0).sum())
     if no_launch:
