@@ -368,6 +368,21 @@ def resolve_range_names(export: Export, ranges: RangeData, rows: np.ndarray | No
     return ranges
 
 
+def load_kernel_durations(export: Export, *, name_kind: str = "demangled",
+                          workers: int = 2) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+    """Just what a plain kernel summary needs: (names, name code per kernel, durations, notes)."""
+    name_col, notes = kernel_name_column(export, name_kind)
+    sql = Q.KERNEL_DURATIONS.sql(export, name_col=name_col)
+    with Reader(export.path, workers=workers) as rd:
+        d, n = _gather_ints([rd.submit(_ints_job(sql, ["d", "n"], b))
+                             for b in rowid_chunks(export.conn, KERNEL_TABLE)], 2)
+    codes_u, codes = np.unique(n, return_inverse=True)
+    strings = strings_by_id(export.conn, export, codes_u)
+    names = [strings.get(int(i), f"<unknown kernel name {int(i)}>") for i in codes_u]
+    names, codes = unique_names(names, codes.ravel())
+    return names, codes, d, notes
+
+
 def load_activity(export: Export, *, name_kind: str = "demangled", kernels: bool = True,
                   ranges: bool = True, launches: bool = True, range_names: bool = True,
                   workers: int = 2) -> Activity:

@@ -66,6 +66,15 @@ KERNELS = Query(
     purpose="the kernel summary",
 )
 
+KERNEL_DURATIONS = Query(
+    "kernel_durations",
+    """SELECT k.end - k.start AS d, ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n
+       FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
+       WHERE k.rowid >= :lo AND k.rowid < :hi""",
+    needs={"CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName")},
+    purpose="the kernel summary",
+)
+
 # Launch calls: CUDA runtime and driver API rows (both carry the kernel's correlationId).
 LAUNCHES = Query(
     "launches",

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import load_activity, resolve_range_names
+from nsys_parsers.activity import load_activity, load_kernel_durations, resolve_range_names
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
 from reports.common import Report, group_stats, opened, r1, check_range_names
@@ -64,8 +64,11 @@ def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | No
         ex.require(KERNEL_TABLE, "the kernel summary")
         if range_name is not None:
             ex.require(NVTX_TABLE, f"kernels in range {range_name!r}")
-        act = load_activity(ex, name_kind=name_kind, ranges=range_name is not None,
-                            launches=range_name is not None, range_names=False)
+        if range_name is None:
+            names, codes, durations, notes = load_kernel_durations(ex, name_kind=name_kind)
+            rows = summarize_kernels(names, codes, durations, rule_list)
+            return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
+        act = load_activity(ex, name_kind=name_kind, range_names=False)
         k = act.kernels
         notes = list(act.notes)
         select = None
