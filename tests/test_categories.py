@@ -199,7 +199,27 @@ CASES = [
     ("void clover::par_ranged2d_kernel<reset_field_kernel(int, int, int, int, clover::Buffer2D<double> &)::[lambda(int, int) (instance 1)]>(clover::Range2d, T1)", "other"),
     ("void fast_hadamard_transform_kernel<fast_hadamard_transform_kernel_traits<(int)8, (int)12, float>>(HadamardParamsBase)", "other"),
     ("calcAllFullSum", "other"),
+    # ---- traps: words inside other words or inside template arguments ----
+    ("void my_ns::kernel<my_ns::run()::[lambda(int) (instance 1)]>(int, T1)", "other"),  # lambda is not LAMB
+    ("void small_gather_kernel(float *, const int *)", "elementwise"),  # not all_gather
+    ("void cudnn::ops::scalePackedTensor_kernel<float, float>(cudnnTensor4dStruct, T1 *, T2, cudnn::reduced_divisor)", "other"),
+    ("void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::NormOps<float, float, float, float>, unsigned int, float, (int)4, (int)4>>(T3)", "reduction"),
+    ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::(anonymous namespace)::normal_kernel_lambda, std::array<char *, (unsigned long)1>>(int, T2, T3)", "elementwise"),
+    ("void trt::quantize_kernel<cutlass::half_t, cutlass::float_e4m3_t>(const T1 *, T2 *, int)", "other"),  # cutlass only as a type
     ("", "other"),
+    # ---- mangled names (--name mangled) ----
+    ("_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIfffEEjfLi4ELi4EEEEEvT1_", "reduction"),
+    ("_ZN3cub18DeviceReduceKernelINS_18DeviceReducePolicyIfiNS_3SumEE9Policy600EPfiS2_fEEvT0_PT3_T1_NS_13GridEvenShareIS9_EET2_", "reduction"),
+    ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_", "elementwise"),
+    ("_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastIZZZNS0_23direct_copy_kernel_cudaERNS_18TensorIteratorBaseEENKUlvE1_clEvENKUlvE7_clEvEUlfE_EEvS4_RKT_EUliE_EEviT1_", "copy"),
+    ("_ZN7cutlass7Kernel2I34cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align1EEvNT_6ParamsE", "gemm"),
+    ("_ZN2at6native12_GLOBAL__N_119cunn_SoftMaxForwardILi4EfffNS1_22SoftMaxForwardEpilogueEEEvPT2_PKT0_i", "softmax"),
+    # ---- short names (--name short): the template arguments are gone ----
+    ("reduce_kernel", "reduction"),
+    ("vectorized_elementwise_kernel", "elementwise"),
+    ("multi_tensor_apply_kernel", "optimizer"),
+    ("cunn_SoftMaxForward", "softmax"),
+    ("CatArrayBatchedCopy", "copy"),
 ]
 
 
@@ -229,6 +249,12 @@ def test_builtin_rules_are_valid() -> None:
     assert all(r.category in CATEGORIES and r.category != "other" for r in rules)
     assert load_rules() == rules
     assert load_rules(None) == rules
+
+
+def test_builtin_patterns_are_lower_case() -> None:
+    # They are matched against the lower-cased name without re.IGNORECASE (the fast path).
+    for rule in builtin_rules():
+        assert rule.pattern == rule.pattern.lower(), rule.pattern
 
 
 def test_case_insensitive() -> None:
@@ -500,3 +526,14 @@ def test_fixture_kernel_names() -> None:
         if path.name in _MOSTLY_KNOWN:
             assert share < 0.25, f"{path.name}: {share:.0%} of kernel names are 'other': {other}"
     assert _MOSTLY_KNOWN & seen or not (_MOSTLY_KNOWN & {p.name for p in files})
+
+
+def test_docs_example_loads(tmp_path: Path) -> None:
+    doc = Path(__file__).resolve().parents[1] / "docs" / "CATEGORIES.md"
+    if not doc.is_file():
+        pytest.skip("docs/CATEGORIES.md not present")
+    example = doc.read_text(encoding="utf-8").split("```toml\n", 1)[1].split("```", 1)[0]
+    rules = load_rules(_write(tmp_path, example))
+    assert categorize("my_custom_attn_fwd", rules) == "attention"
+    assert categorize("saxpy(double *, double *, double *, double, int)", rules) == "elementwise"
+    assert categorize("ampere_sgemm_128x64_tn", rules) == "other"
