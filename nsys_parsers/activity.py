@@ -449,3 +449,54 @@ def load_activity(export: Export, *, name_kind: str = "demangled", kernels: bool
         if ncodes is not None:
             resolve_range_names(export, rdata, full_keys=ncodes)
     return Activity(kernels=kdata, ranges=rdata, capture_end=capture_end, notes=notes)
+
+
+def _take_ranges(r: RangeData, keep: np.ndarray) -> RangeData:
+    return RangeData(start=r.start[keep], end=r.end[keep], tid=r.tid[keep],
+                     pushpop=r.pushpop[keep], cross_thread=r.cross_thread[keep],
+                     unclosed=r.unclosed[keep], rowid=r.rowid[keep], domain=r.domain[keep],
+                     domains=r.domains, all_is_domain=np.zeros(0, dtype=bool),
+                     name_code=None if r.name_code is None else r.name_code[keep],
+                     names=r.names)
+
+
+def _take_kernels(k: KernelData, keep: np.ndarray) -> KernelData:
+    return KernelData(start=k.start[keep], end=k.end[keep], name_code=k.name_code[keep],
+                      names=k.names, global_pid=k.global_pid[keep],
+                      launch_tid=k.launch_tid[keep], launch_start=k.launch_start[keep],
+                      launch_end=k.launch_end[keep], name_kind=k.name_kind, notes=k.notes)
+
+
+def restrict_to_range(export: Export, act: Activity, window: str) -> Activity:
+    """Keep only what happened inside instances of the range ``window`` on the same thread:
+    ranges nested in it (itself included) and kernels launched in it. Used to leave warmup
+    steps out of the numbers (e.g. ``window="measure"``)."""
+    from nsys_parsers.errors import RangeNotFound
+
+    r = act.ranges
+    if r is None:
+        raise RangeNotFound(f"cannot restrict to range {window!r}: the export has no NVTX "
+                            f"ranges (profile with `nsys profile --trace=nvtx`).")
+    if r.name_code is None or (r.name_code < 0).any():
+        resolve_range_names(export, r)
+    if window not in r.names:
+        import difflib
+
+        close = difflib.get_close_matches(window, r.names, n=5, cutoff=0.5)
+        raise RangeNotFound(f"no NVTX range named {window!r} to restrict to"
+                            + (f"; closest: {', '.join(map(repr, close))}." if close else "."))
+    code = r.names.index(window)
+    wins = np.flatnonzero(r.name_code == code)
+    keep_r = np.zeros(len(r), dtype=bool)
+    k = act.kernels
+    keep_k = np.zeros(len(k), dtype=bool) if k is not None else None
+    for w in wins:
+        tid, ws, we = r.tid[w], r.start[w], r.end[w]
+        keep_r |= (r.tid == tid) & (r.start >= ws) & (r.end <= we)
+        if k is not None:
+            keep_k |= (k.launch_tid == tid) & (k.launch_start >= ws) & (k.launch_end <= we)
+    notes = act.notes + [f"only what ran inside the {window!r} range(s): {wins.size} "
+                         f"instance(s); everything outside (e.g. warmup) is left out."]
+    return Activity(kernels=_take_kernels(k, np.flatnonzero(keep_k)) if k is not None else None,
+                    ranges=_take_ranges(r, np.flatnonzero(keep_r)),
+                    capture_end=act.capture_end, notes=notes)

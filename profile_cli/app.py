@@ -43,6 +43,11 @@ RulesOpt = Annotated[
     typer.Option("--rules", help="TOML file with extra kernel-category rules (tried first).",
                  exists=False, dir_okay=False),
 ]
+WithinOpt = Annotated[
+    Optional[str],
+    typer.Option("--within", help="Only what ran inside instances of this NVTX range (e.g. "
+                 "`measure`, to leave warmup steps out)."),
+]
 NameKindOpt = Annotated[
     NameKind,
     typer.Option("--name-kind", help="Kernel names: short, demangled (as nsys prints) or mangled."),
@@ -69,6 +74,7 @@ def kernels(
     name_kind: NameKindOpt = NameKind.demangled,
     top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show the N kernels with most time.")] = None,
     rules: RulesOpt = None,
+    within: WithinOpt = None,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -77,7 +83,7 @@ def kernels(
     from reports.render import render_rows
 
     result = kernel_summary(export, range_name=range_name, name_kind=name_kind.value,
-                            top=top, rules=rules)
+                            top=top, rules=rules, within=within)
     title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
     emit(render_rows(result.rows, KERNEL_COLUMNS, format.value, title=title, notes=result.notes),
          output)
@@ -87,6 +93,7 @@ def kernels(
 def ranges(
     export: ExportArg,
     name_kind: NameKindOpt = NameKind.demangled,
+    within: WithinOpt = None,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -94,7 +101,7 @@ def ranges(
     from reports.range_summary import RANGE_COLUMNS, range_summary
     from reports.render import render_rows
 
-    result = range_summary(export, name_kind=name_kind.value)
+    result = range_summary(export, name_kind=name_kind.value, within=within)
     emit(render_rows(result.rows, RANGE_COLUMNS, format.value, title="NVTX ranges",
                      notes=result.notes), output)
 
@@ -108,6 +115,7 @@ def nvtx_kernels(
                      "nsys nvtx_kern_sum); innermost: only in its deepest range."),
     ] = Attribution.all,
     name_kind: NameKindOpt = NameKind.demangled,
+    within: WithinOpt = None,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -115,7 +123,8 @@ def nvtx_kernels(
     from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, nvtx_kernel_summary
     from reports.render import render_rows
 
-    result = nvtx_kernel_summary(export, attribution=attribution.value, name_kind=name_kind.value)
+    result = nvtx_kernel_summary(export, attribution=attribution.value, name_kind=name_kind.value,
+                                 within=within)
     emit(render_rows(result.rows, NVTX_KERNEL_COLUMNS, format.value,
                      title=f"CUDA kernels by NVTX range ({attribution.value})",
                      notes=result.notes, null_labels={"range": "(no range)"}), output)
@@ -135,6 +144,7 @@ def dominant(
     ] = Attribution.all,
     name_kind: NameKindOpt = NameKind.demangled,
     rules: RulesOpt = None,
+    within: WithinOpt = None,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -144,7 +154,7 @@ def dominant(
 
     result = dominant_kernels(export, range_names=range_names or None,
                               attribution=attribution.value, name_kind=name_kind.value,
-                              rules=rules)
+                              rules=rules, within=within)
     emit(render_rows(result.rows, DOMINANT_COLUMNS, format.value,
                      title="Dominant kernel per range", notes=result.notes,
                      sentences=result.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import load_activity
+from nsys_parsers.activity import load_activity, restrict_to_range
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, Export
 from reports.common import Report, opened, r1, check_range_names
@@ -85,13 +85,16 @@ def sentence(row: dict) -> str:
 
 def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[str] | None = None,
                      attribution: str = "all", name_kind: str = "demangled",
-                     rules: "str | os.PathLike | None" = None) -> Report:
+                     rules: "str | os.PathLike | None" = None,
+                     within: str | None = None) -> Report:
     from reports.categories import categorize_many, load_rules
 
     rule_list = load_rules(rules)
     with opened(export) as ex:
         ex.require(KERNEL_TABLE, "the dominant-kernel report")
         act = load_activity(ex, name_kind=name_kind)
+        if within:
+            act = restrict_to_range(ex, act, within)
     k, r = act.kernels, act.ranges
     notes = list(act.notes)
     categories = categorize_many(k.names, rule_list)

@@ -13,7 +13,9 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import load_activity, load_kernel_durations, resolve_range_names
+from nsys_parsers.activity import (
+    load_activity, load_kernel_durations, resolve_range_names, restrict_to_range,
+)
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
 from reports.common import Report, group_stats, opened, r1, check_range_names
@@ -56,7 +58,8 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
 
 def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | None = None,
                    name_kind: str = "demangled", top: int | None = None,
-                   rules: "str | os.PathLike | None" = None) -> Report:
+                   rules: "str | os.PathLike | None" = None,
+                   within: str | None = None) -> Report:
     from reports.categories import load_rules
 
     rule_list = load_rules(rules)
@@ -64,11 +67,14 @@ def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | No
         ex.require(KERNEL_TABLE, "the kernel summary")
         if range_name is not None:
             ex.require(NVTX_TABLE, f"kernels in range {range_name!r}")
-        if range_name is None:
+        if range_name is None and within is None:
             names, codes, durations, notes = load_kernel_durations(ex, name_kind=name_kind)
             rows = summarize_kernels(names, codes, durations, rule_list)
             return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
-        act = load_activity(ex, name_kind=name_kind, range_names=False)
+        act = load_activity(ex, name_kind=name_kind, range_names=False,
+                            ranges=ex.has_table(NVTX_TABLE))
+        if within:
+            act = restrict_to_range(ex, act, within)
         k = act.kernels
         notes = list(act.notes)
         select = None

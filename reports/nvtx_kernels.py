@@ -18,7 +18,9 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import Activity, load_activity, pid_of, resolve_range_names, tid_of
+from nsys_parsers.activity import (
+    Activity, load_activity, pid_of, resolve_range_names, restrict_to_range, tid_of,
+)
 from nsys_parsers.attribution import Pairs, attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
 from reports.common import Report, group_stats, opened, r1
@@ -87,11 +89,13 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
 
 
 def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: str = "all",
-                        name_kind: str = "demangled") -> Report:
+                        name_kind: str = "demangled", within: str | None = None) -> Report:
     with opened(export) as ex:
         ex.require(KERNEL_TABLE, "kernels by NVTX range")
         ex.require(NVTX_TABLE, "kernels by NVTX range")
         act = load_activity(ex, name_kind=name_kind, range_names=False)
+        if within:
+            act = restrict_to_range(ex, act, within)
         p = attribute(act.kernels, act.ranges, attribution)
         # only the ranges that launched kernels need their names
         resolve_range_names(ex, act.ranges, rows=np.unique(p.range_idx))

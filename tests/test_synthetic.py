@@ -186,3 +186,24 @@ def test_nested_same_name_ranges_follow_nsys_and_dedupe_elsewhere(tmp_path):
     assert (row["range_instances"], row["kernel_instances"], row["total_ns"]) == (2, 1, 400)
     assert kernel_summary(p, range_name="block").rows[0]["total_ns"] == 200
     assert rows_by(range_summary(p), "range")[("block",)]["gpu_inclusive_ns"] == 200
+
+
+def test_within_measure_leaves_warmup_out(tmp_path, cli):
+    s = Synth()
+    s.range("warmup", 0, 1_000)
+    s.range("step", 10, 900)
+    s.kernel("warm_k", 100, 150, launch=(20, 30))
+    s.range("measure", 2_000, 5_000)
+    for t0 in (2_000, 3_000):
+        s.range("step", t0 + 10, t0 + 900)
+        s.kernel("gemm", t0 + 100, t0 + 400, launch=(t0 + 20, t0 + 30))
+    p = s.write(tmp_path / "w.sqlite")
+    ranges = rows_by(range_summary(p, within="measure"), "range")
+    assert set(ranges) == {("measure",), ("step",)} and ranges[("step",)]["instances"] == 2
+    assert [r["name"] for r in kernel_summary(p, within="measure").rows] == ["gemm"]
+    dom = dominant_kernels(p, within="measure", range_names=["step"])
+    assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[0]["instances"] == 2
+    assert {r["range"] for r in nvtx_kernel_summary(p, within="measure").rows} == {
+        "measure", "step"}
+    res = cli("ranges", p, "--within", "mesure")
+    assert res.exit_code == 1 and "closest: 'measure'" in res.stderr
