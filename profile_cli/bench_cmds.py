@@ -18,28 +18,28 @@ from profile_cli.workload import DbOpt, WorkloadSpec, workload_options
 
 # Columns that are usually the same for every row: shown in the sentence above human tables
 # when they are, as columns when they vary.
-SETTING_COLUMNS = ("batch", "attention", "device", "nvtx", "warmup", "steps", "adamw")
+SETTING_COLUMNS = ("batch", "attention", "device", "threads", "nvtx", "warmup", "steps", "adamw")
 HUMAN_FORMATS = (Format.table, Format.md, Format.latex)
 
 BENCH_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention", "device",
-               "nvtx", "warmup", "steps", "adamw", "mean_s", "std_s", "median_s", "min_s",
-               "forward_s", "loss_s", "backward_s", "optimizer_s", "tflops", "mfu_pct",
+               "threads", "nvtx", "warmup", "steps", "adamw", "mean_s", "std_s", "median_s",
+               "min_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "tflops", "mfu_pct",
                "status", "note"]
 MEMORY_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention",
-                "device", "nvtx", "warmup", "steps", "adamw", "peak_allocated_bytes",
+                "device", "threads", "nvtx", "warmup", "steps", "adamw", "peak_allocated_bytes",
                 "peak_reserved_bytes", "rss_growth_bytes", "params_bytes", "grads_bytes",
                 "optimizer_bytes", "activations_est_bytes", "total_est_bytes", "snapshot",
                 "status", "note"]
 
 PeakOpt = Annotated[Optional[float], typer.Option(
-    "--peak-tflops", min=0.001, rich_help_panel="Output",
+    "--peak-tflops", min=0.001,
     help="Peak TFLOP/s of the device for the mfu_pct column (default: from a table of NVIDIA "
          "GPUs; none for CPUs).")]
 SnapshotDirOpt = Annotated[Path, typer.Option(
-    "--snapshot-dir", file_okay=False, rich_help_panel="Output",
+    "--snapshot-dir", file_okay=False,
     help="CUDA: where the memory snapshot pickles go (open them at pytorch.org/memory_viz).")]
 MaxEntriesOpt = Annotated[int, typer.Option(
-    "--max-entries", min=1, rich_help_panel="Output",
+    "--max-entries", min=1,
     help="CUDA: allocator events kept by torch.cuda.memory._record_memory_history.")]
 
 
@@ -58,9 +58,9 @@ def bench(
 ) -> None:
     """Time forward, forward-backward and training steps of the Transformer LM.
 
-    Warmup steps are excluded; every measured step ends with a device synchronize. Reports
-    mean/std/median/min step time, per-phase means, TFLOP/s and MFU; configs that do not fit
-    become oom/skipped rows. Ctrl-C keeps the rows finished so far.
+    Warmup steps are excluded; every measured step ends with a device synchronize.
+    Rows: mean/std/median/min step time, per-phase means, TFLOP/s and MFU.
+    Configs that do not fit become oom/skipped rows; Ctrl-C keeps the rows finished so far.
     """
     from nvtx_model.errors import require_torch
 
@@ -70,11 +70,7 @@ def bench(
 
     with _progress_bar() as progress:
         result = benchmark(configs, progress=progress, db=db, peak_tflops=peak_tflops)
-    notes = list(result.notes)
-    if result.rows and all(r.get("mfu_pct") is None for r in result.rows) and any(
-            r["status"] == "ok" for r in result.rows):
-        notes.append("mfu_pct needs the device's peak TFLOP/s: pass --peak-tflops")
-    _emit(result, BENCH_COLUMNS, BENCH_TABLE, format, output, "Step time per config", notes)
+    _emit(result, BENCH_COLUMNS, BENCH_TABLE, format, output, "Step time per config")
 
 
 @workload_options(warmup=1, steps=1)
@@ -86,11 +82,12 @@ def memory(
     output: OutputOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Peak memory of forward or training steps, with a parameters/gradients/optimizer/
-    activations breakdown.
+    """Peak memory of forward or training steps, with an estimated breakdown.
 
-    CUDA: peak allocated and reserved over the measured step(s), and a memory snapshot for
-    pytorch.org/memory_viz. CPU: peak RSS growth of the measured step(s) (rss_growth).
+    CUDA: peak allocated and reserved over the measured step(s), and a memory snapshot
+    for https://pytorch.org/memory_viz.
+    CPU: the peak RSS growth of the measured step(s).
+    Both: parameters, gradients, AdamW state (exact) and activations (estimated).
     """
     from nvtx_model.errors import require_torch
 
@@ -101,38 +98,33 @@ def memory(
     with _progress_bar() as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
-    notes = list(result.notes)
-    kinds = {r["device"] for r in result.rows}
-    if "cpu" in kinds:
-        notes.append("cpu: rss_growth is the peak RSS growth of the measured step(s) over the RSS "
-                     "before them (parameters and optimizer state created earlier are not in it); "
-                     "the *_est and activation columns are estimates from the formula in "
-                     "docs/MODEL.md")
-    if any(r.get("snapshot") for r in result.rows):
-        notes.append("open the snapshot pickles at https://pytorch.org/memory_viz")
-    _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, format, output, "Peak memory per config", notes)
+    _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, format, output, "Peak memory per config")
 
 
 # ---- rendering helpers ----------------------------------------------------------------------
 def _emit(result: Any, columns: list[str], table_columns: list[str], fmt: Format,
-          output: Path | None, title: str, notes: list[str]) -> None:
+          output: Path | None, title: str) -> None:
+    """Render a sweep; human formats get compact columns and human units. Exit 130 if the
+    sweep was interrupted (after writing the rows it finished)."""
     from reports.render import render_rows
 
     rows, sentences = result.rows, []
-    if fmt in HUMAN_FORMATS:
-        columns, sentences = _table_columns(rows, table_columns)
+    if fmt in HUMAN_FORMATS and rows:
+        columns, sentence = _table_columns(rows, table_columns)
+        sentences = [sentence] if sentence else []
         rows = [_humanize(r) for r in rows]
-        sentences = [s for s in sentences if s]
+    notes = list(result.notes)
     if result.run_id is not None:
-        notes = notes + [f"rows appended to the results database as run {result.run_id}"]
+        notes.append(f"rows appended to the results database as run {result.run_id}")
     emit(render_rows(rows, columns, fmt.value, title=title, notes=notes, sentences=sentences),
          output)
     if result.interrupted:
         raise typer.Exit(130)
 
 
-def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list[str], list[str]]:
-    """Drop empty columns; settings equal in every row go into one sentence instead."""
+def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list[str], str]:
+    """Drop columns empty in every row; settings equal in every row move into one sentence
+    (with the device names) instead of repeating in each row."""
     shown, settings = [], []
     for col in columns:
         values = [r.get(col) for r in rows]
@@ -140,13 +132,13 @@ def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list
             continue
         if col in SETTING_COLUMNS and len({str(v) for v in values}) == 1:
             settings.append(f"{col} {values[0]}")
-            continue
-        shown.append(col)
-    names = sorted({r["device_name"] for r in rows if r.get("device_name")})
+        else:
+            shown.append(col)
     sentence = ", ".join(settings)
+    names = sorted({r["device_name"] for r in rows if r.get("device_name")})
     if names:
         sentence += f" ({'; '.join(names)})"
-    return (shown or columns), [sentence] if rows else []
+    return shown, sentence
 
 
 def _humanize(row: dict[str, Any]) -> dict[str, Any]:
@@ -162,13 +154,15 @@ def _humanize(row: dict[str, Any]) -> dict[str, Any]:
         elif key.endswith("_bytes") and isinstance(value, (int, float)):
             out[key] = human_bytes(value)
         elif key == "params":
-            out[key] = f"{value / 1e6:.2f} M"
+            out[key] = f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.2f} M"
         elif key == "tflops":
             out[key] = f"{value:.3g}"
     return out
 
 
 def human_bytes(value: float) -> str:
+    if value == 0:
+        return "0"
     if abs(value) >= 1024**3:
         return f"{value / 1024**3:.2f} GiB"
     return f"{value / 1024**2:.1f} MiB"

@@ -92,8 +92,12 @@ AdamwOpt = Annotated[AdamwImpl, typer.Option(
     help="AdamW implementation (train mode): auto (torch's choice), for-loop, foreach, fused.")]
 SeedOpt = Annotated[int, typer.Option("--seed", rich_help_panel=PANEL,
                                       help="Seed for the weights and the random batch.")]
+ThreadsOpt = Annotated[Optional[int], typer.Option(
+    "--threads", min=1, rich_help_panel=PANEL, show_default=False,
+    help="CPU threads for torch (torch.set_num_threads) during each run (default: torch's "
+         "choice). 1 gives steadier CPU timings on a busy machine.")]
 DbOpt = Annotated[Optional[Path], typer.Option(
-    "--db", dir_okay=False, rich_help_panel="Output",
+    "--db", dir_okay=False,
     help="Append the rows and the run's metadata (torch, device, git commit, time) to this "
          "SQLite results database; created if missing.")]
 
@@ -119,6 +123,7 @@ class WorkloadSpec:
     steps: int = 10
     adamw: str = "auto"
     seed: int = 0
+    threads: Optional[int] = None
 
     def configs(self) -> list[RunConfig]:
         return expand_workload(self)
@@ -130,7 +135,7 @@ OPTION_TYPES: dict[str, Any] = {
     "heads": HeadsOpt, "vocab": VocabOpt, "context": ContextOpt, "batch": BatchOpt,
     "mode": ModeOpt, "precision": PrecisionOpt, "attention": AttentionOpt, "nvtx": NvtxOpt,
     "device": DeviceOpt, "warmup": WarmupOpt, "steps": StepsOpt, "adamw": AdamwOpt,
-    "seed": SeedOpt,
+    "seed": SeedOpt, "threads": ThreadsOpt,
 }
 _ENUMS = {"nvtx": NvtxLevel, "device": DeviceChoice, "adamw": AdamwImpl}
 
@@ -240,7 +245,7 @@ def expand_workload(spec: WorkloadSpec) -> list[RunConfig]:
                             size=label, model=model, batch=spec.batch, mode=mode,
                             precision=precision, attention=attention, nvtx=spec.nvtx,
                             device=spec.device, warmup=spec.warmup, steps=spec.steps,
-                            adamw=spec.adamw, seed=spec.seed))
+                            adamw=spec.adamw, seed=spec.seed, threads=spec.threads))
     return configs
 
 
@@ -252,13 +257,14 @@ def config_args(cfg: RunConfig) -> list[str]:
     else:
         args = ["--d-model", str(m.d_model), "--d-ff", str(m.d_ff), "--layers",
                 str(m.num_layers), "--heads", str(m.num_heads)]
-    return args + [
+    args += [
         "--vocab", str(m.vocab_size), "--context", str(m.context_length),
         "--batch", str(cfg.batch), "--mode", cfg.mode, "--precision", cfg.precision,
         "--attention", cfg.attention, "--nvtx", cfg.nvtx, "--device", cfg.device,
         "--warmup", str(cfg.warmup), "--steps", str(cfg.steps), "--adamw", cfg.adamw,
         "--seed", str(cfg.seed),
     ]
+    return args + (["--threads", str(cfg.threads)] if cfg.threads is not None else [])
 
 
 def workload_options(**defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

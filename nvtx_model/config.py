@@ -1,0 +1,296 @@
+"""Model shapes, size presets, run configurations and the closed-form numbers for them.
+
+Everything here is plain Python (no torch), so that parameter counts, FLOPs and memory
+estimates are available for every preset without allocating a model, and so that the CLI
+can validate options before importing torch.
+
+Notation used in the formulas: ``B`` batch, ``T`` context length, ``N = B*T`` tokens, ``d``
+d_model, ``f`` d_ff, ``h`` heads, ``L`` layers, ``V`` vocabulary size, ``P`` parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from nsys_parsers.errors import BadOption
+from nvtx_model.errors import BadShape
+from nvtx_model.nvtx_ranges import LEVELS
+
+DEFAULT_VOCAB = 10_000
+DEFAULT_BATCH = 4
+DEFAULT_CONTEXTS = (128, 256, 512, 1024)
+ROPE_THETA = 10_000.0
+
+MODES = ("forward", "forward-backward", "train")
+PRECISIONS = ("fp32", "bf16")
+ATTENTIONS = ("naive", "sdpa")
+DEVICES = ("auto", "cpu", "cuda")
+# AdamW implementation: torch's default choice, the per-parameter loop, foreach, or fused.
+ADAMW_IMPLS = ("auto", "for-loop", "foreach", "fused")
+CUSTOM = "custom"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The part of a model that a size preset fixes."""
+
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+
+
+# The CS336 assignment-2 table, plus ``tiny`` for CPU tests and smoke runs.
+PRESETS: dict[str, Shape] = {
+    "tiny": Shape(d_model=64, d_ff=256, num_layers=2, num_heads=4),
+    "small": Shape(d_model=768, d_ff=3072, num_layers=12, num_heads=12),
+    "medium": Shape(d_model=1024, d_ff=4096, num_layers=24, num_heads=16),
+    "large": Shape(d_model=1280, d_ff=5120, num_layers=36, num_heads=20),
+    "xl": Shape(d_model=1600, d_ff=6400, num_layers=48, num_heads=25),
+    "2.7B": Shape(d_model=2560, d_ff=10240, num_layers=32, num_heads=32),
+}
+
+
+def preset_name(name: str) -> str | None:
+    """The canonical spelling of a preset (``2.7b`` -> ``2.7B``), or None if there is none."""
+    for key in PRESETS:
+        if key.lower() == name.strip().lower():
+            return key
+    return None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Constructor arguments of ``TransformerLM``."""
+
+    vocab_size: int = DEFAULT_VOCAB
+    context_length: int = 128
+    d_model: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    d_ff: int = 3072
+    rope_theta: float = ROPE_THETA
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise BadShape(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.num_heads:
+            raise BadShape(
+                f"d_model {self.d_model} is not divisible by {self.num_heads} heads; "
+                "pick --heads so that d_model / heads is an even integer"
+            )
+        if self.d_head % 2:
+            raise BadShape(
+                f"head dimension d_model/heads = {self.d_head} is odd; RoPE rotates pairs of "
+                "dimensions, so pick --d-model/--heads giving an even head dimension"
+            )
+        if self.rope_theta <= 0:
+            raise BadShape(f"rope_theta must be positive, got {self.rope_theta}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.num_heads
+
+    @classmethod
+    def from_shape(cls, shape: Shape, *, vocab_size: int = DEFAULT_VOCAB,
+                   context_length: int = 128, rope_theta: float = ROPE_THETA) -> "ModelConfig":
+        return cls(vocab_size=vocab_size, context_length=context_length, d_model=shape.d_model,
+                   num_layers=shape.num_layers, num_heads=shape.num_heads, d_ff=shape.d_ff,
+                   rope_theta=rope_theta)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One benchmark/profiling run: a model, its input, and how to run and measure it."""
+
+    size: str  # preset name, or "custom"
+    model: ModelConfig
+    batch: int = DEFAULT_BATCH
+    mode: str = "train"
+    precision: str = "fp32"
+    attention: str = "naive"
+    nvtx: str = "off"
+    device: str = "auto"
+    warmup: int = 5
+    steps: int = 10
+    adamw: str = "auto"
+    seed: int = 0
+    threads: int | None = None  # torch.set_num_threads for the run; None: torch's choice
+
+    def __post_init__(self) -> None:
+        checks = (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS),
+                  ("nvtx", LEVELS), ("device", DEVICES), ("adamw", ADAMW_IMPLS))
+        for name, choices in checks:
+            if getattr(self, name) not in choices:
+                raise BadOption(f"--{name} {getattr(self, name)!r} is not one of: "
+                                f"{', '.join(choices)}")
+        if self.threads is not None and self.threads < 1:
+            raise BadOption(f"--threads must be >= 1, got {self.threads}")
+        if self.batch < 1 or self.steps < 1 or self.warmup < 0:
+            raise BadOption("--batch and --steps must be >= 1 and --warmup >= 0 "
+                            f"(got batch {self.batch}, steps {self.steps}, warmup {self.warmup})")
+
+    @property
+    def context(self) -> int:
+        return self.model.context_length
+
+    @property
+    def has_backward(self) -> bool:
+        return self.mode != "forward"
+
+    def label(self) -> str:
+        return (f"{self.size} ctx {self.context} b{self.batch} {self.mode} {self.precision} "
+                f"{self.attention}")
+
+    def with_(self, **changes) -> "RunConfig":
+        return replace(self, **changes)
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters
+# --------------------------------------------------------------------------------------------
+
+PARAM_COMPONENTS = ("embedding", "attention", "ffn", "norms", "lm_head")
+
+
+def param_counts(cfg: ModelConfig) -> dict[str, int]:
+    """Exact parameter counts per component, from the closed form (no biases, untied head).
+
+    embedding V*d; attention L*4*d^2 (q, k, v, output projections); ffn L*3*d*f (SwiGLU w1, w2,
+    w3); norms (2L + 1)*d (two RMSNorm gains per block and the final one); lm_head V*d.
+    """
+    d, f, L, V = cfg.d_model, cfg.d_ff, cfg.num_layers, cfg.vocab_size
+    counts = {
+        "embedding": V * d,
+        "attention": L * 4 * d * d,
+        "ffn": L * 3 * d * f,
+        "norms": (2 * L + 1) * d,
+        "lm_head": V * d,
+    }
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------
+
+# max, subtract, exp, sum, divide: one floating-point operation per score element each.
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+FLOP_COMPONENTS = ("qkv_proj", "attn_scores", "softmax", "attn_value", "out_proj", "ffn", "lm_head")
+
+
+def forward_flops(cfg: ModelConfig, batch: int, context: int | None = None) -> dict[str, int]:
+    """FLOPs of one forward pass (a multiply-add counts 2), per component and ``total``.
+
+    Matmuls: q/k/v projections 6*N*d^2, attention scores QK^T 2*B*T^2*d, value matmul
+    2*B*T^2*d, output projection 2*N*d^2, SwiGLU 6*N*d*f per layer; LM head 2*N*d*V. Softmax
+    5*B*h*T^2 per layer. The full T x T score matrix is counted (the naive implementation
+    computes it, masked or not). Norms, RoPE, residual adds and the loss are left out (< 1%).
+    """
+    T = cfg.context_length if context is None else context
+    B, d, f, h, L, V = batch, cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.vocab_size
+    N = B * T
+    flops = {
+        "qkv_proj": L * 2 * N * d * 3 * d,
+        "attn_scores": L * 2 * B * T * T * d,
+        "softmax": L * SOFTMAX_FLOPS_PER_ELEMENT * B * h * T * T,
+        "attn_value": L * 2 * B * T * T * d,
+        "out_proj": L * 2 * N * d * d,
+        "ffn": L * 3 * 2 * N * d * f,
+        "lm_head": 2 * N * d * V,
+    }
+    flops["total"] = sum(flops.values())
+    return flops
+
+
+def step_flops(cfg: ModelConfig, batch: int, mode: str) -> int:
+    """FLOPs of one step of ``mode``: the forward pass, and 2x that for the backward pass.
+
+    The backward pass of a matmul costs two matmuls of the same size (gradients of both inputs),
+    so forward-backward and train count 3x the forward FLOPs. AdamW's ~15 FLOPs per parameter
+    are left out (they are memory-bound and < 0.5% of a step here).
+    """
+    fwd = forward_flops(cfg, batch)["total"]
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}")
+    return fwd if mode == "forward" else 3 * fwd
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+FP32 = 4
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a step needs: exact for parameters/gradients/optimizer, rough for activations."""
+
+    params_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+
+
+def activation_bytes(cfg: ModelConfig, batch: int, mode: str, precision: str,
+                     attention: str) -> int:
+    """Rough peak bytes of activations (and autocast copies) for one step.
+
+    With a backward pass, the tensors autograd saves: per block the two RMSNorm inputs and
+    outputs (fp32), q, k, v and the rotated q, k, the attention output, four d_ff-wide SwiGLU
+    tensors, and for ``naive`` attention two B*h*T^2 fp32 tensors (exp and the probabilities;
+    ``sdpa`` keeps no T^2 tensor); then the final norm, the logits, their fp32 log-softmax and
+    the logits' gradient. Under bf16 autocast matmul outputs take 2 bytes, and autocast adds
+    bf16 copies of the matmul inputs and of the weights. ``forward`` runs under
+    ``torch.no_grad()``: the peak is one block's working set plus the logits.
+    """
+    B, T = batch, cfg.context_length
+    d, f, h, L, V = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.vocab_size
+    N = B * T
+    bf16 = precision == "bf16"
+    lin = BF16 if bf16 else FP32  # bytes of a matmul output
+    scores = B * h * T * T
+    counts = param_counts(cfg)
+    # autocast caches a bf16 copy of every matmul weight while the forward pass runs
+    weight_copies = (counts["attention"] + counts["ffn"] + counts["lm_head"]) * BF16 if bf16 else 0
+
+    if mode == "forward":
+        attn_work = 2 * scores * FP32 if attention == "naive" else 4 * N * d * lin
+        ffn_work = 3 * N * f * lin
+        block = 6 * N * d * FP32 + max(attn_work, ffn_work)
+        return block + N * V * lin + weight_copies
+
+    per_layer = (
+        4 * N * d * FP32  # two RMSNorms: input and normalized output
+        + 5 * N * d * lin  # q, k, v, rotated q, rotated k
+        + N * d * lin  # attention output (input of the output projection)
+        + 4 * N * f * lin  # SwiGLU: w1 x, w3 x, silu(w1 x), product
+        + (5 * N * d * BF16 if bf16 else 0)  # autocast copies of the matmul inputs
+    )
+    if attention == "naive":
+        per_layer += 2 * scores * FP32 + (scores * BF16 if bf16 else 0)
+    final = 2 * N * d * FP32 + N * V * (lin + FP32 + (FP32 if bf16 else 0))
+    logits_grad = N * V * FP32
+    return L * per_layer + final + logits_grad + weight_copies
+
+
+def memory_estimate(cfg: ModelConfig, batch: int, mode: str, precision: str,
+                    attention: str) -> MemoryEstimate:
+    """Parameters (fp32), gradients (fp32, with a backward pass), AdamW state (two fp32
+    moments, ``train`` only) and the activation estimate of ``activation_bytes``."""
+    params = param_counts(cfg)["total"]
+    return MemoryEstimate(
+        params_bytes=params * FP32,
+        grads_bytes=params * FP32 if mode != "forward" else 0,
+        optimizer_bytes=2 * params * FP32 if mode == "train" else 0,
+        activations_bytes=activation_bytes(cfg, batch, mode, precision, attention),
+    )

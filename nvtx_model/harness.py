@@ -1,0 +1,116 @@
+"""One workload: a model, its optimizer and a random batch, stepped with synchronized timing.
+
+A step of mode ``forward`` runs the model under ``torch.no_grad()``; ``forward-backward`` adds
+the loss and ``loss.backward()`` (gradients are set to None at the end of each step, untimed);
+``train`` adds the AdamW step and ``zero_grad(set_to_none=True)``. The device is synchronized at
+the end of every phase, so phase times come from synchronized boundaries and the step time is
+the sum of its phases (plus a few microseconds of Python between them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from timeit import default_timer as timer
+from typing import Callable
+
+import torch
+
+from nvtx_model import nvtx_ranges as nv
+from nvtx_model.config import RunConfig
+from nvtx_model.model import TransformerLM, cross_entropy
+from nvtx_model.runtime import Runtime
+from nsys_parsers.errors import BadOption
+
+PHASES = ("forward", "loss", "backward", "optimizer")
+
+
+@dataclass
+class StepTiming:
+    total_s: float
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+class Workload:
+    """Everything one RunConfig needs, built on ``runtime.device`` with ``cfg.seed``."""
+
+    def __init__(self, cfg: RunConfig, runtime: Runtime,
+                 instrumentation: nv.Instrumentation = nv.OFF) -> None:
+        self.cfg = cfg
+        self.runtime = runtime
+        self.instrumentation = instrumentation
+        torch.manual_seed(cfg.seed)
+        with torch.device(runtime.device):
+            self.model = TransformerLM.from_config(cfg.model, attention=cfg.attention)
+            shape = (cfg.batch, cfg.model.context_length)
+            self.inputs = torch.randint(0, cfg.model.vocab_size, shape)
+            self.targets = torch.randint(0, cfg.model.vocab_size, shape)
+        self.optimizer = (make_optimizer(self.model, cfg.adamw, runtime) if cfg.mode == "train"
+                          else None)
+        runtime.synchronize()
+
+    def step(self) -> StepTiming:
+        """One synchronized step with NVTX ranges ``step`` > ``forward``, ``loss``, ``backward``,
+        ``optimizer``; returns its total and per-phase wall-clock seconds."""
+        sync = self.runtime.synchronize
+        mode = self.cfg.mode
+        phases: dict[str, float] = {}
+        with nv.nvtx_range(nv.STEP):
+            start = timer()
+            with nv.nvtx_range(nv.FORWARD):
+                grad = torch.no_grad() if mode == "forward" else contextlib.nullcontext()
+                with grad, self.runtime.autocast(self.cfg.precision):
+                    logits = self.model(self.inputs)
+                sync()
+            mark = timer()
+            phases["forward"] = mark - start
+            if mode != "forward":
+                with nv.nvtx_range(nv.LOSS):
+                    with self.runtime.autocast(self.cfg.precision):
+                        loss = cross_entropy(logits, self.targets)
+                    sync()
+                mark = _lap(phases, "loss", mark)
+                with nv.nvtx_range(nv.BACKWARD):
+                    loss.backward()
+                    sync()
+                mark = _lap(phases, "backward", mark)
+            if self.optimizer is not None:
+                with nv.nvtx_range(nv.OPTIMIZER):
+                    self.optimizer.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+                    sync()
+                mark = _lap(phases, "optimizer", mark)
+            elif mode == "forward-backward":
+                # free the gradients as train's zero_grad does (not timed: bookkeeping)
+                self.model.zero_grad(set_to_none=True)
+        return StepTiming(mark - start, phases)
+
+    def run(self, before_measure: Callable[[], None] | None = None) -> list[StepTiming]:
+        """Warmup steps (range ``warmup``, not returned), then the measured ones (``measure``).
+
+        ``before_measure`` runs between the two (memory profiling resets peaks there)."""
+        with nv.activated(self.instrumentation):
+            if self.cfg.warmup:
+                with nv.nvtx_range(nv.WARMUP):
+                    for _ in range(self.cfg.warmup):
+                        self.step()
+            if before_measure is not None:
+                before_measure()
+            with nv.nvtx_range(nv.MEASURE):
+                return [self.step() for _ in range(self.cfg.steps)]
+
+
+def _lap(phases: dict[str, float], name: str, since: float) -> float:
+    now = timer()
+    phases[name] = now - since
+    return now
+
+
+def make_optimizer(model: torch.nn.Module, impl: str, runtime: Runtime) -> torch.optim.Optimizer:
+    """AdamW with the --adamw implementation; a clear error where the device lacks it."""
+    kwargs = runtime.adamw_kwargs(impl)
+    try:
+        return torch.optim.AdamW(model.parameters(), lr=1e-4, **kwargs)
+    except (RuntimeError, ValueError) as exc:
+        raise BadOption(f"--adamw {impl} is not supported on {runtime.device.type} by torch "
+                        f"{torch.__version__} ({exc}); use --adamw auto") from exc

@@ -1,0 +1,66 @@
+"""Run workloads in this process and print one JSON line per config (for ``nsys profile``).
+
+    nsys profile --trace=nvtx,osrt --sample=none --cpuctxsw=none -o OUT \\
+        python -m nvtx_model.run --size tiny --context 64 --mode train --nvtx fine \\
+            --warmup 1 --steps 2
+
+Takes the workload options of ``nsys-mine bench`` (``profile_cli.workload``; NVTX defaults to
+``coarse`` here), runs the same harness, and prints each bench row as one JSON object on its
+own line of stdout. ``--dry-run`` prints the configs instead of running them. Errors go to
+stderr as ``Error: ...`` with exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from nsys_parsers.errors import NsysMineError
+from profile_cli.workload import WorkloadSpec, workload_options
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command()
+@workload_options(nvtx="coarse", context="128", mode="train", warmup=1, steps=2)
+def run(
+    workload: WorkloadSpec,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the configs as JSON lines; run nothing.")] = False,
+) -> None:
+    """Run the Transformer workload(s) with NVTX ranges; one JSON result line per config."""
+    from dataclasses import asdict
+
+    from reports.render import jsonable
+
+    configs = workload.configs()
+    if dry_run:
+        for cfg in configs:
+            sys.stdout.write(json.dumps(jsonable(asdict(cfg))) + "\n")
+        return
+    from nvtx_model.errors import require_torch
+
+    require_torch("python -m nvtx_model.run")
+    from nvtx_model.bench import benchmark
+
+    result = benchmark(configs)
+    for row in result.rows:
+        sys.stdout.write(json.dumps(jsonable(row)) + "\n")
+    sys.stdout.flush()
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, prog_name="python -m nvtx_model.run")
+    except NsysMineError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
