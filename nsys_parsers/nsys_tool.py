@@ -1,8 +1,9 @@
 """Find the nsys binary and export .nsys-rep/.qdrep reports to SQLite (cached).
 
-Discovery order: an explicit path, the ``NSYS`` environment variable, ``nsys`` on PATH, the
-project's own cached install (``scripts/install_nsys.sh`` -> ``.cache/nsys``), the user cache
-(``~/.cache/nsys-mine/nsys``), then the usual CUDA and Nsight install folders.
+Discovery order: an explicit path (``--nsys``), the ``NSYS`` environment variable, ``nsys`` on
+PATH, the usual CUDA and Nsight install folders, the project's own cached install
+(``scripts/install_nsys.sh`` -> ``.cache/nsys``), then the user cache (``~/.cache/nsys-mine/nsys``,
+where ``nsys-mine profile --install-nsys`` puts it).
 
 Exports go to the user cache (``$XDG_CACHE_HOME/nsys-mine/exports``, default
 ``~/.cache/nsys-mine/exports``), never into the report's own folder, and are reused while the
@@ -45,8 +46,6 @@ def candidate_paths() -> list[Path]:
     which = shutil.which("nsys")
     if which:
         out.append(Path(which))
-    out.append(PROJECT_ROOT / ".cache" / "nsys" / "usr" / "bin" / "nsys")
-    out.append(user_cache_dir() / "nsys" / "usr" / "bin" / "nsys")
     patterns = [
         "/usr/local/cuda/bin/nsys", "/usr/local/cuda-*/bin/nsys",
         "/opt/nvidia/nsight-systems/*/bin/nsys", "/opt/nvidia/nsight-systems-cli/*/bin/nsys",
@@ -55,6 +54,8 @@ def candidate_paths() -> list[Path]:
     ]
     for pat in patterns:
         out.extend(Path(p) for p in sorted(glob.glob(pat), reverse=True))
+    out.append(PROJECT_ROOT / ".cache" / "nsys" / "usr" / "bin" / "nsys")
+    out.append(user_cache_dir() / "nsys" / "usr" / "bin" / "nsys")
     return out
 
 

@@ -191,7 +191,7 @@ def _register_optional_commands() -> None:
     """Commands that live in their own modules (model benchmarks, profiling)."""
     import importlib
 
-    for module in ("profile_cli.bench_cmds",):
+    for module in ("profile_cli.bench_cmds", "profile_cli.profile_cmds"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

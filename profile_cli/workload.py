@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import enum
 import inspect
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -181,6 +182,19 @@ def custom_label(shape: Shape) -> str:
     return f"{CUSTOM}:d{shape.d_model}-f{shape.d_ff}-L{shape.num_layers}-h{shape.num_heads}"
 
 
+_CUSTOM_LABEL = re.compile(r"^custom:d(\d+)-f(\d+)-L(\d+)-h(\d+)$", re.IGNORECASE)
+
+
+def parse_custom_label(name: str) -> Shape | None:
+    """``custom:d64-f256-L2-h4`` (the label runs carry) as a Shape, so that a sweep's --size
+    list can mix presets and custom shapes."""
+    m = _CUSTOM_LABEL.match(name.strip())
+    if not m:
+        return None
+    d, f, layers, heads = (int(x) for x in m.groups())
+    return Shape(d_model=d, d_ff=f, num_layers=layers, num_heads=heads)
+
+
 def resolve_shapes(spec: WorkloadSpec) -> list[tuple[str, Shape]]:
     """(label, shape) per size: presets by name, or one custom shape from the shape flags."""
     names = [n.strip() for n in (spec.size or "").split(",") if n.strip()]
@@ -194,12 +208,17 @@ def resolve_shapes(spec: WorkloadSpec) -> list[tuple[str, Shape]]:
         shapes = []
         for name in names or ["small"]:
             canonical = preset_name(name)
+            inline = parse_custom_label(name) if canonical is None else None
+            if inline is not None:
+                if (custom_label(inline), inline) not in shapes:
+                    shapes.append((custom_label(inline), inline))
+                continue
             if canonical is None:
                 close = difflib.get_close_matches(name, list(PRESETS), n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
                 raise BadOption(f"--size: unknown preset {name!r}{hint}; use one or more of "
-                                f"{', '.join(PRESETS)}, or a custom shape with --d-model, "
-                                "--layers, --heads")
+                                f"{', '.join(PRESETS)}, custom:dD-fF-LL-hH, or a custom shape "
+                                "with --d-model, --layers, --heads")
             if (canonical, PRESETS[canonical]) not in shapes:
                 shapes.append((canonical, PRESETS[canonical]))
         return shapes

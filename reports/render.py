@@ -183,6 +183,8 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
     for c in columns:
         if _numeric(rows, c):
             table.add_column(_header(c), justify="right", no_wrap=True)
+        elif c in ("style", "category", "status", "scope"):
+            table.add_column(_header(c), no_wrap=True)
         elif c in NAME_COLUMNS:
             table.add_column(_header(c), overflow="ellipsis", no_wrap=True, max_width=60,
                              ratio=1)

@@ -1,0 +1,245 @@
+"""``nsys-mine profile`` and ``nsys-mine sweep``: the model under Nsight Systems, mined.
+
+Thin commands over ``profile_cli.profiler`` (one config) and ``profile_cli.sweeper`` (many,
+resumable); rendering through ``reports.render``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, List, Optional
+
+import typer
+
+from nsys_parsers.errors import BadOption
+from profile_cli.common import Format, FormatOpt, OutputOpt, emit
+from profile_cli.workload import WorkloadSpec, workload_options
+
+NSYS_PANEL = "Nsight Systems"
+
+OutOpt = Annotated[Path, typer.Option(
+    "--out", file_okay=False, help="Folder for NAME.nsys-rep, NAME.sqlite and NAME.json.")]
+NsysPathOpt = Annotated[Optional[str], typer.Option(
+    "--nsys", rich_help_panel=NSYS_PANEL,
+    help="The nsys binary (default: $NSYS, PATH, CUDA/Nsight folders, cached installs).")]
+TraceOpt = Annotated[Optional[str], typer.Option(
+    "--trace", rich_help_panel=NSYS_PANEL,
+    help="nsys --trace set (default: cuda,nvtx,osrt with a GPU, nvtx,osrt on CPU).")]
+SamplingOpt = Annotated[bool, typer.Option(
+    "--quiet-sampling/--cpu-sampling", rich_help_panel=NSYS_PANEL,
+    help="Pass --sample=none --cpuctxsw=none (default; without them nsys 2022.4's agent can "
+         "hang after the program ends).")]
+NsysArgOpt = Annotated[Optional[List[str]], typer.Option(
+    "--nsys-arg", rich_help_panel=NSYS_PANEL,
+    help="Extra argument for `nsys profile` (repeat the option for several).")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", min=1, rich_help_panel=NSYS_PANEL,
+    help="Seconds before a hanging nsys run is ended (with its leftover processes).")]
+InstallOpt = Annotated[bool, typer.Option(
+    "--install-nsys", rich_help_panel=NSYS_PANEL,
+    help="If no nsys is found, fetch nsys 2022.4 (Debian/Ubuntu x86-64) into the user cache.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
+TopOpt = Annotated[int, typer.Option("--top", min=1, help="Top kernels to list.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile)
+    app.command("sweep")(sweep)
+
+
+def _nsys_spec(nsys, trace, quiet_sampling, nsys_arg, timeout, install_nsys):
+    from profile_cli.profiler import NsysSpec
+
+    return NsysSpec(nsys=nsys, trace=trace, quiet_sampling=quiet_sampling,
+                    extra_args=list(nsys_arg or []), timeout_s=timeout, install=install_nsys)
+
+
+@workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+def profile(
+    workload: WorkloadSpec,
+    out: OutOpt = Path("profiles"),
+    nsys: NsysPathOpt = None,
+    trace: TraceOpt = None,
+    quiet_sampling: SamplingOpt = True,
+    nsys_arg: NsysArgOpt = None,
+    timeout: TimeoutOpt = 900.0,
+    install_nsys: InstallOpt = False,
+    force: ForceOpt = False,
+    top: TopOpt = 15,
+    format: FormatOpt = Format.table,
+    output: OutputOpt = None,
+) -> None:
+    """Profile one config of the Transformer under nsys and show what dominates each range.
+
+    Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out, then mines the
+    export: ranges (CPU and GPU time), the dominant kernel of step/forward/backward/optimizer
+    and the attention parts, and the top kernels, measured steps only (warmup left out).
+    """
+    from profile_cli.profiler import ProfileFailed, mine_profile, profile_config
+
+    configs = workload.configs()
+    if len(configs) != 1:
+        raise BadOption(f"profile runs one config; these options give {len(configs)} "
+                        f"({', '.join(c.label() for c in configs[:4])}...). Use `nsys-mine "
+                        f"sweep` for several.")
+    from nvtx_model.errors import require_torch
+
+    require_torch("nsys-mine profile")
+    spec = _nsys_spec(nsys, trace, quiet_sampling, nsys_arg, timeout, install_nsys)
+    result = profile_config(configs[0], out, spec, force=force)
+    if result.status != "ok":
+        raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar})")
+    report = mine_profile(result, top=top)
+    emit(render_profile(report, format.value), output)
+
+
+def render_profile(report, fmt: str):
+    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_HUMAN_COLUMNS
+    from reports.kernel_summary import KERNEL_COLUMNS
+    from reports.range_summary import RANGE_COLUMNS
+    from reports.render import Rendered, render_rows, to_json
+
+    if fmt == "json":
+        return Rendered(text=to_json({
+            "export": report.export, "config": report.config,
+            "ranges": [{c: r.get(c) for c in RANGE_COLUMNS} for r in report.ranges],
+            "dominant": [{c: r.get(c) for c in DOMINANT_COLUMNS} for r in report.dominant],
+            "kernels": [{c: r.get(c) for c in KERNEL_COLUMNS} for r in report.kernels],
+            "notes": report.notes}))
+    cfg = report.config
+    head = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
+            f"heads), context {cfg['context']}, batch {cfg['batch']}, {cfg['mode']}, "
+            f"{cfg['precision']}, {cfg['attention']} attention, NVTX {cfg['nvtx']}, "
+            f"{cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured steps")
+    cpu_only = not report.kernels and not report.dominant
+    parts = [
+        render_rows(report.ranges, RANGE_COLUMNS, fmt, title="NVTX ranges (measured steps)",
+                    sentences=[f"export: {report.export}", head], notes=report.notes,
+                    human_columns=RANGE_COLUMNS[:9] if cpu_only else None),
+        render_rows(report.dominant, DOMINANT_COLUMNS, fmt, title="Dominant kernel per range",
+                    sentences=report.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,
+                    null_labels={"range": "(measured steps)"}),
+        render_rows(report.kernels, KERNEL_COLUMNS, fmt, title="Top kernels"),
+    ]
+    if not report.dominant:
+        parts = parts[:1]
+    return _join(parts, fmt)
+
+
+def _join(parts, fmt: str):
+    from reports.render import Rendered
+
+    if parts and parts[0].text is not None:
+        sep = "\n" if fmt in ("md", "latex") else "\n\n"
+        return Rendered(text=sep.join(p.text for p in parts))
+    return Rendered(rich=[x for p in parts for x in p.rich])
+
+
+@workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+def sweep(
+    workload: WorkloadSpec,
+    out: OutOpt = Path("sweep"),
+    report: Annotated[Optional[Path], typer.Option(
+        "--report", file_okay=False,
+        help="Only re-render the tables of an existing sweep folder; run nothing.")] = None,
+    retry: Annotated[bool, typer.Option(
+        "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
+    table: Annotated[str, typer.Option(
+        "--table", help="Which table: runs, dominant, mix, ranges, or all.")] = "all",
+    nsys: NsysPathOpt = None,
+    trace: TraceOpt = None,
+    quiet_sampling: SamplingOpt = True,
+    nsys_arg: NsysArgOpt = None,
+    timeout: TimeoutOpt = 900.0,
+    install_nsys: InstallOpt = False,
+    format: FormatOpt = Format.table,
+    output: OutputOpt = None,
+) -> None:
+    """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
+
+    An index (OUT/index.sqlite) records each config's status (ok, oom, failed, timeout,
+    skipped), exports, wall time and dominant kernels; re-running resumes. Tables: dominant
+    kernel per config and range, and the kernel-category mix of forward vs the whole step.
+    """
+    from profile_cli.sweeper import run_sweep, sweep_tables
+
+    tables_wanted = _tables(table)
+    if report is None:
+        from nvtx_model.errors import require_torch
+
+        require_torch("nsys-mine sweep")
+        spec = _nsys_spec(nsys, trace, quiet_sampling, nsys_arg, timeout, install_nsys)
+        with _progress() as progress:
+            outcome = run_sweep(workload, out, spec, retry=retry, progress=progress)
+        folder = out
+    else:
+        outcome, folder = None, report
+    tables = sweep_tables(folder)
+    notes = list(tables.notes)
+    if outcome is not None:
+        notes.insert(0, f"{len(outcome.ran)} config(s) run, {len(outcome.resumed)} already in "
+                        f"the index (resumed), of {outcome.planned}; index: "
+                        f"{folder / 'index.sqlite'}")
+        if outcome.interrupted:
+            notes.insert(0, "interrupted: the index holds every config finished so far; run "
+                            "the same command again to resume.")
+    emit(render_sweep(tables, tables_wanted, format.value, notes), output)
+    if outcome is not None and outcome.interrupted:
+        raise typer.Exit(130)
+
+
+def _tables(table: str) -> list[str]:
+    choices = ("runs", "dominant", "mix", "ranges")
+    if table == "all":
+        return list(choices)
+    if table not in choices:
+        raise BadOption(f"--table {table!r}: use one of {', '.join(choices)} or all")
+    return [table]
+
+
+def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):
+    from profile_cli.sweeper import DOMINANT_COLUMNS, MIX_COLUMNS, RANGE_TIME_COLUMNS, RUN_COLUMNS
+    from reports.render import Rendered, render_rows, to_json
+
+    data: dict[str, tuple[list[dict[str, Any]], list[str], str]] = {
+        "runs": (tables.runs, RUN_COLUMNS, "Configs"),
+        "dominant": (tables.dominant, DOMINANT_COLUMNS, "Dominant kernel per config and range"),
+        "mix": (tables.mix, MIX_COLUMNS, "Kernel-category mix: forward vs the whole step (%)"),
+        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)"),
+    }
+    if fmt == "json":
+        obj = {k: [{c: r.get(c) for c in data[k][1]} for r in data[k][0]] for k in wanted}
+        obj["notes"] = notes
+        return Rendered(text=to_json(obj))
+    parts = []
+    for i, key in enumerate(wanted):
+        rows, cols, title = data[key]
+        if fmt == "csv" and len(wanted) > 1:
+            parts.append(Rendered(text=f"# {key}\n" + render_rows(rows, cols, fmt).text))
+            continue
+        parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else ()))
+    return _join(parts, fmt)
+
+
+class _progress:
+    """A rich progress bar (config k of n, elapsed) on stderr, as a progress callback."""
+
+    def __enter__(self):
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+
+        self._bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), TextColumn("{task.description}"),
+                             console=Console(stderr=True), transient=False)
+        self._bar.__enter__()
+        self._task = None
+        return self
+
+    def __call__(self, k: int, n: int, name: str) -> None:
+        if self._task is None:
+            self._task = self._bar.add_task(name, total=n)
+        self._bar.update(self._task, completed=k, description=name)
+
+    def __exit__(self, *exc) -> None:
+        self._bar.__exit__(*exc)

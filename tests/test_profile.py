@@ -1,0 +1,218 @@
+"""`profile`/`sweep` without real nsys: argv, discovery order, timeouts and cleanup (with a fake
+nsys that hangs), outcome classification, sweep planning and the index."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsys_parsers.errors import BadOption, NsysNotFound
+from profile_cli import profiler
+from profile_cli.profiler import (
+    NsysSpec, ProcessOutcome, classify, default_trace, locate_nsys, marked_pids, nsys_argv,
+    run_name, run_with_timeout,
+)
+from profile_cli.workload import WorkloadSpec
+
+
+def tiny_cfg(**kw):
+    spec = WorkloadSpec(size="tiny", context="32", mode="train", nvtx="fine", warmup=1, steps=2,
+                        **kw)
+    return spec.configs()[0]
+
+
+def fake_nsys(path: Path, body: str) -> Path:
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def test_argv_for_gpu_and_cpu(tmp_path):
+    child = ["python", "-m", "nvtx_model.run", "--size", "tiny"]
+    gpu = nsys_argv("/opt/nsys", tmp_path / "run", trace=default_trace("cuda"),
+                    quiet_sampling=True, extra_args=["--cuda-memory-usage=true"], child=child)
+    assert gpu == ["/opt/nsys", "profile", "--trace=cuda,nvtx,osrt", "--sample=none",
+                   "--cpuctxsw=none", "--export=sqlite", "--force-overwrite=true", "--output",
+                   str(tmp_path / "run"), "--cuda-memory-usage=true", *child]
+    cpu = nsys_argv("nsys", tmp_path / "run", trace=default_trace("cpu"), quiet_sampling=False,
+                    extra_args=[], child=child)
+    assert cpu[:3] == ["nsys", "profile", "--trace=nvtx,osrt"] and "--sample=none" not in cpu
+
+
+def test_workload_argv_round_trips_the_config():
+    cfg = tiny_cfg(precision="bf16", attention="sdpa")
+    argv = profiler.workload_argv(cfg)
+    assert argv[:3] == [sys.executable, "-m", "nvtx_model.run"]
+    from typer.testing import CliRunner
+
+    from nvtx_model.run import app
+
+    res = CliRunner().invoke(app, argv[3:] + ["--dry-run"])
+    row = json.loads(res.stdout.strip().splitlines()[0])
+    assert (row["size"], row["precision"], row["attention"], row["warmup"], row["steps"]) == (
+        "tiny", "bf16", "sdpa", 1, 2)
+
+
+def test_run_name_encodes_config():
+    assert run_name(tiny_cfg()) == "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s2"
+
+
+def test_discovery_order(tmp_path, monkeypatch):
+    import nsys_parsers.nsys_tool as tool
+
+    (tmp_path / "bin").mkdir()
+    on_path = fake_nsys(tmp_path / "bin" / "nsys", "echo path\n")
+    env_one = fake_nsys(tmp_path / "env-nsys", "echo env\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("NSYS", str(env_one))
+    assert tool.find_nsys() == env_one
+    explicit = fake_nsys(tmp_path / "explicit", "echo x\n")
+    assert tool.find_nsys(explicit) == explicit
+    monkeypatch.delenv("NSYS")
+    assert tool.find_nsys() == on_path
+    paths = tool.candidate_paths()
+    assert paths.index(on_path) < paths.index(tool.PROJECT_ROOT / ".cache/nsys/usr/bin/nsys") < \
+        paths.index(tool.user_cache_dir() / "nsys/usr/bin/nsys")
+    with pytest.raises(NsysNotFound, match="not an executable nsys"):
+        tool.find_nsys(tmp_path / "nope")
+
+
+def test_missing_nsys_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(profiler, "find_nsys", lambda explicit=None: None)
+    with pytest.raises(NsysNotFound, match="--install-nsys") as exc:
+        locate_nsys(None)
+    assert "install_nsys.sh" in str(exc.value) and "NSYS=" in str(exc.value)
+
+
+def test_timeout_ends_nsys_and_its_detached_agent(tmp_path):
+    """A fake nsys that hangs and leaves a daemon (like the real agent, re-parented to PID 1):
+    both are ended by PID after the timeout."""
+    pidfile = tmp_path / "agent.pid"
+    nsys = fake_nsys(tmp_path / "nsys", f"""
+setsid bash -c 'echo $$ > {pidfile}; exec sleep 300' </dev/null >/dev/null 2>&1 &
+sleep 300
+""")
+    t0 = time.monotonic()
+    out = run_with_timeout([str(nsys)], timeout_s=1.5)
+    assert out.timed_out and time.monotonic() - t0 < 20
+    agent = int(pidfile.read_text())
+    assert agent in out.killed_pids
+    time.sleep(0.2)
+    assert not Path(f"/proc/{agent}").exists() or "zombie" in Path(
+        f"/proc/{agent}/status").read_text().lower()
+
+
+def test_leftover_processes_ended_after_normal_exit(tmp_path):
+    pidfile = tmp_path / "agent.pid"
+    nsys = fake_nsys(tmp_path / "nsys", f"""
+setsid bash -c 'echo $$ > {pidfile}; exec sleep 300' </dev/null >/dev/null 2>&1 &
+sleep 0.3; echo done
+""")
+    out = run_with_timeout([str(nsys)], timeout_s=30)
+    assert not out.timed_out and out.returncode == 0 and "done" in out.stdout
+    assert int(pidfile.read_text()) in out.killed_pids
+    assert marked_pids("no-such-marker") == []
+
+
+def _outcome(code=0, out="", err="", timed_out=False):
+    return ProcessOutcome(returncode=code, stdout=out, stderr=err, timed_out=timed_out,
+                          wall_s=1.0, killed_pids=[])
+
+
+def test_classify_outcomes():
+    cfg = tiny_cfg()
+    ok_row = json.dumps({"status": "ok", "mean_s": 0.1})
+    assert classify(_outcome(out="Generating...\n" + ok_row), cfg, json.loads(ok_row)) == ("ok", None)
+    status, why = classify(_outcome(code=1, err="Traceback ...\ntorch.OutOfMemoryError: CUDA out "
+                                    "of memory. Tried to allocate 2 GiB"), cfg, None)
+    assert status == "oom" and why == "out of memory at size tiny context 32"
+    status, why = classify(_outcome(out=json.dumps({"status": "oom", "note": "CUDA OOM"})), cfg,
+                           {"status": "oom", "note": "CUDA OOM"})
+    assert status == "oom" and "size tiny context 32" in why
+    status, why = classify(_outcome(code=1, err="\n".join(f"line {i}" for i in range(30))), cfg,
+                           None)
+    assert status == "failed" and "line 29" in why and "line 5" not in why
+    assert classify(_outcome(timed_out=True), cfg, None)[0] == "timeout"
+
+
+def test_profile_config_with_crashing_workload(tmp_path, monkeypatch, cli):
+    nsys = fake_nsys(tmp_path / "nsys", "echo 'RuntimeError: boom in forward' >&2; exit 3\n")
+    pytest.importorskip("torch")
+    res = cli("profile", "--size", "tiny", "--context", "32", "--device", "cpu",
+              "--out", tmp_path / "out", "--nsys", nsys)
+    assert res.exit_code == 1 and res.stderr.startswith("Error: failed: the workload exited")
+    assert "boom in forward" in res.stderr and "Traceback" not in res.stderr
+    side = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert side["status"] == "failed" and side["command"][0] == str(nsys)
+
+
+def test_profile_refuses_to_overwrite_and_many_configs(tmp_path, cli):
+    pytest.importorskip("torch")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w2s3.sqlite").write_bytes(b"x")
+    res = cli("profile", "--size", "tiny", "--context", "32", "--out", out, "--nsys", "/bin/true")
+    assert res.exit_code == 1 and "--force" in res.stderr
+    res = cli("profile", "--size", "tiny", "--context", "32,64", "--out", out)
+    assert res.exit_code == 1 and "nsys-mine sweep" in res.stderr
+
+
+def test_sweep_plan_marks_impossible_shapes_failed():
+    from profile_cli.sweeper import plan_sweep
+
+    plan = plan_sweep(WorkloadSpec(size="tiny,custom:d30-f64-L1-h4", context="32",
+                                   mode="forward", nvtx="fine", warmup=1, steps=1))
+    assert [p.cfg is not None for p in plan] == [True, False]
+    assert "not divisible by 4 heads" in plan[1].error
+    with pytest.raises(BadOption, match="unknown preset"):
+        plan_sweep(WorkloadSpec(size="tiny,smal", context="32"))
+
+
+def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch, cli):
+    """The sweep loop without nsys: profile_config is replaced by a stub that writes rows."""
+    from profile_cli import sweeper
+
+    calls = []
+
+    def fake_profile(cfg, out_dir, spec, force=False, nsys=None):
+        calls.append(cfg.context)
+        return profiler.ProfileResult(
+            name=run_name(cfg), config=profiler.config_dict(cfg), status="ok", reason=None,
+            sqlite=None, nsys_rep=None, sidecar=str(out_dir / "x.json"), wall_s=1.5,
+            command=["nsys"], nsys_version="2022.4", trace="nvtx,osrt", window="measure")
+
+    def fake_mine(result, top=15):
+        dom = {"range": "forward", "kernel": "gemm_k", "category": "gemm", "share_pct": 80.0,
+               "per_range_instance": 3.0, "range_kernel_ns": 100,
+               "category_shares": {"gemm": 80.0, "softmax": 20.0}}
+        return profiler.ProfileReport(
+            export=None, config=result.config,
+            ranges=[{"range": "forward", "instances": 2, "avg_ns": 10.0, "gpu_inclusive_ns": 5}],
+            dominant=[dom], kernels=[], notes=[], sentences=[], status="ok", reason=None)
+
+    monkeypatch.setattr(sweeper, "profile_config", fake_profile)
+    monkeypatch.setattr(sweeper, "mine_profile", fake_mine)
+    monkeypatch.setattr(sweeper, "locate_nsys", lambda *a, **k: ("nsys", "2022.4"))
+    spec = WorkloadSpec(size="tiny,custom:d30-f64-L1-h4", context="32,64", mode="train",
+                        nvtx="fine", warmup=1, steps=1)
+    first = sweeper.run_sweep(spec, tmp_path, NsysSpec())
+    assert (first.planned, len(first.ran), first.resumed) == (4, 4, []) and calls == [32, 64]
+    again = sweeper.run_sweep(spec, tmp_path, NsysSpec())
+    assert (len(again.ran), len(again.resumed)) == (0, 4) and calls == [32, 64]
+    tables = sweeper.sweep_tables(tmp_path)
+    assert [r["status"] for r in tables.runs] == ["ok", "ok", "failed", "failed"]
+    assert tables.runs[0]["forward_kernel"] == "gemm_k"
+    assert tables.mix[0]["gemm_pct"] == 80.0 and tables.mix[0]["softmax_pct"] == 20.0
+    res = cli("sweep", "--report", tmp_path, "--format", "json")
+    data = json.loads(res.stdout)
+    assert set(data) == {"runs", "dominant", "mix", "ranges", "notes"}
+    assert data["dominant"][0]["kernel"] == "gemm_k"
+    for fmt in ("md", "latex", "csv", "table"):
+        assert cli("sweep", "--report", tmp_path, "--format", fmt).exit_code == 0
+    assert cli("sweep", "--report", tmp_path / "nothing").exit_code == 1

@@ -1,0 +1,62 @@
+"""`profile` and `sweep` end to end with the real nsys 2022.4 on CPU (the tiny model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("nvtx")
+
+EXPECTED = {"forward": 2, "loss": 2, "backward": 2, "optimizer": 2, "step": 2,
+            "scaled dot product attention": 4, "computing attention scores": 4,
+            "computing softmax": 4, "final matmul": 4, "attention": 4, "ffn": 4, "measure": 1}
+
+
+def test_profile_tiny_train_fine(tmp_path, cli, nsys_bin):
+    res = cli("profile", "--size", "tiny", "--context", "32", "--mode", "train", "--nvtx", "fine",
+              "--warmup", "1", "--steps", "2", "--device", "cpu", "--out", tmp_path,
+              "--nsys", nsys_bin, "--timeout", "300", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) == {"export", "config", "ranges", "dominant", "kernels", "notes"}
+    name = "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s2"
+    assert data["export"] == str(tmp_path / f"{name}.sqlite")
+    for ext in (".sqlite", ".nsys-rep", ".json"):
+        assert (tmp_path / f"{name}{ext}").exists()
+    ranges = {r["range"]: r for r in data["ranges"]}
+    # measured steps only: 2 steps x 2 layers; the warmup step is filtered out
+    assert {k: ranges[k]["instances"] for k in EXPECTED} == EXPECTED
+    assert "warmup" not in ranges
+    assert data["dominant"] == [] and data["kernels"] == []
+    assert any("CPU times" in n for n in data["notes"])
+    assert data["config"]["device"] == "cpu" and data["config"]["layers"] == 2
+    side = json.loads((tmp_path / f"{name}.json").read_text())
+    assert side["status"] == "ok" and side["trace"] == "nvtx,osrt"
+    assert "--sample=none" in side["command"] and side["nsys_version"].startswith("2022.4")
+    # the same export through the miner's own commands: warmup is there without --within
+    res = cli("ranges", tmp_path / f"{name}.sqlite", "-f", "json")
+    assert {r["range"]: r["instances"] for r in json.loads(res.stdout)}["forward"] == 3
+
+
+def test_sweep_resumes_and_records_failures(tmp_path, cli, nsys_bin):
+    args = ["sweep", "--size", "tiny,custom:d30-f64-L1-h4", "--context", "32", "--mode",
+            "forward", "--warmup", "1", "--steps", "1", "--device", "cpu", "--out", tmp_path,
+            "--nsys", nsys_bin, "--timeout", "300", "--format", "json"]
+    first = cli(*args)
+    assert first.exit_code == 0, first.stderr
+    runs = {r["name"]: r for r in json.loads(first.stdout)["runs"]}
+    ok = runs["tiny_ctx32_b4_forward_fp32_naive_nvtx-fine_w1s1"]
+    bad = runs["custom-d30-f64-L1-h4_ctx32_b4_forward_fp32_naive_nvtx-fine_w1s1"]
+    assert ok["status"] == "ok" and ok["sqlite"].endswith(".sqlite")
+    assert bad["status"] == "failed" and "not divisible" in bad["reason"]
+    export = tmp_path / "tiny_ctx32_b4_forward_fp32_naive_nvtx-fine_w1s1.sqlite"
+    mtime = export.stat().st_mtime_ns
+    again = cli(*args)
+    assert again.exit_code == 0
+    assert "0 config(s) run, 2 already in the index" in json.dumps(json.loads(again.stdout))
+    assert export.stat().st_mtime_ns == mtime  # not re-run
+    times = json.loads(cli("sweep", "--report", tmp_path, "-f", "json", "--table",
+                           "ranges").stdout)["ranges"]
+    assert {t["range"]: t["instances"] for t in times}["forward"] == 1
