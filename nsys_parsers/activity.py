@@ -25,6 +25,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 import numpy as np
+from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers import queries as Q
 from nsys_parsers.export import (
@@ -311,7 +312,7 @@ def resolve_range_names(export: Export, ranges: RangeData, rows: np.ndarray | No
         dom_codes = codes_all[ranges.all_is_domain]
         range_codes = codes_all[~ranges.all_is_domain] if ranges.all_is_domain.any() else codes_all
     else:
-        want = np.union1d(ranges.rowid[rows], ranges.domains[:, 0])
+        want = sorted_unique(np.concatenate([ranges.rowid[rows], ranges.domains[:, 0]]))
         rid, codes, uniq = _subset_keys(conn, export, want)
         pos = np.searchsorted(ranges.rowid, rid)
         pos_c = np.minimum(pos, max(ranges.rowid.size - 1, 0))

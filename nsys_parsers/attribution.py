@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers.activity import KernelData, RangeData
 
@@ -42,7 +43,7 @@ def pairs(kernels: KernelData, ranges: RangeData, chunk: int = 1 << 20) -> Pairs
     l_tid = kernels.launch_tid[k_has]
     l_start = kernels.launch_start[k_has]
     # Thread codes from the (few) launching threads; ranges on other threads drop out.
-    tids = np.unique(l_tid)
+    tids = sorted_unique(l_tid)
     lo_t = int(min(l_start.min(), ranges.start.min()))
     hi_t = int(max(kernels.launch_end[k_has].max(), ranges.end.max()))
     span = hi_t - lo_t + 1

@@ -69,8 +69,14 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     std = np.zeros(ngroups)
     if values.size == 0:
         return GroupStats(count, total, avg, med, vmin, vmax, std)
-    order = np.lexsort((values, groups))
-    sv = values[order]
+    vmin_all, vmax_all = int(values.min()), int(values.max())
+    span = vmax_all - vmin_all + 1
+    if ngroups * span < 2**62:
+        # one sort of a packed (group, value) key instead of a two-key lexsort
+        packed = np.sort(groups * span + (values - vmin_all))
+        sv = packed % span + vmin_all
+    else:  # pragma: no cover - enormous value ranges
+        sv = values[np.lexsort((values, groups))]
     nonempty = np.flatnonzero(count > 0)
     n = count[nonempty]
     starts = np.cumsum(count)[nonempty] - n

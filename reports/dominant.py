@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers.activity import load_activity, restrict_to_range
 from nsys_parsers.attribution import attribute
@@ -119,7 +120,7 @@ def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[
         else:
             pk = p.kernel_idx
         wanted = ([r.names.index(n) for n in range_names] if range_names
-                  else list(np.unique(pname)))
+                  else list(sorted_unique(pname)))
         order = np.argsort(pname, kind="stable")
         pname_s, pk_s = pname[order], pk[order]
         lo = np.searchsorted(pname_s, wanted, side="left")

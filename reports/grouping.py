@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nsys_parsers.arrays import sorted_unique
+
 _DENSE_LIMIT = 1 << 25  # pack keys below this into a bincount table instead of sorting
 
 
@@ -45,8 +47,12 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def distinct_count(gid: np.ndarray, member: np.ndarray, ngroups: int) -> np.ndarray:
-    """Number of distinct ``member`` values per group."""
+    """Number of distinct ``member`` values (>= 0) per group."""
     if gid.size == 0:
         return np.zeros(ngroups, dtype=np.int64)
-    _, first = group_ids(gid, member)
+    radix = int(member.max()) + 1
+    if ngroups * radix < 2**62:
+        pairs = sorted_unique(gid.astype(np.int64) * radix + member)
+        return np.bincount(pairs // radix, minlength=ngroups).astype(np.int64)
+    _, first = group_ids(gid, member)  # pragma: no cover - astronomically many groups
     return np.bincount(gid[first], minlength=ngroups).astype(np.int64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers.activity import (
     load_activity, load_kernel_durations, resolve_range_names, restrict_to_range,
@@ -81,13 +82,13 @@ def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | No
         if range_name is not None:
             r = act.ranges
             p = attribute(k, r, "all")
-            resolve_range_names(ex, r, rows=np.unique(p.range_idx))
+            resolve_range_names(ex, r, rows=sorted_unique(p.range_idx))
             if range_name not in r.names:  # no kernels in it: does it exist at all?
                 resolve_range_names(ex, r)
                 check_range_names([range_name], r.names)
             code = r.names.index(range_name)
             in_named = r.name_code[p.range_idx] == code
-            select = np.unique(p.kernel_idx[in_named])
+            select = sorted_unique(p.kernel_idx[in_named])
             if select.size == 0:
                 notes.append(f"no kernel was launched inside a range named {range_name!r}.")
     durations = k.end - k.start

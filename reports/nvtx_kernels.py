@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers.activity import (
     Activity, load_activity, pid_of, resolve_range_names, restrict_to_range, tid_of,
@@ -54,7 +55,7 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
     rname = np.where(has_r, r.name_code[safe_r], -1)
     style = np.where(has_r, r.pushpop[safe_r].astype(np.int64), -1)
     thread = k.launch_tid[item_kernel]  # = the range's thread for attributed kernels
-    tids = np.unique(k.launch_tid)
+    tids = sorted_unique(k.launch_tid)
     thread_code = np.searchsorted(tids, thread)
     kname = k.name_code[item_kernel]
     gid, first = group_ids(rname, style, thread_code, kname)
@@ -98,7 +99,7 @@ def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: st
             act = restrict_to_range(ex, act, within)
         p = attribute(act.kernels, act.ranges, attribution)
         # only the ranges that launched kernels need their names
-        resolve_range_names(ex, act.ranges, rows=np.unique(p.range_idx))
+        resolve_range_names(ex, act.ranges, rows=sorted_unique(p.range_idx))
     notes = list(act.notes)
     rows = nvtx_kernel_rows(act, p)
     k = act.kernels
