@@ -51,6 +51,12 @@ class GroupStats:
     max: np.ndarray
     stddev: np.ndarray
 
+    def row(self, g: int) -> dict[str, Any]:
+        """The duration columns of group g, as every report names them."""
+        return {"total_ns": int(self.total[g]), "avg_ns": r1(self.avg[g]),
+                "med_ns": r1(self.med[g]), "min_ns": int(self.min[g]),
+                "max_ns": int(self.max[g]), "stddev_ns": r1(self.stddev[g])}
+
 
 def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupStats:
     """Count, sum, mean, median, min, max and sample standard deviation per group code.

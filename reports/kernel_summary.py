@@ -45,12 +45,7 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
             "name": names[code],
             "category": cats[g],
             "instances": int(st.count[g]),
-            "total_ns": int(st.total[g]),
-            "avg_ns": r1(st.avg[g]),
-            "med_ns": r1(st.med[g]),
-            "min_ns": int(st.min[g]),
-            "max_ns": int(st.max[g]),
-            "stddev_ns": r1(st.stddev[g]),
+            **st.row(g),
             "time_pct": r1(100.0 * st.total[g] / grand) if grand else 0.0,
         })
     rows.sort(key=lambda r: (-r["total_ns"], r["name"]))

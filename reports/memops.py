@@ -75,9 +75,7 @@ def memops_summary(export: "Export | str | os.PathLike") -> Report:
     for g, op in enumerate(ops):
         rows.append({
             "operation": op, "instances": int(st.count[g]), "total_bytes": int(nbytes[g]),
-            "total_ns": int(st.total[g]), "avg_ns": r1(st.avg[g]), "med_ns": r1(st.med[g]),
-            "min_ns": int(st.min[g]), "max_ns": int(st.max[g]),
-            "stddev_ns": r1(st.stddev[g]),
+            **st.row(g),
             "time_pct": r1(100.0 * st.total[g] / grand) if grand else 0.0,
             "throughput_gbps": (round(float(nbytes[g]) / float(st.total[g]), 3)
                                 if st.total[g] else None),

@@ -24,7 +24,7 @@ from nsys_parsers.activity import (
 )
 from nsys_parsers.attribution import Pairs, attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
-from reports.common import Report, group_stats, opened, r1
+from reports.common import Report, group_stats, opened
 from reports.grouping import distinct_count, group_ids
 
 NVTX_KERNEL_COLUMNS = [
@@ -76,12 +76,7 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
             "tid": int(tid_of(np.int64(t))) if t >= 0 else None,
             "range_instances": int(rinst[g]),
             "kernel_instances": int(kinst[g]),
-            "total_ns": int(st.total[g]),
-            "avg_ns": r1(st.avg[g]),
-            "med_ns": r1(st.med[g]),
-            "min_ns": int(st.min[g]),
-            "max_ns": int(st.max[g]),
-            "stddev_ns": r1(st.stddev[g]),
+            **st.row(g),
             "kernel": k.names[kname[i]],
         })
     rows.sort(key=lambda x: (x["range"] is not None, x["range"] or "", x["pid"] or -1,

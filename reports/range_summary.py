@@ -18,7 +18,7 @@ import numpy as np
 from nsys_parsers.activity import load_activity, restrict_to_range
 from nsys_parsers.attribution import innermost, pairs
 from nsys_parsers.export import NVTX_TABLE, Export
-from reports.common import Report, group_stats, opened, r1
+from reports.common import Report, group_stats, opened
 from reports.grouping import group_ids
 
 RANGE_COLUMNS = [
@@ -88,12 +88,7 @@ def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "dem
             "range": r.names[r.name_code[i]],
             "style": "PushPop" if r.pushpop[i] else "StartEnd",
             "instances": int(st.count[g]),
-            "total_ns": int(st.total[g]),
-            "avg_ns": r1(st.avg[g]),
-            "med_ns": r1(st.med[g]),
-            "min_ns": int(st.min[g]),
-            "max_ns": int(st.max[g]),
-            "stddev_ns": r1(st.stddev[g]),
+            **st.row(g),
             "kernel_instances": int(kinst[g]),
             "gpu_inclusive_ns": int(incl[g]),
             "gpu_exclusive_ns": int(excl[g]),

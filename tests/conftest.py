@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 

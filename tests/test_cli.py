@@ -10,7 +10,6 @@ import pytest
 
 from reports.dominant import DOMINANT_COLUMNS
 from reports.kernel_summary import KERNEL_COLUMNS
-from reports.memops import MEMOPS_COLUMNS
 from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS
 from reports.range_summary import RANGE_COLUMNS
 

@@ -4,7 +4,6 @@ nsys that hangs), outcome classification, sweep planning and the index."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 import time
