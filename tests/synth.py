@@ -117,7 +117,9 @@ def demo(path: Path) -> Path:
     """A small export shaped like a Transformer training step (used when no real one exists)."""
     s = Synth()
     t = 1_000_000
-    for step in range(3):
+    s.range("warmup", t - 10, t + 999_000)
+    s.range("measure", t + 1_000_000 - 10, t + 3_000_000)
+    for step in range(3):  # one warmup step, then two measured steps
         s.range("step", t, t + 900_000)
         s.range("forward", t + 1_000, t + 300_000)
         for layer in range(2):

@@ -215,3 +215,33 @@ def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch,
     for fmt in ("md", "latex", "csv", "table"):
         assert cli("sweep", "--report", tmp_path, "--format", fmt).exit_code == 0
     assert cli("sweep", "--report", tmp_path / "nothing").exit_code == 1
+
+
+def test_mine_profile_with_gpu_kernels(tmp_path):
+    """The GPU side of the profile report, on an export with kernels (the demo export has the
+    model's range names, one warmup and two measured steps)."""
+    from profile_cli.profile_cmds import render_profile
+    from tests.synth import demo
+
+    export = demo(tmp_path / "demo.sqlite")
+    result = profiler.ProfileResult(
+        name="demo", config=profiler.config_dict(tiny_cfg(), "cuda"), status="ok", reason=None,
+        sqlite=str(export), nsys_rep=None, sidecar=str(tmp_path / "demo.json"), wall_s=1.0,
+        command=["nsys"], nsys_version="2024.6", trace="cuda,nvtx,osrt", window="measure")
+    report = profiler.mine_profile(result)
+    ranges = {r["range"]: r for r in report.ranges}
+    assert ranges["step"]["instances"] == 2 and "warmup" not in ranges
+    dom = {d["range"]: d for d in report.dominant}
+    assert dom["backward"]["kernel"] == "ampere_sgemm_128x64_nt"
+    assert dom["backward"]["per_range_instance"] == 6.0
+    assert dom["optimizer"]["category"] == "optimizer"
+    assert dom["computing softmax"]["category"] == "softmax"
+    assert dom[None]["instances"] == 12  # the measured steps' backward gemms only
+    assert report.kernels[0]["name"] == "ampere_sgemm_128x64_nt"
+    assert [r["range"] for r in report.ranges][:5] == ["step", "forward", "backward",
+                                                      "optimizer", "scaled dot product attention"]
+    data = json.loads(render_profile(report, "json").text)
+    assert set(data) == {"export", "config", "ranges", "dominant", "kernels", "notes"}
+    for fmt in ("md", "csv"):
+        assert "ampere_sgemm_128x64_nt" in render_profile(report, fmt).text
+    assert r"ampere\_sgemm\_128x64\_nt" in render_profile(report, "latex").text
