@@ -245,3 +245,33 @@ def test_mine_profile_with_gpu_kernels(tmp_path):
     for fmt in ("md", "csv"):
         assert "ampere_sgemm_128x64_nt" in render_profile(report, fmt).text
     assert r"ampere\_sgemm\_128x64\_nt" in render_profile(report, "latex").text
+
+
+def test_sweep_ctrl_c_keeps_the_index_consistent(tmp_path, monkeypatch):
+    from profile_cli import sweeper
+
+    seen = []
+
+    def fake_profile(cfg, out_dir, spec, force=False, nsys=None):
+        seen.append(cfg.context)
+        if seen == [32, 64]:
+            raise KeyboardInterrupt
+        return profiler.ProfileResult(
+            name=run_name(cfg), config=profiler.config_dict(cfg), status="oom",
+            reason="out of memory at size tiny context 32", sqlite=None, nsys_rep=None,
+            sidecar=str(out_dir / "x.json"), wall_s=0.5, command=["nsys"],
+            nsys_version="2022.4", trace="nvtx,osrt", window="measure")
+
+    monkeypatch.setattr(sweeper, "profile_config", fake_profile)
+    monkeypatch.setattr(sweeper, "locate_nsys", lambda *a, **k: ("nsys", "2022.4"))
+    spec = WorkloadSpec(size="tiny", context="32,64,128", mode="forward", nvtx="fine",
+                        warmup=1, steps=1)
+    out = sweeper.run_sweep(spec, tmp_path, NsysSpec())
+    assert out.interrupted and len(out.ran) == 1
+    runs = sweeper.sweep_tables(tmp_path).runs
+    assert [(r["context"], r["status"]) for r in runs] == [(32, "oom")]
+    seen.clear()
+    seen.append("already-interrupted")  # later calls no longer raise
+    resumed = sweeper.run_sweep(spec, tmp_path, NsysSpec())
+    assert resumed.resumed == [runs[0]["name"]] and len(resumed.ran) == 2
+    assert seen == ["already-interrupted", 64, 128]
