@@ -21,6 +21,7 @@ Ranges
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
 
@@ -501,3 +502,21 @@ def restrict_to_range(export: Export, act: Activity, window: str) -> Activity:
     return Activity(kernels=_take_kernels(k, np.flatnonzero(keep_k)) if k is not None else None,
                     ranges=_take_ranges(r, np.flatnonzero(keep_r)),
                     capture_end=act.capture_end, notes=notes)
+
+
+# PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
+# "aten::mm, op_id = 318133", "..., sizes = [[4, 64], [64, 64]]".
+OP_ID_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids|stream)\s*=.*$", re.S)
+
+
+def merge_op_ids(ranges: RangeData) -> RangeData:
+    """Give every call of an operator one name (drop PyTorch's seq/op_id/sizes suffixes), so
+    that reports aggregate per operator instead of per call."""
+    if ranges.names is None:
+        raise ValueError("resolve range names first")
+    merged = [OP_ID_SUFFIX.sub("", n) for n in ranges.names]
+    names, remap = unique_names(merged, np.arange(len(merged), dtype=np.int64))
+    code = ranges.name_code
+    ranges.name_code = np.where(code >= 0, remap[np.maximum(code, 0)], -1) if remap.size else code
+    ranges.names = names
+    return ranges

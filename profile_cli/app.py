@@ -48,6 +48,11 @@ WithinOpt = Annotated[
     typer.Option("--within", help="Only what ran inside instances of this NVTX range (e.g. "
                  "`measure`, to leave warmup steps out)."),
 ]
+MergeOpt = Annotated[
+    bool,
+    typer.Option("--merge-op-ids", help="One name per operator: drop PyTorch's per-call "
+                 "suffixes (`, seq = N`, `, op_id = N`, `, sizes = ...`) from range names."),
+]
 NameKindOpt = Annotated[
     NameKind,
     typer.Option("--name-kind", help="Kernel names: short, demangled (as nsys prints) or mangled."),
@@ -94,6 +99,7 @@ def ranges(
     export: ExportArg,
     name_kind: NameKindOpt = NameKind.demangled,
     within: WithinOpt = None,
+    merge_op_ids: MergeOpt = False,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -101,7 +107,8 @@ def ranges(
     from reports.range_summary import RANGE_COLUMNS, range_summary
     from reports.render import render_rows
 
-    result = range_summary(export, name_kind=name_kind.value, within=within)
+    result = range_summary(export, name_kind=name_kind.value, within=within,
+                           merge_ids=merge_op_ids)
     emit(render_rows(result.rows, RANGE_COLUMNS, format.value, title="NVTX ranges",
                      notes=result.notes), output)
 
@@ -116,6 +123,7 @@ def nvtx_kernels(
     ] = Attribution.all,
     name_kind: NameKindOpt = NameKind.demangled,
     within: WithinOpt = None,
+    merge_op_ids: MergeOpt = False,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -124,7 +132,7 @@ def nvtx_kernels(
     from reports.render import render_rows
 
     result = nvtx_kernel_summary(export, attribution=attribution.value, name_kind=name_kind.value,
-                                 within=within)
+                                 within=within, merge_ids=merge_op_ids)
     emit(render_rows(result.rows, NVTX_KERNEL_COLUMNS, format.value,
                      title=f"CUDA kernels by NVTX range ({attribution.value})",
                      notes=result.notes, null_labels={"range": "(no range)"}), output)
@@ -145,6 +153,7 @@ def dominant(
     name_kind: NameKindOpt = NameKind.demangled,
     rules: RulesOpt = None,
     within: WithinOpt = None,
+    merge_op_ids: MergeOpt = False,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -154,7 +163,7 @@ def dominant(
 
     result = dominant_kernels(export, range_names=range_names or None,
                               attribution=attribution.value, name_kind=name_kind.value,
-                              rules=rules, within=within)
+                              rules=rules, within=within, merge_ids=merge_op_ids)
     emit(render_rows(result.rows, DOMINANT_COLUMNS, format.value,
                      title="Dominant kernel per range", notes=result.notes,
                      sentences=result.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,

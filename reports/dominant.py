@@ -13,7 +13,7 @@ import os
 import numpy as np
 from nsys_parsers.arrays import sorted_unique
 
-from nsys_parsers.activity import load_activity, restrict_to_range
+from nsys_parsers.activity import load_activity, merge_op_ids, restrict_to_range
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, Export
 from reports.common import Report, opened, r1, check_range_names
@@ -87,7 +87,7 @@ def sentence(row: dict) -> str:
 def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[str] | None = None,
                      attribution: str = "all", name_kind: str = "demangled",
                      rules: "str | os.PathLike | None" = None,
-                     within: str | None = None) -> Report:
+                     within: str | None = None, merge_ids: bool = False) -> Report:
     from reports.categories import categorize_many, load_rules
 
     rule_list = load_rules(rules)
@@ -97,6 +97,8 @@ def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[
         if within:
             act = restrict_to_range(ex, act, within)
     k, r = act.kernels, act.ranges
+    if merge_ids and r is not None:
+        merge_op_ids(r)
     notes = list(act.notes)
     categories = categorize_many(k.names, rule_list)
     dur = k.end - k.start

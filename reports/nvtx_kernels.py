@@ -20,7 +20,8 @@ import numpy as np
 from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers.activity import (
-    Activity, load_activity, pid_of, resolve_range_names, restrict_to_range, tid_of,
+    Activity, load_activity, merge_op_ids, pid_of, resolve_range_names, restrict_to_range,
+    tid_of,
 )
 from nsys_parsers.attribution import Pairs, attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
@@ -85,7 +86,8 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
 
 
 def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: str = "all",
-                        name_kind: str = "demangled", within: str | None = None) -> Report:
+                        name_kind: str = "demangled", within: str | None = None,
+                        merge_ids: bool = False) -> Report:
     with opened(export) as ex:
         ex.require(KERNEL_TABLE, "kernels by NVTX range")
         ex.require(NVTX_TABLE, "kernels by NVTX range")
@@ -95,6 +97,8 @@ def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: st
         p = attribute(act.kernels, act.ranges, attribution)
         # only the ranges that launched kernels need their names
         resolve_range_names(ex, act.ranges, rows=sorted_unique(p.range_idx))
+        if merge_ids:
+            merge_op_ids(act.ranges)
     notes = list(act.notes)
     rows = nvtx_kernel_rows(act, p)
     k = act.kernels

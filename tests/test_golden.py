@@ -122,3 +122,13 @@ def test_innermost_exclusive_plus_unattributed_is_total(name, fx):
     ranges = range_summary(export).rows
     unattributed = sum(r["total_ns"] for r in inner if r["range"] is None)
     assert sum(r["gpu_exclusive_ns"] for r in ranges) + unattributed == total
+
+
+def test_fastvideo_dominant_per_operator(fx):
+    export = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
+    rows = {r["range"]: r for r in dominant_kernels(export, merge_ids=True).rows}
+    linear = rows["aten::linear"]
+    assert linear["kernel"] == rows[None]["kernel"] and linear["category"] == "gemm"
+    ranges = {r["range"]: r for r in range_summary(export, merge_ids=True).rows}
+    assert ranges["aten::linear"]["instances"] == linear["range_instances"]
+    assert linear["share_pct"] == 70.9

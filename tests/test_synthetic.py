@@ -207,3 +207,25 @@ def test_within_measure_leaves_warmup_out(tmp_path, cli):
         "measure", "step"}
     res = cli("ranges", p, "--within", "mesure")
     assert res.exit_code == 1 and "closest: 'measure'" in res.stderr
+
+
+def test_merge_op_ids_aggregates_pytorch_calls(tmp_path, cli):
+    s = Synth()
+    s.range("aten::mm, seq = 1", 0, 100, inline=True)
+    s.range("aten::mm, seq = 2, sizes = [[4, 8], [8, 8]]", 200, 300, inline=True)
+    s.range("aten::mm, op_id = 77", 400, 500, inline=True)
+    s.range("aten::add_, seq = 3", 600, 700, inline=True)
+    for t in (0, 200, 400):
+        s.kernel("gemm_k", t + 50, t + 90, launch=(t + 10, t + 20))
+    s.kernel("add_k", 650, 660, launch=(610, 620))
+    p = s.write(tmp_path / "ops.sqlite")
+    ranges = rows_by(range_summary(p, merge_ids=True), "range")
+    assert set(ranges) == {("aten::mm",), ("aten::add_",)}
+    assert ranges[("aten::mm",)]["instances"] == 3 and ranges[("aten::mm",)]["kernel_instances"] == 3
+    dom = dominant_kernels(p, merge_ids=True, range_names=["aten::mm"])
+    assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[1]["instances"] == 3
+    rows = rows_by(nvtx_kernel_summary(p, merge_ids=True), "range", "kernel")
+    assert rows[("aten::mm", "gemm_k")]["range_instances"] == 3
+    assert len(range_summary(p).rows) == 4  # without the option, one row per call
+    res = cli("dominant", p, "--merge-op-ids", "--range", "aten::add_")
+    assert res.exit_code == 0 and "aten::add_: add_k" in res.stdout
