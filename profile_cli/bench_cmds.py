@@ -142,30 +142,17 @@ def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list
 
 
 def _humanize(row: dict[str, Any]) -> dict[str, Any]:
-    """Seconds as ms/µs, bytes as MiB/GiB, parameter counts in millions (for people)."""
-    from reports.render import human_ns
-
+    """Parameter counts in millions, TFLOP/s to 3 digits (reports.render formats the _s and
+    _bytes columns for people)."""
     out = dict(row)
     for key, value in row.items():
         if value is None or isinstance(value, bool):
             continue
-        if key.endswith("_s") and isinstance(value, (int, float)):
-            out[key] = human_ns(value * 1e9)
-        elif key.endswith("_bytes") and isinstance(value, (int, float)):
-            out[key] = human_bytes(value)
-        elif key == "params":
+        if key == "params":
             out[key] = f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.2f} M"
         elif key == "tflops":
             out[key] = f"{value:.3g}"
     return out
-
-
-def human_bytes(value: float) -> str:
-    if value == 0:
-        return "0"
-    if abs(value) >= 1024**3:
-        return f"{value / 1024**3:.2f} GiB"
-    return f"{value / 1024**2:.1f} MiB"
 
 
 @contextlib.contextmanager

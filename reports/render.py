@@ -88,6 +88,21 @@ def human_ns(value: Any) -> str:
     return f"{v:.0f} ns" if v == int(v) else f"{v:.1f} ns"
 
 
+def human_bytes(value: Any) -> str:
+    if _is_missing(value):
+        return ""
+    v = float(value)
+    if v == 0:
+        return "0"
+    if abs(v) >= 1024**3:
+        return f"{v / 1024**3:.2f} GiB"
+    if abs(v) >= 1024**2:
+        return f"{v / 1024**2:.1f} MiB"
+    if abs(v) >= 1024:
+        return f"{v / 1024:.1f} KiB"
+    return f"{v:.0f} B"
+
+
 def _cell(column: str, value: Any, *, human: bool) -> str:
     if _is_missing(value):
         return ""
@@ -95,8 +110,12 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
         return ", ".join(f"{k} {_fmt_num(v, 1)}%" for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return ", ".join(str(shorten(v)) for v in value)
-    if human and column.endswith("_ns"):
+    if human and column.endswith("_ns") and not isinstance(value, str):
         return human_ns(value)
+    if human and column.endswith("_s") and isinstance(value, (int, float)):
+        return human_ns(float(value) * 1e9)
+    if human and column.endswith("_bytes") and isinstance(value, (int, float)):
+        return human_bytes(value)
     if column.endswith("_pct"):
         return _fmt_num(value, 1)
     if isinstance(value, float):
