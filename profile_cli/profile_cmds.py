@@ -211,6 +211,8 @@ def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):
         obj = {k: [{c: r.get(c) for c in data[k][1]} for r in data[k][0]] for k in wanted}
         obj["notes"] = notes
         return Rendered(text=to_json(obj))
+    if len(wanted) > 1 and fmt != "csv":  # empty tables (CPU sweeps: no kernels) say nothing
+        wanted = [k for k in wanted if data[k][0] or k == "runs"]
     parts = []
     for i, key in enumerate(wanted):
         rows, cols, title = data[key]
