@@ -219,7 +219,12 @@ def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):
         if fmt == "csv" and len(wanted) > 1:
             parts.append(Rendered(text=f"# {key}\n" + render_rows(rows, cols, fmt).text))
             continue
-        parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else ()))
+        human = None
+        if key == "runs":  # people: the config, not its file name; no all-empty columns
+            human = [c for c in cols if c not in ("name", "sqlite", "batch")
+                     and any(r.get(c) not in (None, "") for r in rows)]
+        parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else (),
+                                 human_columns=human))
     return _join(parts, fmt)
 
 
