@@ -12,7 +12,6 @@ Temporary tables, if any, go to SQLite's separate temp database.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -209,13 +208,3 @@ def open_export(path: str | os.PathLike, *, nsys: str | None = None) -> Export:
         conn.close()
         raise
     return Export(path=sqlite_path, source=source, conn=conn, tables=tables)
-
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def ident(name: str) -> str:
-    """Quote an SQL identifier that comes from the schema (never from user input)."""
-    if not _IDENT.match(name):
-        raise ValueError(f"refusing odd identifier {name!r}")
-    return f'"{name}"'

@@ -39,7 +39,6 @@ TRACE_CPU = "nvtx,osrt"
 MARKER_ENV = "NSYS_MINE_RUN_ID"
 WINDOW = "measure"
 DEFAULT_TIMEOUT_S = 900
-STATUSES = ("ok", "oom", "failed", "timeout", "skipped")
 # The ranges the profile report leads with (nvtx_model.nvtx_ranges is the contract).
 HEADLINE_RANGES = ("step", "forward", "loss", "backward", "optimizer",
                    "scaled dot product attention", "computing attention scores",

@@ -116,8 +116,3 @@ def check_range_names(requested: list[str], available: list[str]) -> list[str]:
                 "run `nsys-mine ranges EXPORT` to list the ranges")
             raise RangeNotFound(f"no NVTX range named {name!r} in this export; {hint}.")
     return requested
-
-
-def codes_for(names: list[str], wanted: list[str]) -> np.ndarray:
-    index = {n: i for i, n in enumerate(names)}
-    return np.array([index[w] for w in wanted if w in index], dtype=np.int64)

@@ -101,7 +101,7 @@ def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[
         merge_op_ids(r)
     notes = list(act.notes)
     categories = categorize_many(k.names, rule_list)
-    dur = k.end - k.start
+    dur = k.duration
     rows = [_dominant_row(None, k.name_code, dur, k.names, categories, None)]
     if r is None:
         if range_names:

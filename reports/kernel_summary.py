@@ -86,7 +86,7 @@ def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | No
             select = sorted_unique(p.kernel_idx[in_named])
             if select.size == 0:
                 notes.append(f"no kernel was launched inside a range named {range_name!r}.")
-    durations = k.end - k.start
+    durations = k.duration
     codes = k.name_code
     if select is not None:
         durations, codes = durations[select], codes[select]

@@ -61,7 +61,7 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
     kname = k.name_code[item_kernel]
     gid, first = group_ids(rname, style, thread_code, kname)
     ngroups = first.size
-    durations = (k.end - k.start)[item_kernel]
+    durations = k.duration[item_kernel]
     st = group_stats(gid, durations, ngroups)
     kinst = distinct_count(gid, item_kernel, ngroups)
     rinst = distinct_count(gid[has_r], item_range[has_r], ngroups)

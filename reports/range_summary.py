@@ -50,7 +50,7 @@ def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "dem
         notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): GPU "
                      "columns are 0; profile with `nsys profile --trace=cuda,nvtx`.")
     elif len(k):
-        dur = k.end - k.start
+        dur = k.duration
         p = pairs(k, r)
         if len(p):
             pg = gid[p.range_idx]
