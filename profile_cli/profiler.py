@@ -389,6 +389,7 @@ class ProfileReport:
 
 
 def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
+    from nsys_parsers.activity import load_activity, restrict_to_range
     from nsys_parsers.export import KERNEL_TABLE, open_export
     from reports.dominant import dominant_kernels
     from reports.kernel_summary import kernel_summary
@@ -400,13 +401,14 @@ def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
                              kernels=[], notes=notes, sentences=[], status=result.status,
                              reason=result.reason)
     with open_export(result.sqlite) as ex:
-        rs = range_summary(ex, within=WINDOW)
+        act = restrict_to_range(ex, load_activity(ex), WINDOW)  # read once, for all three
+        rs = range_summary(ex, activity=act)
         notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
                   f"when mining (not by an nsys capture range)."]
         if ex.has_table(KERNEL_TABLE):
             wanted = [n for n in HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
-            dom = dominant_kernels(ex, range_names=wanted or None, within=WINDOW)
-            ks = kernel_summary(ex, within=WINDOW, top=top)
+            dom = dominant_kernels(ex, range_names=wanted or None, activity=act)
+            ks = kernel_summary(ex, top=top, activity=act)
             dominant, kernels, sentences = dom.rows, ks.rows, dom.sentences
         else:
             dominant, kernels, sentences = [], [], []

@@ -13,7 +13,7 @@ import os
 import numpy as np
 from nsys_parsers.arrays import sorted_unique
 
-from nsys_parsers.activity import load_activity, merge_op_ids, restrict_to_range
+from nsys_parsers.activity import Activity, load_activity, merge_op_ids, restrict_to_range
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, Export
 from reports.common import Report, opened, r1, check_range_names
@@ -87,13 +87,15 @@ def sentence(row: dict) -> str:
 def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[str] | None = None,
                      attribution: str = "all", name_kind: str = "demangled",
                      rules: "str | os.PathLike | None" = None,
-                     within: str | None = None, merge_ids: bool = False) -> Report:
+                     within: str | None = None, merge_ids: bool = False,
+                     activity: Activity | None = None) -> Report:
+    """``activity``: data already loaded (names resolved) to use instead of reading."""
     from reports.categories import categorize_many, load_rules
 
     rule_list = load_rules(rules)
     with opened(export) as ex:
         ex.require(KERNEL_TABLE, "the dominant-kernel report")
-        act = load_activity(ex, name_kind=name_kind)
+        act = activity or load_activity(ex, name_kind=name_kind)
         if within:
             act = restrict_to_range(ex, act, within)
     k, r = act.kernels, act.ranges

@@ -15,7 +15,7 @@ import numpy as np
 from nsys_parsers.arrays import sorted_unique
 
 from nsys_parsers.activity import (
-    load_activity, load_kernel_durations, resolve_range_names, restrict_to_range,
+    Activity, load_activity, load_kernel_durations, resolve_range_names, restrict_to_range,
 )
 from nsys_parsers.attribution import attribute
 from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
@@ -55,7 +55,9 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
 def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | None = None,
                    name_kind: str = "demangled", top: int | None = None,
                    rules: "str | os.PathLike | None" = None,
-                   within: str | None = None) -> Report:
+                   within: str | None = None, activity: Activity | None = None) -> Report:
+    """``activity``: data already loaded to summarize instead of reading (whole-export
+    summary of its kernels, or with ``range_name``)."""
     from reports.categories import load_rules
 
     rule_list = load_rules(rules)
@@ -63,12 +65,12 @@ def kernel_summary(export: "Export | str | os.PathLike", *, range_name: str | No
         ex.require(KERNEL_TABLE, "the kernel summary")
         if range_name is not None:
             ex.require(NVTX_TABLE, f"kernels in range {range_name!r}")
-        if range_name is None and within is None:
+        if range_name is None and within is None and activity is None:
             names, codes, durations, notes = load_kernel_durations(ex, name_kind=name_kind)
             rows = summarize_kernels(names, codes, durations, rule_list)
             return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
-        act = load_activity(ex, name_kind=name_kind, range_names=False,
-                            ranges=ex.has_table(NVTX_TABLE))
+        act = activity or load_activity(ex, name_kind=name_kind, range_names=False,
+                                        ranges=ex.has_table(NVTX_TABLE))
         if within:
             act = restrict_to_range(ex, act, within)
         k = act.kernels

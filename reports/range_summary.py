@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from nsys_parsers.activity import load_activity, merge_op_ids, restrict_to_range
+from nsys_parsers.activity import Activity, load_activity, merge_op_ids, restrict_to_range
 from nsys_parsers.attribution import innermost, pairs
 from nsys_parsers.export import NVTX_TABLE, Export
 from reports.common import Report, group_stats, opened
@@ -28,10 +28,12 @@ RANGE_COLUMNS = [
 
 
 def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "demangled",
-                  within: str | None = None, merge_ids: bool = False) -> Report:
+                  within: str | None = None, merge_ids: bool = False,
+                  activity: Activity | None = None) -> Report:
+    """``activity``: data already loaded (names resolved) to summarize instead of reading."""
     with opened(export) as ex:
         ex.require(NVTX_TABLE, "the NVTX range summary")
-        act = load_activity(ex, name_kind=name_kind)
+        act = activity or load_activity(ex, name_kind=name_kind)
         if within:
             act = restrict_to_range(ex, act, within)
     r = act.ranges
