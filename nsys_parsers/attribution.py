@@ -21,9 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from nsys_parsers.arrays import sorted_unique
 
-from nsys_parsers.activity import KernelData, RangeData
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.errors import BadOption
+from nsys_parsers.kernels import KernelData
+from nsys_parsers.ranges import RangeData
+
+ATTRIBUTIONS = ("all", "innermost")
 
 
 @dataclass
@@ -98,9 +102,7 @@ def innermost(p: Pairs, ranges: RangeData) -> Pairs:
 
 
 def attribute(kernels: KernelData, ranges: RangeData, mode: str = "all") -> Pairs:
-    if mode not in ("all", "innermost"):
-        from nsys_parsers.errors import BadOption
-
-        raise BadOption(f"unknown attribution {mode!r}; use 'all' or 'innermost'")
+    if mode not in ATTRIBUTIONS:
+        raise BadOption(f"unknown attribution {mode!r}; use one of {', '.join(ATTRIBUTIONS)}")
     p = pairs(kernels, ranges)
     return innermost(p, ranges) if mode == "innermost" else p

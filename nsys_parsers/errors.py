@@ -41,3 +41,20 @@ class RangeNotFound(NsysMineError):
 
 class BadOption(NsysMineError):
     """An option value is invalid (unknown format, bad TOML rules file, ...)."""
+
+
+def closest_names(name: str, choices: "list[str] | tuple[str, ...]", n: int = 5) -> list[str]:
+    """The choices closest to ``name`` (difflib), else those containing it: for hints."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.5)
+    if not close:
+        low = name.lower()
+        close = [c for c in choices if low and low in c.lower()][:n]
+    return close
+
+
+def closest_hint(name: str, choices: "list[str] | tuple[str, ...]", n: int = 5) -> str:
+    """``"; closest: 'a', 'b'"`` for an error message, or ``""`` when nothing is close."""
+    close = closest_names(name, choices, n)
+    return f"; closest: {', '.join(repr(c) for c in close)}" if close else ""

@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from nsys_parsers.sqlite_file import connect_readonly
+
 TEXT_SEP = "\x1f"  # ASCII unit separator: never part of a kernel or range name
 CHUNK_ROWS = 1 << 19
 
@@ -77,8 +79,6 @@ class Reader:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            from nsys_parsers.export import connect_readonly
-
             conn = connect_readonly(self.path)
             self._local.conn = conn
             with self._lock:
@@ -98,3 +98,52 @@ class Reader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# chunk jobs (each runs on a pool thread's own connection) and how their results are joined
+
+def ints_job(sql: str, columns: list[str], bounds: dict[str, int]
+             ) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
+    return lambda conn: int_columns(conn, sql, columns, bounds)
+
+
+def names_job(sql: str, bounds: dict[str, int]
+              ) -> Callable[[sqlite3.Connection], tuple[np.ndarray, list[str]]]:
+    """Column ``k`` of a chunk, factorized: (code per row, distinct values)."""
+    def job(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
+        import pandas as pd
+
+        keys = text_column(conn, sql, "k", bounds)
+        if not keys:
+            return np.zeros(0, dtype=np.int64), []
+        codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False)
+        return codes.astype(np.int64), list(uniques)
+    return job
+
+
+def gather_ints(futures: list[Future], ncols: int) -> list[np.ndarray]:
+    """Concatenate chunk results column by column, freeing each chunk column once copied
+    (peak memory: the chunks plus one final column, not twice the data)."""
+    parts = [f.result() for f in futures]
+    futures.clear()
+    if not parts:
+        return [np.zeros(0, dtype=np.int64) for _ in range(ncols)]
+    out = []
+    for i in range(ncols):
+        out.append(np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i])
+        for p in parts:
+            p[i] = None
+    return out
+
+
+def gather_names(futures: list[Future]) -> tuple[np.ndarray, list[str]]:
+    """Merge per-chunk factorizations into one code space."""
+    index: dict[str, int] = {}
+    codes = []
+    for f in futures:
+        c, uniques = f.result()
+        remap = np.array([index.setdefault(u, len(index)) for u in uniques], dtype=np.int64)
+        codes.append(remap[c] if c.size else c)
+    allc = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+    return allc, list(index)

@@ -21,7 +21,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from nsys_parsers.errors import ExportFailed, NsysNotFound, NsysMineError
+from nsys_parsers.errors import ExportFailed, NsysNotFound
+from nsys_parsers.sqlite_file import usable_export
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 INSTALL_HINT = (
@@ -90,28 +91,12 @@ def cached_export_path(report: Path) -> Path:
     return user_cache_dir() / "exports" / f"{report.stem}-{digest[:12]}.sqlite"
 
 
-def _usable(sqlite_path: Path) -> bool:
-    from nsys_parsers.export import _read_tables, _sqlite_header_check, connect_readonly, \
-        validate_tables
-
-    try:
-        _sqlite_header_check(sqlite_path)
-        conn = connect_readonly(sqlite_path)
-        try:
-            validate_tables(_read_tables(conn, sqlite_path), sqlite_path)
-        finally:
-            conn.close()
-        return True
-    except NsysMineError:
-        return False
-
-
 def export_report(report: Path, *, nsys: str | os.PathLike | None = None,
                   timeout_s: int = EXPORT_TIMEOUT_S) -> Path:
     """SQLite export of an .nsys-rep/.qdrep report: cached if fresh, else made with nsys."""
     target = cached_export_path(report)
     if (target.exists() and target.stat().st_mtime_ns >= report.stat().st_mtime_ns
-            and _usable(target)):
+            and usable_export(target)):
         return target
     binary = find_nsys(nsys)
     if binary is None:
@@ -131,7 +116,7 @@ def export_report(report: Path, *, nsys: str | os.PathLike | None = None,
     except OSError as exc:
         raise NsysNotFound(f"cannot run {binary} ({exc}); {INSTALL_HINT}.") from None
     detail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
-    if proc.returncode != 0 or not tmp.exists() or not _usable(tmp):
+    if proc.returncode != 0 or not tmp.exists() or not usable_export(tmp):
         tmp.unlink(missing_ok=True)
         version = nsys_version(binary)
         raise ExportFailed(

@@ -9,18 +9,15 @@ user input. Values are always bound parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from nsys_parsers.export import Export
+from nsys_parsers.errors import MissingData
+from nsys_parsers.schema import (
+    KERNEL_TABLE, NVTX_DOMAIN_CREATE, NVTX_RANGE_TYPES, NVTX_TABLE, STRINGS_TABLE, Schema,
+    sql_list,
+)
 
-# NVTX event types (nsys schema docs): push/pop and start/end ranges, their NVTXT variants,
-# and the domain-create event that names a domain.
-NVTX_PUSHPOP = 59
-NVTX_STARTEND = 60
-NVTXT_PUSHPOP = 70
-NVTXT_STARTEND = 71
-NVTX_DOMAIN_CREATE = 75
+# NVTX rows the readers use: ranges and the domain-create rows that name their domains.
+_NVTX_READ_TYPES = sql_list(NVTX_RANGE_TYPES + (NVTX_DOMAIN_CREATE,))
 
 
 @dataclass(frozen=True)
@@ -30,7 +27,7 @@ class Query:
     needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     purpose: str = ""
 
-    def sql(self, export: "Export", **parts: str) -> str:
+    def sql(self, export: Schema, **parts: str) -> str:
         """The statement for this export. ``table``/``*_col`` parts must name tables/columns
         of the export's schema; other parts are SQL fragments built by this package from the
         schema (never from user input)."""
@@ -38,10 +35,8 @@ class Query:
             export.require(table, self.purpose or self.name)
             missing = [c for c in cols if not export.has_column(table, c)]
             if missing:
-                from nsys_parsers.errors import MissingData
-
                 raise MissingData(
-                    f"{export.source.name}: table {table} lacks column(s) {', '.join(missing)} "
+                    f"{export.label}: table {table} lacks column(s) {', '.join(missing)} "
                     f"needed for {self.purpose or self.name}; this export's schema is not "
                     f"supported for that report.")
         tables = list(self.needs) or [parts.get("table", "")]
@@ -60,7 +55,7 @@ KERNELS = Query(
               ifnull(k.globalPid, -1) AS p, ifnull(k.correlationId, -1) AS c
        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
        WHERE k.rowid >= :lo AND k.rowid < :hi""",
-    needs={"CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName", "globalPid",
+    needs={KERNEL_TABLE: ("start", "end", "demangledName", "globalPid",
                                           "correlationId")},
     purpose="the kernel summary",
 )
@@ -70,7 +65,7 @@ KERNEL_DURATIONS = Query(
     """SELECT k.end - k.start AS d, ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n
        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
        WHERE k.rowid >= :lo AND k.rowid < :hi""",
-    needs={"CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName")},
+    needs={KERNEL_TABLE: ("start", "end", "demangledName")},
     purpose="the kernel summary",
 )
 
@@ -92,8 +87,8 @@ NVTX_NUMERIC = Query(
               e.eventType + 256 * ({cross_thread}) + 512 * ({domain} & 1099511627775) AS f,
               e.rowid AS r
        FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (59, 60, 70, 71, 75)""",
-    needs={"NVTX_EVENTS": ("start", "end", "eventType", "globalTid")},
+       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (""" + _NVTX_READ_TYPES + ")",
+    needs={NVTX_TABLE: ("start", "end", "eventType", "globalTid")},
     purpose="the NVTX range summary",
 )
 
@@ -101,8 +96,8 @@ NVTX_NUMERIC = Query(
 NVTX_NAME_KEYS = Query(
     "nvtx_name_keys",
     """SELECT {name_key} AS k FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (59, 60, 70, 71, 75)""",
-    needs={"NVTX_EVENTS": ("eventType",)},
+       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (""" + _NVTX_READ_TYPES + ")",
+    needs={NVTX_TABLE: ("eventType",)},
     purpose="NVTX range names",
 )
 
@@ -112,21 +107,21 @@ NVTX_KEYS_BY_ROWID = Query(
     """SELECT group_concat(e.rowid, ','), group_concat(ifnull({name_key}, ''), char(31)),
               count(*)
        FROM NVTX_EVENTS AS e WHERE e.rowid IN (SELECT value FROM json_each(?))""",
-    needs={"NVTX_EVENTS": ("eventType",)},
+    needs={NVTX_TABLE: ("eventType",)},
     purpose="NVTX range names",
 )
 NVTX_KEYS_BY_ROWID_ROWS = Query(
     "nvtx_keys_by_rowid_rows",
     """SELECT e.rowid, {name_key} FROM NVTX_EVENTS AS e
        WHERE e.rowid IN (SELECT value FROM json_each(?))""",
-    needs={"NVTX_EVENTS": ("eventType",)},
+    needs={NVTX_TABLE: ("eventType",)},
     purpose="NVTX range names",
 )
 
 STRINGS_BY_ID = Query(
     "strings_by_id",
     "SELECT id, value FROM StringIds WHERE id IN (SELECT value FROM json_each(?))",
-    needs={"StringIds": ("id", "value")},
+    needs={STRINGS_TABLE: ("id", "value")},
     purpose="names",
 )
 

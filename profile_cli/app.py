@@ -62,10 +62,11 @@ NameKindOpt = Annotated[
 @app.command()
 def info(export: ExportArg, format: FormatOpt = Format.table, output: OutputOpt = None) -> None:
     """Export metadata: nsys and schema version, GPUs, table row counts, capture command."""
-    from reports.info import export_info
+    from reports.analysis import ExportAnalysis
     from reports.render import render_object
 
-    data = export_info(export)
+    with ExportAnalysis(export) as analysis:
+        data = analysis.info()
     emit(render_object(data, format.value, title=f"nsys export {export.name}"), output)
 
 
@@ -84,11 +85,13 @@ def kernels(
     output: OutputOpt = None,
 ) -> None:
     """CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum)."""
-    from reports.kernel_summary import KERNEL_COLUMNS, kernel_summary
+    from reports.analysis import ExportAnalysis
+    from reports.kernel_summary import KERNEL_COLUMNS
     from reports.render import render_rows
 
-    result = kernel_summary(export, range_name=range_name, name_kind=name_kind.value,
-                            top=top, rules=rules, within=within)
+    with ExportAnalysis(export, within=within, name_kind=name_kind.value,
+                        rules=rules) as analysis:
+        result = analysis.kernels(range_name=range_name, top=top)
     title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
     emit(render_rows(result.rows, KERNEL_COLUMNS, format.value, title=title, notes=result.notes),
          output)
@@ -104,11 +107,12 @@ def ranges(
     output: OutputOpt = None,
 ) -> None:
     """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels."""
-    from reports.range_summary import RANGE_COLUMNS, range_summary
+    from reports.analysis import ExportAnalysis
+    from reports.range_summary import RANGE_COLUMNS
     from reports.render import render_rows
 
-    result = range_summary(export, name_kind=name_kind.value, within=within,
-                           merge_ids=merge_op_ids)
+    with ExportAnalysis(export, within=within, merge_op_ids=merge_op_ids) as analysis:
+        result = analysis.ranges()
     emit(render_rows(result.rows, RANGE_COLUMNS, format.value, title="NVTX ranges",
                      notes=result.notes), output)
 
@@ -128,11 +132,13 @@ def nvtx_kernels(
     output: OutputOpt = None,
 ) -> None:
     """Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum)."""
-    from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, nvtx_kernel_summary
+    from reports.analysis import ExportAnalysis
+    from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS
     from reports.render import render_rows
 
-    result = nvtx_kernel_summary(export, attribution=attribution.value, name_kind=name_kind.value,
-                                 within=within, merge_ids=merge_op_ids)
+    with ExportAnalysis(export, within=within, merge_op_ids=merge_op_ids,
+                        name_kind=name_kind.value) as analysis:
+        result = analysis.nvtx_kernels(attribution=attribution.value)
     emit(render_rows(result.rows, NVTX_KERNEL_COLUMNS, format.value,
                      title=f"CUDA kernels by NVTX range ({attribution.value})",
                      notes=result.notes, null_labels={"range": "(no range)"}), output)
@@ -158,12 +164,14 @@ def dominant(
     output: OutputOpt = None,
 ) -> None:
     """Which kernel dominates: for the whole export and for each NVTX range."""
-    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_HUMAN_COLUMNS, dominant_kernels
+    from reports.analysis import ExportAnalysis
+    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_HUMAN_COLUMNS
     from reports.render import render_rows
 
-    result = dominant_kernels(export, range_names=range_names or None,
-                              attribution=attribution.value, name_kind=name_kind.value,
-                              rules=rules, within=within, merge_ids=merge_op_ids)
+    with ExportAnalysis(export, within=within, merge_op_ids=merge_op_ids,
+                        name_kind=name_kind.value, rules=rules) as analysis:
+        result = analysis.dominant(range_names=range_names or None,
+                                   attribution=attribution.value)
     emit(render_rows(result.rows, DOMINANT_COLUMNS, format.value,
                      title="Dominant kernel per range", notes=result.notes,
                      sentences=result.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,
@@ -173,10 +181,12 @@ def dominant(
 @app.command()
 def memops(export: ExportArg, format: FormatOpt = Format.table, output: OutputOpt = None) -> None:
     """Memory operations: memcpy by kind and memset, count, bytes and time."""
-    from reports.memops import MEMOPS_COLUMNS, memops_summary
+    from reports.analysis import ExportAnalysis
+    from reports.memops import MEMOPS_COLUMNS
     from reports.render import render_rows
 
-    result = memops_summary(export)
+    with ExportAnalysis(export) as analysis:
+        result = analysis.memops()
     emit(render_rows(result.rows, MEMOPS_COLUMNS, format.value, title="Memory operations",
                      notes=result.notes), output)
 

@@ -293,7 +293,8 @@ def classify(outcome: ProcessOutcome, cfg, row: dict | None) -> tuple[str, str |
 
 
 def _verify_export(sqlite: Path) -> str | None:
-    from nsys_parsers.export import NVTX_TABLE, open_export
+    from nsys_parsers.export import open_export
+    from nsys_parsers.schema import NVTX_TABLE
 
     if not sqlite.exists():
         return f"nsys wrote no SQLite export ({sqlite.name})"
@@ -389,26 +390,21 @@ class ProfileReport:
 
 
 def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
-    from nsys_parsers.activity import load_activity, restrict_to_range
-    from nsys_parsers.export import KERNEL_TABLE, open_export
-    from reports.dominant import dominant_kernels
-    from reports.kernel_summary import kernel_summary
-    from reports.range_summary import range_summary
+    from reports.analysis import ExportAnalysis
 
     notes = list(result.notes)
     if result.status != "ok" or result.sqlite is None:
         return ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
                              kernels=[], notes=notes, sentences=[], status=result.status,
                              reason=result.reason)
-    with open_export(result.sqlite) as ex:
-        act = restrict_to_range(ex, load_activity(ex), WINDOW)  # read once, for all three
-        rs = range_summary(ex, activity=act)
+    with ExportAnalysis(result.sqlite, within=WINDOW) as analysis:  # read once, for all three
+        rs = analysis.ranges()
         notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
                   f"when mining (not by an nsys capture range)."]
-        if ex.has_table(KERNEL_TABLE):
+        if analysis.has_kernels:
             wanted = [n for n in HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
-            dom = dominant_kernels(ex, range_names=wanted or None, activity=act)
-            ks = kernel_summary(ex, top=top, activity=act)
+            dom = analysis.dominant(range_names=wanted or None)
+            ks = analysis.kernels(top=top)
             dominant, kernels, sentences = dom.rows, ks.rows, dom.sentences
         else:
             dominant, kernels, sentences = [], [], []

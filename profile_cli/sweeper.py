@@ -227,7 +227,7 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     if not index.exists():
         raise BadOption(f"{out_dir}: no {INDEX_NAME} here; run `nsys-mine sweep --out "
                         f"{out_dir} ...` first.")
-    from nsys_parsers.export import connect_readonly
+    from nsys_parsers.sqlite_file import connect_readonly
 
     conn = connect_readonly(index)
     conn.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row)}

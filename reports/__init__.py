@@ -1,1 +1,3 @@
-"""Reports over nsys exports: DataFrames in, DataFrames out; rendering lives in reports.render."""
+"""Analyses of nsys exports: ``ExportAnalysis`` (reports.analysis) loads an export once and
+answers with ``Report`` values (row dicts in column order, plus notes); rendering lives in
+reports.render."""

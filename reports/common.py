@@ -1,44 +1,24 @@
-"""Shared pieces of the reports: the result type, grouped statistics, opening exports."""
+"""Shared pieces of the reports: the result type, grouped statistics, range-name checks."""
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from nsys_parsers.errors import RangeNotFound
-from nsys_parsers.export import Export, open_export
+from nsys_parsers.errors import RangeNotFound, closest_names
 
 
 @dataclass
 class Report:
-    """What every report function returns: row dicts in column order, and explanations."""
+    """What every report returns: row dicts (keys = ``columns``, in that order), notes that
+    explain the numbers, and optional one-line answers (``sentences``)."""
 
     rows: list[dict[str, Any]]
     columns: list[str]
     notes: list[str] = field(default_factory=list)
     sentences: list[str] = field(default_factory=list)
-
-    def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows, columns=self.columns)
-
-
-@contextlib.contextmanager
-def opened(export: "Export | str | os.PathLike") -> Iterator[Export]:
-    if isinstance(export, Export):
-        yield export
-        return
-    ex = open_export(export)
-    try:
-        yield ex
-    finally:
-        ex.close()
 
 
 @dataclass
@@ -108,10 +88,7 @@ def check_range_names(requested: list[str], available: list[str]) -> list[str]:
     known = set(available)
     for name in requested:
         if name not in known:
-            close = difflib.get_close_matches(name, available, n=5, cutoff=0.5)
-            if not close:
-                low = name.lower()
-                close = [a for a in available if low in a.lower()][:5]
+            close = closest_names(name, available)
             hint = ("closest: " + ", ".join(repr(c) for c in close)) if close else (
                 "run `nsys-mine ranges EXPORT` to list the ranges")
             raise RangeNotFound(f"no NVTX range named {name!r} in this export; {hint}.")

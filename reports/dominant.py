@@ -8,15 +8,13 @@ times it runs per range instance, the runner-up, and the time share of each kern
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-from nsys_parsers.arrays import sorted_unique
 
-from nsys_parsers.activity import Activity, load_activity, merge_op_ids, restrict_to_range
-from nsys_parsers.attribution import attribute
-from nsys_parsers.export import KERNEL_TABLE, Export
-from reports.common import Report, opened, r1, check_range_names
+from nsys_parsers.activity import Activity
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.attribution import Pairs
+from nsys_parsers.names import RangeNames
+from reports.common import Report, check_range_names, r1
 from reports.render import shorten
 
 DOMINANT_COLUMNS = [
@@ -84,38 +82,28 @@ def sentence(row: dict) -> str:
     return text
 
 
-def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[str] | None = None,
-                     attribution: str = "all", name_kind: str = "demangled",
-                     rules: "str | os.PathLike | None" = None,
-                     within: str | None = None, merge_ids: bool = False,
-                     activity: Activity | None = None) -> Report:
-    """``activity``: data already loaded (names resolved) to use instead of reading."""
-    from reports.categories import categorize_many, load_rules
+def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
+                    range_names: list[str] | None = None, attribution: str = "all",
+                    rules: list | None = None) -> Report:
+    """The whole-export row, then one row per range name (``range_names``, else every range
+    that launched kernels, by attributed GPU time). ``names`` must be complete; ``names`` and
+    ``p`` are None when the export has no NVTX ranges."""
+    from reports.categories import categorize_many
 
-    rule_list = load_rules(rules)
-    with opened(export) as ex:
-        ex.require(KERNEL_TABLE, "the dominant-kernel report")
-        act = activity or load_activity(ex, name_kind=name_kind)
-        if within:
-            act = restrict_to_range(ex, act, within)
     k, r = act.kernels, act.ranges
-    if merge_ids and r is not None:
-        merge_op_ids(r)
+    assert k is not None
     notes = list(act.notes)
-    categories = categorize_many(k.names, rule_list)
+    categories = categorize_many(k.names, rules)
     dur = k.duration
     rows = [_dominant_row(None, k.name_code, dur, k.names, categories, None)]
-    if r is None:
-        if range_names:
-            ex.require("NVTX_EVENTS", "per-range dominant kernels")
+    if r is None or names is None or p is None:
         notes.append("NVTX was not traced (no NVTX_EVENTS table): only the whole-export answer; "
                      "profile with `nsys profile --trace=cuda,nvtx` and NVTX ranges.")
     else:
         if range_names:
-            check_range_names(range_names, r.names)
-        p = attribute(k, r, attribution)
-        inst = np.bincount(r.name_code, minlength=len(r.names))
-        pname = r.name_code[p.range_idx]
+            check_range_names(range_names, names.names)
+        inst = np.bincount(names.code, minlength=len(names.names))
+        pname = names.code[p.range_idx]
         if attribution == "all" and len(p):
             # each kernel once per range name, even inside nested same-name ranges
             key = pname * (len(k) + 1) + p.kernel_idx
@@ -123,7 +111,7 @@ def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[
             pname, pk = pname[keep], p.kernel_idx[keep]
         else:
             pk = p.kernel_idx
-        wanted = ([r.names.index(n) for n in range_names] if range_names
+        wanted = ([names.names.index(n) for n in range_names] if range_names
                   else list(sorted_unique(pname)))
         order = np.argsort(pname, kind="stable")
         pname_s, pk_s = pname[order], pk[order]
@@ -132,8 +120,8 @@ def dominant_kernels(export: "Export | str | os.PathLike", *, range_names: list[
         range_rows = []
         for code, a, b in zip(wanted, lo, hi):
             sel = pk_s[a:b]
-            range_rows.append(_dominant_row(r.names[code], k.name_code[sel], dur[sel], k.names,
-                                            categories, int(inst[code])))
+            range_rows.append(_dominant_row(names.names[code], k.name_code[sel], dur[sel],
+                                            k.names, categories, int(inst[code])))
         if not range_names:
             range_rows.sort(key=lambda x: (-x["range_kernel_ns"], x["range"]))
         rows += range_rows

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.errors import MissingData
-from nsys_parsers.export import MEMCPY_TABLE, MEMSET_TABLE, Export
-from reports.common import Report, group_stats, opened, r1
+from nsys_parsers.export import Export
+from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
+from reports.common import Report, group_stats, r1
 
 MEMOPS_COLUMNS = [
     "operation", "instances", "total_bytes", "total_ns", "avg_ns", "med_ns", "min_ns",
@@ -36,33 +35,33 @@ Q_MEMSET_ROWS = Q.Query(
     purpose="the memory-operation summary")
 
 
-def memops_summary(export: "Export | str | os.PathLike") -> Report:
-    with opened(export) as ex:
-        if not ex.has_table(MEMCPY_TABLE) and not ex.has_table(MEMSET_TABLE):
-            raise MissingData(f"{ex.source.name}: no CUDA memcpy or memset was traced (no "
-                              f"{MEMCPY_TABLE}/{MEMSET_TABLE} tables): profile with "
-                              f"`nsys profile --trace=cuda`.")
-        labels = dict(MEMCPY_KINDS)
-        if ex.has_column("ENUM_CUDA_MEMCPY_OPER", "label"):
-            labels.update({int(i): str(lbl) for i, lbl in ex.conn.execute(
-                Q.MEMCPY_KIND_NAMES.sql(ex))})
-        ops: list[str] = []
-        kinds, sizes, durs = [], [], []
-        for query, prefix in ((Q_MEMCPY_ROWS, "memcpy"), (Q_MEMSET_ROWS, "memset")):
-            table = next(iter(query.needs))
-            if not ex.has_table(table):
-                continue
-            data = np.array(ex.conn.execute(query.sql(ex)).fetchall(), dtype=np.int64)
-            if data.size == 0:
-                continue
-            data = data.reshape(-1, 3)
-            for kind in np.unique(data[:, 0]):
-                sel = data[data[:, 0] == kind]
-                ops.append(f"memcpy {labels.get(int(kind), f'kind {kind}')}"
-                           if prefix == "memcpy" else "memset")
-                kinds.append(np.full(len(sel), len(ops) - 1))
-                sizes.append(sel[:, 1])
-                durs.append(sel[:, 2])
+def memops_summary(ex: Export) -> Report:
+    """memcpy by kind and memset: count, bytes, time statistics, share and throughput."""
+    if not ex.has_table(MEMCPY_TABLE) and not ex.has_table(MEMSET_TABLE):
+        raise MissingData(f"{ex.label}: no CUDA memcpy or memset was traced (no "
+                          f"{MEMCPY_TABLE}/{MEMSET_TABLE} tables): profile with "
+                          f"`nsys profile --trace=cuda`.")
+    labels = dict(MEMCPY_KINDS)
+    if ex.has_column("ENUM_CUDA_MEMCPY_OPER", "label"):
+        labels.update({int(i): str(lbl) for i, lbl in ex.db.execute(
+            Q.MEMCPY_KIND_NAMES.sql(ex))})
+    ops: list[str] = []
+    kinds, sizes, durs = [], [], []
+    for query, prefix in ((Q_MEMCPY_ROWS, "memcpy"), (Q_MEMSET_ROWS, "memset")):
+        table = next(iter(query.needs))
+        if not ex.has_table(table):
+            continue
+        data = np.array(ex.db.execute(query.sql(ex)).fetchall(), dtype=np.int64)
+        if data.size == 0:
+            continue
+        data = data.reshape(-1, 3)
+        for kind in np.unique(data[:, 0]):
+            sel = data[data[:, 0] == kind]
+            ops.append(f"memcpy {labels.get(int(kind), f'kind {kind}')}"
+                       if prefix == "memcpy" else "memset")
+            kinds.append(np.full(len(sel), len(ops) - 1))
+            sizes.append(sel[:, 1])
+            durs.append(sel[:, 2])
     if not ops:
         return Report(rows=[], columns=MEMOPS_COLUMNS, notes=["no memory operations recorded."])
     gid = np.concatenate(kinds)

@@ -14,18 +14,14 @@ plus ``cudaLaunchKernel_v7000``) counts once; nsys doubles those kernels' times.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-from nsys_parsers.arrays import sorted_unique
 
-from nsys_parsers.activity import (
-    Activity, load_activity, merge_op_ids, pid_of, resolve_range_names, restrict_to_range,
-    tid_of,
-)
-from nsys_parsers.attribution import Pairs, attribute
-from nsys_parsers.export import KERNEL_TABLE, NVTX_TABLE, Export
-from reports.common import Report, group_stats, opened
+from nsys_parsers.activity import Activity
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.attribution import Pairs
+from nsys_parsers.names import RangeNames
+from nsys_parsers.ranges import pid_of, tid_of
+from reports.common import Report, group_stats
 from reports.grouping import distinct_count, group_ids
 
 NVTX_KERNEL_COLUMNS = [
@@ -45,15 +41,15 @@ def attributed_items(act: Activity, p: Pairs) -> tuple[np.ndarray, np.ndarray]:
     return item_range, item_kernel
 
 
-def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
-    """Rows of NVTX_KERNEL_COLUMNS from attribution pairs (range names must be resolved for
+def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs) -> Report:
+    """Rows of NVTX_KERNEL_COLUMNS from attribution pairs (``names`` resolved at least for
     the ranges in ``p``)."""
     k, r = act.kernels, act.ranges
     assert k is not None and r is not None
     item_range, item_kernel = attributed_items(act, p)
     has_r = item_range >= 0
     safe_r = np.where(has_r, item_range, 0)
-    rname = np.where(has_r, r.name_code[safe_r], -1)
+    rname = np.where(has_r, names.code[safe_r], -1)
     style = np.where(has_r, r.pushpop[safe_r].astype(np.int64), -1)
     thread = k.launch_tid[item_kernel]  # = the range's thread for attributed kernels
     tids = sorted_unique(k.launch_tid)
@@ -71,7 +67,7 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
         has = bool(has_r[i])
         t = int(thread[i])
         rows.append({
-            "range": r.names[rname[i]] if has else None,
+            "range": names.names[rname[i]] if has else None,
             "style": ("PushPop" if style[i] == 1 else "StartEnd") if has else None,
             "pid": int(pid_of(np.int64(t))) if t >= 0 else None,
             "tid": int(tid_of(np.int64(t))) if t >= 0 else None,
@@ -82,26 +78,7 @@ def nvtx_kernel_rows(act: Activity, p: Pairs) -> list[dict]:
         })
     rows.sort(key=lambda x: (x["range"] is not None, x["range"] or "", x["pid"] or -1,
                              x["tid"] or -1, -x["total_ns"], x["kernel"]))
-    return rows
-
-
-def nvtx_kernel_summary(export: "Export | str | os.PathLike", *, attribution: str = "all",
-                        name_kind: str = "demangled", within: str | None = None,
-                        merge_ids: bool = False) -> Report:
-    with opened(export) as ex:
-        ex.require(KERNEL_TABLE, "kernels by NVTX range")
-        ex.require(NVTX_TABLE, "kernels by NVTX range")
-        act = load_activity(ex, name_kind=name_kind, range_names=False)
-        if within:
-            act = restrict_to_range(ex, act, within)
-        p = attribute(act.kernels, act.ranges, attribution)
-        # only the ranges that launched kernels need their names
-        resolve_range_names(ex, act.ranges, rows=sorted_unique(p.range_idx))
-        if merge_ids:
-            merge_op_ids(act.ranges)
     notes = list(act.notes)
-    rows = nvtx_kernel_rows(act, p)
-    k = act.kernels
     no_launch = int((k.launch_tid < 0).sum())
     if no_launch:
         notes.append(f"{no_launch} of {len(k)} kernels have no launch record in the export "

@@ -11,14 +11,12 @@ first attributed kernel start to last attributed kernel end (the GPU projection)
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from nsys_parsers.activity import Activity, load_activity, merge_op_ids, restrict_to_range
-from nsys_parsers.attribution import innermost, pairs
-from nsys_parsers.export import NVTX_TABLE, Export
-from reports.common import Report, group_stats, opened
+from nsys_parsers.activity import Activity
+from nsys_parsers.attribution import Pairs, innermost
+from nsys_parsers.names import RangeNames
+from reports.common import Report, group_stats
 from reports.grouping import group_ids
 
 RANGE_COLUMNS = [
@@ -27,20 +25,13 @@ RANGE_COLUMNS = [
 ]
 
 
-def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "demangled",
-                  within: str | None = None, merge_ids: bool = False,
-                  activity: Activity | None = None) -> Report:
-    """``activity``: data already loaded (names resolved) to summarize instead of reading."""
-    with opened(export) as ex:
-        ex.require(NVTX_TABLE, "the NVTX range summary")
-        act = activity or load_activity(ex, name_kind=name_kind)
-        if within:
-            act = restrict_to_range(ex, act, within)
+def range_report(act: Activity, names: RangeNames, p: Pairs | None) -> Report:
+    """Rows of RANGE_COLUMNS from ranges, their complete names and the ``all`` attribution
+    pairs (None when there are no kernels)."""
     r = act.ranges
-    if merge_ids:
-        merge_op_ids(r)
+    assert r is not None
     notes = list(act.notes)
-    gid, first = group_ids(r.name_code, r.pushpop.astype(np.int64))
+    gid, first = group_ids(names.code, r.pushpop.astype(np.int64))
     ng = first.size
     st = group_stats(gid, r.end - r.start, ng)
     kinst = np.zeros(ng, dtype=np.int64)
@@ -53,8 +44,7 @@ def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "dem
                      "columns are 0; profile with `nsys profile --trace=cuda,nvtx`.")
     elif len(k):
         dur = k.duration
-        p = pairs(k, r)
-        if len(p):
+        if p is not None and len(p):
             pg = gid[p.range_idx]
             # distinct (group, kernel)
             _, firsts = group_ids(pg, p.kernel_idx)
@@ -89,7 +79,7 @@ def range_summary(export: "Export | str | os.PathLike", *, name_kind: str = "dem
     for g in range(ng):
         i = first[g]
         rows.append({
-            "range": r.names[r.name_code[i]],
+            "range": names.names[names.code[i]],
             "style": "PushPop" if r.pushpop[i] else "StartEnd",
             "instances": int(st.count[g]),
             **st.row(g),

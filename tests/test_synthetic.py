@@ -6,11 +6,8 @@ import json
 
 import pytest
 
-from reports.dominant import dominant_kernels
-from reports.kernel_summary import kernel_summary
-from reports.nvtx_kernels import nvtx_kernel_summary
-from reports.range_summary import range_summary
 from tests.synth import Synth
+from reports.analysis import ExportAnalysis
 
 
 def rows_by(report, *keys):
@@ -36,7 +33,7 @@ def nested(tmp_path):
 
 
 def test_all_attribution_counts_every_enclosing_range(nested):
-    rows = rows_by(nvtx_kernel_summary(nested, attribution="all"), "range", "kernel")
+    rows = rows_by(ExportAnalysis(nested).nvtx_kernels(attribution="all"), "range", "kernel")
     assert rows[("step", "gemm_a")]["kernel_instances"] == 4
     assert rows[("step", "gemm_a")]["total_ns"] == 2 * (500 + 900)
     assert rows[("forward", "gemm_a")]["range_instances"] == 2
@@ -48,8 +45,8 @@ def test_all_attribution_counts_every_enclosing_range(nested):
 
 
 def test_innermost_partitions_total_kernel_time(nested):
-    inner = nvtx_kernel_summary(nested, attribution="innermost")
-    total = sum(r["total_ns"] for r in kernel_summary(nested).rows)
+    inner = ExportAnalysis(nested).nvtx_kernels(attribution="innermost")
+    total = sum(r["total_ns"] for r in ExportAnalysis(nested).kernels().rows)
     assert sum(r["total_ns"] for r in inner.rows) == total == 2 * (500 + 100 + 900 + 400) + 50 + 70
     rows = rows_by(inner, "range", "kernel")
     assert rows[("attention", "gemm_a")]["total_ns"] == 1000
@@ -59,7 +56,7 @@ def test_innermost_partitions_total_kernel_time(nested):
 
 
 def test_range_summary_gpu_columns(nested):
-    rows = rows_by(range_summary(nested), "range")
+    rows = rows_by(ExportAnalysis(nested).ranges(), "range")
     step, fwd, attn = rows[("step",)], rows[("forward",)], rows[("attention",)]
     assert (step["instances"], step["total_ns"], step["min_ns"]) == (2, 18_000, 9_000)
     assert step["kernel_instances"] == 8
@@ -74,17 +71,17 @@ def test_range_summary_gpu_columns(nested):
 
 
 def test_kernels_in_range_and_dominant(nested):
-    rows = rows_by(kernel_summary(nested, range_name="forward"), "name")
+    rows = rows_by(ExportAnalysis(nested).kernels(range_name="forward"), "name")
     assert set(rows) == {("gemm_a",), ("softmax_k",)}
     assert rows[("gemm_a",)]["instances"] == 4 and rows[("gemm_a",)]["time_pct"] == 93.3
-    dom = dominant_kernels(nested, range_names=["forward", "attention"])
+    dom = ExportAnalysis(nested).dominant(range_names=["forward", "attention"])
     assert [r["range"] for r in dom.rows] == [None, "forward", "attention"]
     fwd = dom.rows[1]
     assert (fwd["kernel"], fwd["instances"], fwd["range_instances"]) == ("gemm_a", 4, 2)
     assert fwd["per_range_instance"] == 2.0 and fwd["share_pct"] == 93.3
     assert fwd["runner_up"] == "softmax_k" and fwd["runner_up_share_pct"] == 6.7
     assert dom.sentences[1] == "forward: gemm_a (gemm), 93.3% of GPU time, 2 calls per forward"
-    inner = dominant_kernels(nested, range_names=["step"], attribution="innermost")
+    inner = ExportAnalysis(nested).dominant(range_names=["step"], attribution="innermost")
     assert inner.rows[1]["kernel"] == "adam_k" and inner.rows[1]["share_pct"] == 100.0
 
 
@@ -93,7 +90,7 @@ def test_duplicate_launch_rows_count_once(tmp_path):
     s.range("r", 0, 1_000)
     s.kernel("k", 100, 200, launch=(10, 50), duplicate=True)
     p = s.write(tmp_path / "dup.sqlite")
-    row = nvtx_kernel_summary(p).rows[0]
+    row = ExportAnalysis(p).nvtx_kernels().rows[0]
     assert (row["range"], row["kernel_instances"], row["total_ns"]) == ("r", 1, 100)
 
 
@@ -103,7 +100,7 @@ def test_correlation_ids_repeat_across_processes(tmp_path):
     s.range("p2_range", 0, 1_000, pid=2, tid=5)
     s.kernel("k1", 100, 200, launch=(10, 20), pid=1, tid=1, corr=7)
     s.kernel("k2", 100, 400, launch=(30, 40), pid=2, tid=5, corr=7)
-    rows = rows_by(nvtx_kernel_summary(s.write(tmp_path / "procs.sqlite")), "range", "kernel")
+    rows = rows_by(ExportAnalysis(s.write(tmp_path / "procs.sqlite")).nvtx_kernels(), "range", "kernel")
     assert set(rows) == {("p1_range", "k1"), ("p2_range", "k2")}
     assert rows[("p2_range", "k2")]["pid"] == 2 and rows[("p2_range", "k2")]["tid"] == 5
 
@@ -114,7 +111,7 @@ def test_launch_must_lie_inside_range_on_same_thread(tmp_path):
     s.kernel("other_thread", 150, 160, launch=(120, 130), tid=2)
     s.kernel("straddles_end", 150, 160, launch=(190, 210), tid=1)
     s.kernel("inside", 500, 900, launch=(150, 160), tid=1)  # runs after the range: still in
-    rows = rows_by(nvtx_kernel_summary(s.write(tmp_path / "t.sqlite")), "range", "kernel")
+    rows = rows_by(ExportAnalysis(s.write(tmp_path / "t.sqlite")).nvtx_kernels(), "range", "kernel")
     assert ("r", "inside") in rows
     assert (None, "other_thread") in rows and (None, "straddles_end") in rows
 
@@ -128,10 +125,10 @@ def test_unclosed_range_ends_at_end_of_capture(tmp_path):
     s.range("closed", 200, 300)
     s.kernel("late", 5_000, 6_000, launch=(4_000, 4_100))
     p = s.write(tmp_path / "open.sqlite")
-    ranges = rows_by(range_summary(p), "range")
+    ranges = rows_by(ExportAnalysis(p).ranges(), "range")
     assert ranges[("open",)]["total_ns"] == 6_000 - 100
-    assert rows_by(nvtx_kernel_summary(p), "range", "kernel")[("open", "late")]["total_ns"] == 1000
-    assert any("never closed" in n for n in range_summary(p).notes)
+    assert rows_by(ExportAnalysis(p).nvtx_kernels(), "range", "kernel")[("open", "late")]["total_ns"] == 1000
+    assert any("never closed" in n for n in ExportAnalysis(p).ranges().notes)
 
 
 def test_cross_thread_start_end_range_listed_not_attributed(tmp_path):
@@ -140,11 +137,11 @@ def test_cross_thread_start_end_range_listed_not_attributed(tmp_path):
     s.range("sync", 0, 1_000, etype=60, tid=1)
     s.kernel("k", 100, 200, launch=(10, 20), tid=1)
     p = s.write(tmp_path / "x.sqlite")
-    ranges = rows_by(range_summary(p), "range")
+    ranges = rows_by(ExportAnalysis(p).ranges(), "range")
     assert ranges[("async",)]["style"] == "StartEnd" and ranges[("async",)]["instances"] == 1
     assert ranges[("async",)]["kernel_instances"] == 0
     assert ranges[("sync",)]["kernel_instances"] == 1
-    assert set(rows_by(nvtx_kernel_summary(p), "range")) == {("sync",)}
+    assert set(rows_by(ExportAnalysis(p).nvtx_kernels(), "range")) == {("sync",)}
 
 
 def test_domains_text_and_textid_names(tmp_path):
@@ -154,7 +151,7 @@ def test_domains_text_and_textid_names(tmp_path):
     s.range("plain", 0, 100, domain=0)
     s.range("same", 200, 300)
     s.range("same", 400, 500, inline=True)  # same name once via textId, once inline
-    rows = rows_by(range_summary(s.write(tmp_path / "d.sqlite")), "range")
+    rows = rows_by(ExportAnalysis(s.write(tmp_path / "d.sqlite")).ranges(), "range")
     assert set(rows) == {("MPI:MPI_Send",), ("plain",), ("same",)}
     assert rows[("same",)]["instances"] == 2
 
@@ -166,7 +163,7 @@ def test_invalid_utf8_and_huge_names(tmp_path, cli):
     s.kernel(b"bad\xff\xfename", 100, 200, launch=(10, 20))
     s.kernel(huge, 300, 500, launch=(30, 40))
     p = s.write(tmp_path / "u.sqlite")
-    names = {r["name"] for r in kernel_summary(p).rows}
+    names = {r["name"] for r in ExportAnalysis(p).kernels().rows}
     assert "bad\ufffd\ufffdname" in names and huge in names  # full name kept in data
     res = cli("kernels", p, "--format", "json")
     assert res.exit_code == 0
@@ -181,11 +178,11 @@ def test_nested_same_name_ranges_follow_nsys_and_dedupe_elsewhere(tmp_path):
     s.range("block", 10, 900)
     s.kernel("k", 100, 300, launch=(50, 60))
     p = s.write(tmp_path / "same.sqlite")
-    row = nvtx_kernel_summary(p).rows[0]
+    row = ExportAnalysis(p).nvtx_kernels().rows[0]
     # as nsys: one kernel, two range instances, its time counted in both
     assert (row["range_instances"], row["kernel_instances"], row["total_ns"]) == (2, 1, 400)
-    assert kernel_summary(p, range_name="block").rows[0]["total_ns"] == 200
-    assert rows_by(range_summary(p), "range")[("block",)]["gpu_inclusive_ns"] == 200
+    assert ExportAnalysis(p).kernels(range_name="block").rows[0]["total_ns"] == 200
+    assert rows_by(ExportAnalysis(p).ranges(), "range")[("block",)]["gpu_inclusive_ns"] == 200
 
 
 def test_within_measure_leaves_warmup_out(tmp_path, cli):
@@ -198,12 +195,12 @@ def test_within_measure_leaves_warmup_out(tmp_path, cli):
         s.range("step", t0 + 10, t0 + 900)
         s.kernel("gemm", t0 + 100, t0 + 400, launch=(t0 + 20, t0 + 30))
     p = s.write(tmp_path / "w.sqlite")
-    ranges = rows_by(range_summary(p, within="measure"), "range")
+    ranges = rows_by(ExportAnalysis(p, within="measure").ranges(), "range")
     assert set(ranges) == {("measure",), ("step",)} and ranges[("step",)]["instances"] == 2
-    assert [r["name"] for r in kernel_summary(p, within="measure").rows] == ["gemm"]
-    dom = dominant_kernels(p, within="measure", range_names=["step"])
+    assert [r["name"] for r in ExportAnalysis(p, within="measure").kernels().rows] == ["gemm"]
+    dom = ExportAnalysis(p, within="measure").dominant(range_names=["step"])
     assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[0]["instances"] == 2
-    assert {r["range"] for r in nvtx_kernel_summary(p, within="measure").rows} == {
+    assert {r["range"] for r in ExportAnalysis(p, within="measure").nvtx_kernels().rows} == {
         "measure", "step"}
     res = cli("ranges", p, "--within", "mesure")
     assert res.exit_code == 1 and "closest: 'measure'" in res.stderr
@@ -219,13 +216,13 @@ def test_merge_op_ids_aggregates_pytorch_calls(tmp_path, cli):
         s.kernel("gemm_k", t + 50, t + 90, launch=(t + 10, t + 20))
     s.kernel("add_k", 650, 660, launch=(610, 620))
     p = s.write(tmp_path / "ops.sqlite")
-    ranges = rows_by(range_summary(p, merge_ids=True), "range")
+    ranges = rows_by(ExportAnalysis(p, merge_op_ids=True).ranges(), "range")
     assert set(ranges) == {("aten::mm",), ("aten::add_",)}
     assert ranges[("aten::mm",)]["instances"] == 3 and ranges[("aten::mm",)]["kernel_instances"] == 3
-    dom = dominant_kernels(p, merge_ids=True, range_names=["aten::mm"])
+    dom = ExportAnalysis(p, merge_op_ids=True).dominant(range_names=["aten::mm"])
     assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[1]["instances"] == 3
-    rows = rows_by(nvtx_kernel_summary(p, merge_ids=True), "range", "kernel")
+    rows = rows_by(ExportAnalysis(p, merge_op_ids=True).nvtx_kernels(), "range", "kernel")
     assert rows[("aten::mm", "gemm_k")]["range_instances"] == 3
-    assert len(range_summary(p).rows) == 4  # without the option, one row per call
+    assert len(ExportAnalysis(p).ranges().rows) == 4  # without the option, one row per call
     res = cli("dominant", p, "--merge-op-ids", "--range", "aten::add_")
     assert res.exit_code == 0 and "aten::add_: add_k" in res.stdout

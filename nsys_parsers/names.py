@@ -1,0 +1,244 @@
+"""Names: kernel and NVTX range names from ``StringIds`` and inline text.
+
+Kernel names are ids into ``StringIds``. An NVTX range is named by its ``textId`` string if set,
+else its inline ``text``; ranges in a non-default domain are named ``domain:name`` (the domain's
+name comes from its NvtxDomainCreate row, event type 75, in the same process; nsys takes the
+first creation of each (domain, process)). Names equal by text merge into one code.
+
+Range names are a value (``RangeNames``): resolving, merging PyTorch operator calls or
+restricting never changes data that another report holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_parsers import queries as Q
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.fetch import TEXT_SEP, Reader, gather_names, names_job, rowid_chunks
+from nsys_parsers.schema import LOW24, NVTX_TABLE, STRINGS_TABLE, Schema
+
+# PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
+# "aten::mm, op_id = 318133", "..., sizes = [[4, 64], [64, 64]]".
+OP_ID_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids|stream)\s*=.*$", re.S)
+STRING_CHUNK = 100_000
+ROWID_CHUNK = 200_000
+
+
+@dataclass(frozen=True)
+class RangeNames:
+    """The name of every range of a RangeData: ``code[i]`` indexes ``names``; -1 where the
+    name was not resolved (only some ranges were asked for)."""
+
+    code: np.ndarray
+    names: list[str]
+
+    def index(self, name: str) -> int | None:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            return None
+
+    @property
+    def complete(self) -> bool:
+        return bool((self.code >= 0).all())
+
+    def take(self, keep: np.ndarray) -> "RangeNames":
+        return RangeNames(code=self.code[keep], names=self.names)
+
+    def merged_op_ids(self) -> "RangeNames":
+        """Every call of a PyTorch operator under one name (``aten::mm, seq = 7`` ->
+        ``aten::mm``), so that reports aggregate per operator instead of per call."""
+        merged = [OP_ID_SUFFIX.sub("", n) for n in self.names]
+        names, remap = unique_names(merged, np.arange(len(merged), dtype=np.int64))
+        code = self.code
+        if remap.size:
+            code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
+        return RangeNames(code=code, names=names)
+
+
+def looks_like_emit_nvtx(names: list[str], min_share: float = 0.2) -> bool:
+    """Whether range names look like a PyTorch ``emit_nvtx``/``record_function`` capture: at
+    least ``min_share`` of the distinct names carry per-call suffixes (``, seq = N``)."""
+    if not names:
+        return False
+    hits = sum(1 for n in names if OP_ID_SUFFIX.search(n))
+    return hits >= max(1, int(min_share * len(names)))
+
+
+def strings_by_id(conn: sqlite3.Connection, export: Schema, ids) -> dict[int, str]:
+    """``StringIds`` values of the given ids (others are absent from the result)."""
+    ids = [int(i) for i in ids if int(i) >= 0]
+    if not ids or not export.has_table(STRINGS_TABLE):
+        return {}
+    out: dict[int, str] = {}
+    for start in range(0, len(ids), STRING_CHUNK):
+        chunk = json.dumps(ids[start:start + STRING_CHUNK])
+        for k, v in conn.execute(Q.STRINGS_BY_ID.sql(export), (chunk,)):
+            out[int(k)] = v if isinstance(v, str) else str(v)
+    return out
+
+
+def unique_names(names: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Merge codes whose names are equal (e.g. one range named by textId, one inline)."""
+    if len(set(names)) == len(names):
+        return names, codes
+    index: dict[str, int] = {}
+    remap = np.array([index.setdefault(n, len(index)) for n in names], dtype=np.int64)
+    return list(index), remap[codes] if codes.size else codes
+
+
+def kernel_names(export, name_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(distinct names, code per kernel) from the kernels' StringIds ids."""
+    ids_u, codes = np.unique(name_ids, return_inverse=True)
+    strings = strings_by_id(export.db, export, ids_u)
+    names = [strings.get(int(i), f"<unknown kernel name {int(i)}>") for i in ids_u]
+    return unique_names(names, codes.ravel())
+
+
+def nvtx_key_expr(export: Schema) -> str:
+    """SQL for a row's raw name key: "\\x01<textId>" when textId is set, else the inline text."""
+    has_id = export.has_column(NVTX_TABLE, "textId")
+    has_text = export.has_column(NVTX_TABLE, "text")
+    if has_id and has_text:
+        return "CASE WHEN e.textId IS NOT NULL THEN char(1) || e.textId ELSE e.text END"
+    if has_id:
+        return "char(1) || e.textId"
+    if has_text:
+        return "e.text"
+    return "''"
+
+
+def name_keys_sql(export: Schema) -> str:
+    return Q.NVTX_NAME_KEYS.sql(export, name_key=nvtx_key_expr(export))
+
+
+def read_all_keys(export) -> tuple[np.ndarray, list[str]]:
+    """The name key code of every NVTX row read (table order) and the distinct keys."""
+    with Reader(export.path) as rd:
+        sql = name_keys_sql(export)
+        return gather_names([rd.submit(names_job(sql, b))
+                             for b in rowid_chunks(export.db, NVTX_TABLE)])
+
+
+def _resolve_keys(export, keys: list[str]) -> list[str]:
+    """Raw keys ("\\x01<textId>" or inline text) -> display names."""
+    ids = [int(u[1:]) for u in keys if u.startswith("\x01") and u[1:].lstrip("-").isdigit()]
+    strings = strings_by_id(export.db, export, ids)
+    out = []
+    for u in keys:
+        if u.startswith("\x01"):
+            try:
+                out.append(strings.get(int(u[1:]), f"<textId {u[1:]}>"))
+            except ValueError:
+                out.append(u[1:])
+        else:
+            out.append(u)
+    return out
+
+
+def _subset_keys(export, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Name keys of the given NVTX rowids: (rowids, codes, unique keys), by rowid seeks."""
+    import pandas as pd
+
+    key = nvtx_key_expr(export)
+    conn = export.db
+    out_r, out_c = [], []
+    index: dict[str, int] = {}
+    for a in range(0, rowids.size, ROWID_CHUNK):
+        ids = json.dumps(rowids[a:a + ROWID_CHUNK].tolist())
+        sql = Q.NVTX_KEYS_BY_ROWID.sql(export, name_key=key)
+        rid_text, keys_text, count = conn.execute(sql, (ids,)).fetchone()
+        if not count:
+            continue
+        rid = np.fromstring(rid_text, dtype=np.int64, sep=",")
+        keys = keys_text.split(TEXT_SEP)
+        if len(keys) != count:  # a name contains the separator: row by row
+            rows = conn.execute(Q.NVTX_KEYS_BY_ROWID_ROWS.sql(export, name_key=key),
+                                (ids,)).fetchall()
+            rid = np.array([x[0] for x in rows], dtype=np.int64)
+            keys = [x[1] or "" for x in rows]
+        codes, uniq = pd.factorize(np.asarray(keys, dtype=object), sort=False)
+        remap = np.array([index.setdefault(u, len(index)) for u in uniq], dtype=np.int64)
+        out_r.append(rid)
+        out_c.append(remap[codes] if codes.size else codes.astype(np.int64))
+    if not out_r:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
+    return np.concatenate(out_r), np.concatenate(out_c), list(index)
+
+
+def range_names(export, ranges, rows: np.ndarray | None = None,
+                all_keys: tuple[np.ndarray, list[str]] | None = None) -> RangeNames:
+    """The display names of ``ranges`` (a RangeData as read, in table order): of all of them,
+    or only of ``rows`` (indices), which is much cheaper on exports with millions of ranges
+    when only those with kernels matter. ``all_keys`` are the name keys of every row read
+    (``read_all_keys``), if already loaded."""
+    if rows is None and all_keys is None:
+        all_keys = read_all_keys(export)
+    if all_keys is not None:
+        codes_all, uniq = all_keys
+        dom_codes = codes_all[ranges.all_is_domain]
+        range_codes = (codes_all[~ranges.all_is_domain] if ranges.all_is_domain.any()
+                       else codes_all)
+    else:
+        want = sorted_unique(np.concatenate([ranges.rowid[rows], ranges.domains[:, 0]]))
+        rid, codes, uniq = _subset_keys(export, want)
+        range_codes = np.full(len(ranges), -1, dtype=np.int64)
+        if len(ranges):
+            pos_c = np.minimum(np.searchsorted(ranges.rowid, rid), len(ranges) - 1)
+            ok = ranges.rowid[pos_c] == rid
+            range_codes[pos_c[ok]] = codes[ok]
+        dpos = np.searchsorted(rid, ranges.domains[:, 0])
+        dom_codes = (codes[np.minimum(dpos, max(rid.size - 1, 0))] if rid.size
+                     else np.zeros(0, dtype=np.int64))
+    resolved = _resolve_keys(export, uniq)
+    names, final = _with_domains(ranges, resolved, range_codes, dom_codes)
+    valid = final >= 0
+    if not valid.all():
+        sub_names, sub_codes = unique_names(names, final[valid])
+        final = final.copy()
+        final[valid] = sub_codes
+        names = sub_names
+    else:
+        names, final = unique_names(names, final)
+    return RangeNames(code=final, names=names)
+
+
+def _with_domains(ranges, resolved: list[str], codes: np.ndarray, dom_codes: np.ndarray
+                  ) -> tuple[list[str], np.ndarray]:
+    """Prefix names of ranges in non-default domains with ``domain:``."""
+    if not (ranges.domains.shape[0] > 0 and bool((ranges.domain != 0).any())):
+        return list(resolved), codes
+    # (domainId, process) -> domain name; nsys takes the first creation of each pair.
+    order = np.argsort(ranges.domains[:, 3], kind="stable")
+    seen: dict[tuple[int, int], int] = {}
+    dom_names: list[str] = []
+    for i in order:
+        key = (int(ranges.domains[i, 1]), int(ranges.domains[i, 2]))
+        if key not in seen:
+            seen[key] = len(dom_names)
+            dom_names.append(resolved[int(dom_codes[i])])
+    domain_of = np.full(len(ranges), -1, dtype=np.int64)
+    pidkey = ranges.tid & ~np.int64(LOW24)
+    for (did, pk), j in seen.items():
+        domain_of[(ranges.domain == did) & (pidkey == pk)] = j
+    base = len(resolved) + 1
+    combo = np.where(codes >= 0, (domain_of + 1) * base + codes, -1)
+    uniq_c, inv = np.unique(combo, return_inverse=True)
+    names = []
+    for u in uniq_c:
+        if u < 0:
+            names.append("")  # placeholder for unresolved rows, dropped below
+            continue
+        dj, c = divmod(int(u), base)
+        names.append(f"{dom_names[dj - 1]}:{resolved[c]}" if dj > 0 else resolved[c])
+    final = inv.ravel()
+    if uniq_c.size and uniq_c[0] < 0:  # unresolved rows stay -1
+        names = names[1:]
+        final = final - 1
+    return names, final

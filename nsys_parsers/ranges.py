@@ -1,0 +1,83 @@
+"""NVTX ranges as numpy columns (names are resolved separately, see ``nsys_parsers.names``).
+
+NVTX push/pop and start/end ranges (event types 59, 60, 70, 71). A range that was never closed
+ends at the end of the capture (the last timestamp of any kernel, launch or NVTX event).
+Start/end ranges that ended on another thread are flagged ``cross_thread``: listed in range
+summaries, not used for kernel attribution (as nsys). Domain-create rows (type 75) are kept
+apart: they name the non-default domains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_parsers import queries as Q
+from nsys_parsers.schema import (
+    LOW24, NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTX_TABLE, NVTXT_PUSHPOP, Schema,
+)
+
+NVTX_COLUMNS = ["s", "e", "t", "f", "r"]
+
+
+@dataclass(frozen=True)
+class RangeData:
+    start: np.ndarray
+    end: np.ndarray  # unclosed ranges: end of capture
+    tid: np.ndarray  # globalTid
+    pushpop: np.ndarray  # bool: push/pop (else start/end)
+    cross_thread: np.ndarray  # bool: start/end range that ended on another thread
+    unclosed: np.ndarray  # bool
+    rowid: np.ndarray  # NVTX_EVENTS rowid, to fetch names later
+    domain: np.ndarray  # domain id (0: default domain)
+    domains: np.ndarray  # NvtxDomainCreate rows: (rowid, domain id, process key, start)
+    all_is_domain: np.ndarray  # table order of all rows read: True for domain-create rows
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def take(self, keep: np.ndarray) -> "RangeData":
+        """The ranges at indices ``keep`` (domains kept; no longer aligned with table order)."""
+        return RangeData(start=self.start[keep], end=self.end[keep], tid=self.tid[keep],
+                         pushpop=self.pushpop[keep], cross_thread=self.cross_thread[keep],
+                         unclosed=self.unclosed[keep], rowid=self.rowid[keep],
+                         domain=self.domain[keep], domains=self.domains,
+                         all_is_domain=np.zeros(0, dtype=bool))
+
+
+def pid_of(global_tid: np.ndarray) -> np.ndarray:
+    return (global_tid >> 24) & LOW24
+
+
+def tid_of(global_tid: np.ndarray) -> np.ndarray:
+    return global_tid & LOW24
+
+
+def nvtx_numeric_sql(export: Schema) -> str:
+    """NVTX_NUMERIC for this schema (older exports lack endGlobalTid or domainId)."""
+    cross = ("e.endGlobalTid IS NOT NULL AND e.endGlobalTid != e.globalTid"
+             if export.has_column(NVTX_TABLE, "endGlobalTid") else "0")
+    domain = "ifnull(e.domainId, 0)" if export.has_column(NVTX_TABLE, "domainId") else "0"
+    return Q.NVTX_NUMERIC.sql(export, cross_thread=cross, domain=domain)
+
+
+def build_ranges(cols: list[np.ndarray], capture_end: int) -> RangeData:
+    """RangeData from the NVTX_NUMERIC columns (s, e, t, f, r) of every row read."""
+    s, e, t, f, r = cols
+    etype = f & 0xFF
+    is_domain = etype == NVTX_DOMAIN_CREATE
+    dom = np.flatnonzero(is_domain)
+    domains = np.stack([r[dom], f[dom] >> 9, t[dom] & ~np.int64(LOW24), s[dom]], axis=1)
+    if dom.size:
+        keep = np.flatnonzero(~is_domain)
+        s, e, t, f, r = s[keep], e[keep], t[keep], f[keep], r[keep]
+    unclosed = e < 0
+    if unclosed.any():
+        e = np.where(unclosed, max(capture_end, int(s.max(initial=0))), e)
+    etype = f & 0xFF
+    pushpop = (etype == NVTX_PUSHPOP) | (etype == NVTXT_PUSHPOP)
+    cross = ((f >> 8) & 1).astype(bool) & ~pushpop
+    return RangeData(start=s, end=e, tid=t, pushpop=pushpop, cross_thread=cross,
+                     unclosed=unclosed, rowid=r, domain=f >> 9, domains=domains,
+                     all_is_domain=is_domain)
