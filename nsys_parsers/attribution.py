@@ -26,8 +26,7 @@ from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.errors import BadOption
 from nsys_parsers.kernels import KernelData
 from nsys_parsers.ranges import RangeData
-
-ATTRIBUTIONS = ("all", "innermost")
+from nsys_parsers.schema import ATTRIBUTIONS
 
 
 @dataclass

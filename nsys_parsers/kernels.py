@@ -19,10 +19,10 @@ from nsys_parsers import queries as Q
 from nsys_parsers.errors import BadOption
 from nsys_parsers.fetch import Reader, gather_ints, ints_job, rowid_chunks
 from nsys_parsers.names import kernel_names
-from nsys_parsers.schema import DRIVER_TABLE, KERNEL_TABLE, LOW24, RUNTIME_TABLE, Schema
+from nsys_parsers.schema import (
+    DRIVER_TABLE, KERNEL_TABLE, LOW24, NAME_COLUMN, NAME_KINDS, RUNTIME_TABLE, Schema,
+)
 
-NAME_KINDS = ("short", "demangled", "mangled")
-NAME_COLUMN = {"short": "shortName", "demangled": "demangledName", "mangled": "mangledName"}
 KERNEL_COLUMNS = ["s", "e", "n", "p", "c"]
 LAUNCH_COLUMNS = ["s", "e", "t", "c"]
 LAUNCH_TABLES = (RUNTIME_TABLE, DRIVER_TABLE)

@@ -28,6 +28,14 @@ NVTXT_STARTEND = 71
 NVTX_DOMAIN_CREATE = 75
 NVTX_RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
 
+# Kernel name columns by the kind of name a user asks for.
+NAME_KINDS = ("short", "demangled", "mangled")
+NAME_COLUMN = {"short": "shortName", "demangled": "demangledName", "mangled": "mangledName"}
+
+# How kernels are attributed to ranges (nsys_parsers.attribution): in every enclosing range
+# (nsys nvtx_kern_sum), or only in the deepest one.
+ATTRIBUTIONS = ("all", "innermost")
+
 # The low 24 bits of a globalTid are the thread id, the next 24 the process id.
 LOW24 = 0xFFFFFF
 

@@ -39,7 +39,7 @@ def timing_stats(totals: list[float], phases: list[dict[str, float]]) -> dict[st
         "max_s": max(totals),
         "first_step_s": totals[0],
     }
-    for phase in ("forward", "loss", "backward", "optimizer"):
+    for phase in nv.PHASES:
         values = [p[phase] for p in phases if phase in p]
         stats[f"{phase}_s"] = statistics.fmean(values) if values else None
     return stats

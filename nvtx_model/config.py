@@ -10,7 +10,9 @@ d_model, ``f`` d_ff, ``h`` heads, ``L`` layers, ``V`` vocabulary size, ``P`` par
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from nsys_parsers.errors import BadOption
 from nvtx_model.errors import BadShape
@@ -19,6 +21,10 @@ from nvtx_model.nvtx_ranges import LEVELS
 DEFAULT_VOCAB = 10_000
 DEFAULT_BATCH = 4
 DEFAULT_CONTEXTS = (128, 256, 512, 1024)
+DEFAULT_WARMUP = 5
+DEFAULT_STEPS = 10
+DEFAULT_SEED = 0
+DEFAULT_ADAMW = "auto"
 ROPE_THETA = 10_000.0
 
 MODES = ("forward", "forward-backward", "train")
@@ -113,10 +119,10 @@ class RunConfig:
     attention: str = "naive"
     nvtx: str = "off"
     device: str = "auto"
-    warmup: int = 5
-    steps: int = 10
-    adamw: str = "auto"
-    seed: int = 0
+    warmup: int = DEFAULT_WARMUP
+    steps: int = DEFAULT_STEPS
+    adamw: str = DEFAULT_ADAMW
+    seed: int = DEFAULT_SEED
     threads: int | None = None  # torch.set_num_threads for the run; None: torch's choice
 
     def __post_init__(self) -> None:
@@ -144,8 +150,36 @@ class RunConfig:
         return (f"{self.size} ctx {self.context} b{self.batch} {self.mode} {self.precision} "
                 f"{self.attention}")
 
-    def with_(self, **changes) -> "RunConfig":
+    def with_(self, **changes: Any) -> "RunConfig":
         return replace(self, **changes)
+
+    @property
+    def name(self) -> str:
+        """A file name that encodes the config: ``tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3``."""
+        return run_name(self.size, self.context, self.batch, self.mode, self.precision,
+                        self.attention, self.nvtx, self.warmup, self.steps)
+
+    def to_dict(self, device: str | None = None) -> dict[str, Any]:
+        """The config as plain values (sidecars, sweep index, JSON output); ``device`` is the
+        resolved device when known (``auto`` -> ``cpu``/``cuda``)."""
+        m = self.model
+        return {"size": self.size, "d_model": m.d_model, "d_ff": m.d_ff,
+                "layers": m.num_layers, "heads": m.num_heads, "vocab": m.vocab_size,
+                "context": self.context, "batch": self.batch, "mode": self.mode,
+                "precision": self.precision, "attention": self.attention, "nvtx": self.nvtx,
+                "device": device or self.device, "warmup": self.warmup, "steps": self.steps,
+                "adamw": self.adamw, "seed": self.seed, "threads": self.threads}
+
+
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def run_name(size: str, context: int, batch: int, mode: str, precision: str, attention: str,
+             nvtx: str, warmup: int, steps: int) -> str:
+    """The file name of a run (``RunConfig.name``); also for configs that could not be built."""
+    parts = [size or CUSTOM, f"ctx{context}", f"b{batch}", mode, precision, attention,
+             f"nvtx-{nvtx}", f"w{warmup}s{steps}"]
+    return _UNSAFE_IN_NAME.sub("-", "_".join(str(p) for p in parts)).strip("-")
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,7 +213,6 @@ def param_counts(cfg: ModelConfig) -> dict[str, int]:
 
 # max, subtract, exp, sum, divide: one floating-point operation per score element each.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
-FLOP_COMPONENTS = ("qkv_proj", "attn_scores", "softmax", "attn_value", "out_proj", "ffn", "lm_head")
 
 
 def forward_flops(cfg: ModelConfig, batch: int, context: int | None = None) -> dict[str, int]:

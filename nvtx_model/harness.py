@@ -22,9 +22,6 @@ from nvtx_model.model import TransformerLM, cross_entropy
 from nvtx_model.runtime import Runtime
 from nsys_parsers.errors import BadOption
 
-PHASES = ("forward", "loss", "backward", "optimizer")
-
-
 @dataclass
 class StepTiming:
     total_s: float

@@ -46,6 +46,11 @@ FINAL_MATMUL = "final matmul"
 LEVELS = ("off", "coarse", "fine")
 COARSE_RANGES = (WARMUP, MEASURE, STEP, FORWARD, LOSS, BACKWARD, OPTIMIZER)
 FINE_RANGES = (ATTENTION, FFN, SDPA, ATTENTION_SCORES, SOFTMAX, FINAL_MATMUL)
+# The phases of a step, in order (bench reports a mean time for each).
+PHASES = (FORWARD, LOSS, BACKWARD, OPTIMIZER)
+# The ranges reports lead with, outermost first (a step, its phases, then attention internals).
+HEADLINE_RANGES = (STEP, FORWARD, LOSS, BACKWARD, OPTIMIZER, SDPA, ATTENTION_SCORES, SOFTMAX,
+                   FINAL_MATMUL, ATTENTION, FFN)
 # The lowest level at which each range is emitted.
 RANGE_LEVEL: dict[str, int] = {
     **{name: LEVELS.index("coarse") for name in COARSE_RANGES},

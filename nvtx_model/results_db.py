@@ -93,6 +93,6 @@ class ResultsDb:
         self.table = table
 
     def append(self, row: dict[str, Any]) -> None:
-        from reports.render import jsonable
+        from nsys_parsers.plain import jsonable
 
         self.db[self.table].insert({"run_id": self.run_id, **jsonable(row)}, alter=True)

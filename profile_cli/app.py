@@ -16,7 +16,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from nsys_parsers.errors import NsysMineError
-from profile_cli.common import ExportArg, Format, FormatOpt, OutputOpt, emit
+from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
+from profile_cli.common import ExportArg, Format, FormatOpt, OutputOpt, choice_enum, emit
 
 app = typer.Typer(
     name="nsys-mine",
@@ -27,15 +28,8 @@ app = typer.Typer(
 )
 
 
-class NameKind(str, enum.Enum):
-    short = "short"
-    demangled = "demangled"
-    mangled = "mangled"
-
-
-class Attribution(str, enum.Enum):
-    all = "all"
-    innermost = "innermost"
+NameKind = choice_enum("NameKind", NAME_KINDS)
+Attribution = choice_enum("Attribution", ATTRIBUTIONS)
 
 
 RulesOpt = Annotated[

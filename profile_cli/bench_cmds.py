@@ -14,7 +14,8 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 
 from profile_cli.common import Format, FormatOpt, OutputOpt, emit
-from profile_cli.workload import DbOpt, WorkloadSpec, workload_options
+from nvtx_model.workload import WorkloadSpec
+from profile_cli.workload import DbOpt, workload_options
 
 # Columns that are usually the same for every row: shown in the sentence above human tables
 # when they are, as columns when they vary.

@@ -5,19 +5,20 @@ from __future__ import annotations
 import enum
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from reports.render import Rendered
+from reports.render import FORMATS, Rendered
 
 
-class Format(str, enum.Enum):
-    table = "table"
-    md = "md"
-    csv = "csv"
-    json = "json"
-    latex = "latex"
+def choice_enum(name: str, values: "tuple[str, ...] | list[str]") -> Any:
+    """A str Enum for a Typer choice option, built from the tuple of values it mirrors
+    (so a new value in the library cannot be missing from the CLI)."""
+    return enum.Enum(name, {v: v for v in values}, type=str)
+
+
+Format = choice_enum("Format", FORMATS)
 
 
 FormatOpt = Annotated[

@@ -13,7 +13,8 @@ import typer
 
 from nsys_parsers.errors import BadOption
 from profile_cli.common import Format, FormatOpt, OutputOpt, emit
-from profile_cli.workload import WorkloadSpec, workload_options
+from nvtx_model.workload import WorkloadSpec
+from profile_cli.workload import workload_options
 
 NSYS_PANEL = "Nsight Systems"
 

@@ -6,7 +6,7 @@
 1. finds nsys (``--nsys``, ``$NSYS``, PATH, CUDA/Nsight install folders, the project's cached
    install, the user cache; ``--install-nsys`` fetches the Debian package into the user cache),
 2. launches ``nsys profile --trace=... --sample=none --cpuctxsw=none --export=sqlite -o OUT
-   python -m nvtx_model.run ...`` as a child in its own process group, with a timeout,
+   python -m profile_cli.run_workload ...`` as a child in its own process group, with a timeout,
 3. classifies the outcome (ok / oom / skipped / failed / timeout) from the exit status and the
    JSON result line the workload prints, ends leftover nsys processes of THIS run by PID (they
    carry a marker environment variable), verifies the export and writes a JSON sidecar,
@@ -33,16 +33,15 @@ from typing import Any
 
 from nsys_parsers.errors import BadOption, NsysMineError, NsysNotFound
 from nsys_parsers.nsys_tool import INSTALL_HINT, find_nsys, nsys_version, user_cache_dir
+from nvtx_model import nvtx_ranges as nv
+from nvtx_model.config import RunConfig
+from nvtx_model.workload import config_args
 
 TRACE_GPU = "cuda,nvtx,osrt"
 TRACE_CPU = "nvtx,osrt"
 MARKER_ENV = "NSYS_MINE_RUN_ID"
 WINDOW = "measure"
 DEFAULT_TIMEOUT_S = 900
-# The ranges the profile report leads with (nvtx_model.nvtx_ranges is the contract).
-HEADLINE_RANGES = ("step", "forward", "loss", "backward", "optimizer",
-                   "scaled dot product attention", "computing attention scores",
-                   "computing softmax", "final matmul", "attention", "ffn")
 
 
 class ProfileFailed(NsysMineError):
@@ -149,10 +148,9 @@ def nsys_argv(nsys: str | os.PathLike, out_base: Path, *, trace: str, quiet_samp
     return argv + list(extra_args) + list(child)
 
 
-def workload_argv(cfg) -> list[str]:
-    from profile_cli.workload import config_args
-
-    return [sys.executable, "-m", "nvtx_model.run", *config_args(cfg)]
+def workload_argv(cfg: RunConfig) -> list[str]:
+    """The child process nsys runs: this Python, ``profile_cli.run_workload``, the config."""
+    return [sys.executable, "-m", "profile_cli.run_workload", *config_args(cfg)]
 
 
 def marked_pids(marker: str) -> list[int]:
@@ -240,16 +238,6 @@ def _end_group(proc: subprocess.Popen) -> None:
 # --------------------------------------------------------------------------------------------
 # one profiled config
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def run_name(cfg) -> str:
-    """A file name that encodes the config."""
-    parts = [cfg.size, f"ctx{cfg.context}", f"b{cfg.batch}", cfg.mode, cfg.precision,
-             cfg.attention, f"nvtx-{cfg.nvtx}", f"w{cfg.warmup}s{cfg.steps}"]
-    return _SAFE.sub("-", "_".join(str(p) for p in parts)).strip("-")
-
-
 def _workload_row(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
         line = line.strip()
@@ -312,7 +300,7 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
                    nsys: tuple[Path, str] | None = None) -> ProfileResult:
     """Profile one config under nsys; never raises for workload failures (see ``status``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = run_name(cfg)
+    name = cfg.name
     base = out_dir / name
     rep, sqlite, sidecar = (base.with_name(name + ext) for ext in (".nsys-rep", ".sqlite",
                                                                    ".json"))
@@ -340,22 +328,13 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
         notes.append(f"ended {len(outcome.killed_pids)} leftover nsys process(es) of this run "
                      f"(PIDs {outcome.killed_pids}).")
     result = ProfileResult(
-        name=name, config=config_dict(cfg, device), status=status, reason=reason,
+        name=name, config=cfg.to_dict(device), status=status, reason=reason,
         sqlite=str(sqlite) if sqlite.exists() else None,
         nsys_rep=str(rep) if rep.exists() else None, sidecar=str(sidecar),
         wall_s=round(outcome.wall_s, 3), command=argv, nsys_version=version, trace=trace,
         window=f"{WINDOW} (warmup filtered out when mining)", workload_row=row, notes=notes)
     write_sidecar(result, started)
     return result
-
-
-def config_dict(cfg, device: str | None = None) -> dict[str, Any]:
-    m = cfg.model
-    return {"size": cfg.size, "d_model": m.d_model, "d_ff": m.d_ff, "layers": m.num_layers,
-            "heads": m.num_heads, "vocab": m.vocab_size, "context": cfg.context,
-            "batch": cfg.batch, "mode": cfg.mode, "precision": cfg.precision,
-            "attention": cfg.attention, "nvtx": cfg.nvtx, "device": device or cfg.device,
-            "warmup": cfg.warmup, "steps": cfg.steps, "adamw": cfg.adamw, "seed": cfg.seed}
 
 
 def write_sidecar(result: ProfileResult, started: str) -> None:
@@ -402,7 +381,7 @@ def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
         notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
                   f"when mining (not by an nsys capture range)."]
         if analysis.has_kernels:
-            wanted = [n for n in HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
+            wanted = [n for n in nv.HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
             dom = analysis.dominant(range_names=wanted or None)
             ks = analysis.kernels(top=top)
             dominant, kernels, sentences = dom.rows, ks.rows, dom.sentences
@@ -410,7 +389,7 @@ def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
             dominant, kernels, sentences = [], [], []
             notes.append(f"no CUDA kernels exist in this run (trace {result.trace}, device "
                          f"{result.config['device']}): the range times are CPU times.")
-    order = {n: i for i, n in enumerate(HEADLINE_RANGES)}
+    order = {n: i for i, n in enumerate(nv.HEADLINE_RANGES)}
     ranges = sorted(rs.rows, key=lambda r: (order.get(r["range"], len(order)), -r["total_ns"]))
     return ProfileReport(export=result.sqlite, config=result.config, ranges=ranges,
                          dominant=dominant, kernels=kernels, notes=notes, sentences=sentences,

@@ -18,17 +18,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nsys_parsers.errors import BadOption, NsysMineError
+from nvtx_model import nvtx_ranges as nv
+from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, preset_name, run_name
+from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
 from profile_cli.profiler import (
-    NsysSpec, ProfileReport, ProfileResult, _SAFE, config_dict, locate_nsys, mine_profile,
-    profile_config, run_name,
+    NsysSpec, ProfileReport, ProfileResult, locate_nsys, mine_profile, profile_config,
 )
+from reports.categories import CATEGORIES
 
 INDEX_NAME = "index.sqlite"
 FINISHED = ("ok", "oom", "failed", "timeout", "skipped")
-HEADLINE = ("forward", "backward", "optimizer")
-MIX_SCOPES = ("forward", "step")
-MIX_CATEGORIES = ("gemm", "attention", "softmax", "elementwise", "reduction", "normalization",
-                  "optimizer", "copy", "communication", "other")
+HEADLINE = (nv.FORWARD, nv.BACKWARD, nv.OPTIMIZER)
+MIX_SCOPES = (nv.FORWARD, nv.STEP)
+MIX_CATEGORIES = CATEGORIES  # every category of the rule table has its column
 
 RUN_COLUMNS = ["name", "size", "context", "batch", "mode", "precision", "attention", "status",
                "wall_s", "forward_kernel", "forward_share_pct", "backward_kernel",
@@ -56,23 +58,17 @@ class SweepOutcome:
     interrupted: bool = False
 
 
-def plan_sweep(spec) -> list[PlannedRun]:
+def plan_sweep(spec: WorkloadSpec) -> list[PlannedRun]:
     """One PlannedRun per config. A size whose shape is impossible becomes failed configs of
     its own (the sweep goes on); other option errors stop the sweep before it starts."""
-    from profile_cli.workload import parse_choices, parse_ints
-    from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS
-
-    custom_flags = any(v is not None for v in (spec.d_model, spec.d_ff, spec.layers, spec.heads))
-    tokens = [spec.size] if custom_flags else [
-        t.strip() for t in (spec.size or "small").split(",") if t.strip()]
+    custom_flags = spec.has_custom_shape
+    tokens = [spec.size] if custom_flags else spec.size_tokens()
     plan: list[PlannedRun] = []
     for token in tokens:
         sub = replace(spec, size=token)
         try:
             configs = sub.configs()
         except BadOption as exc:
-            from profile_cli.workload import preset_name
-
             if preset_name(token or "") is None and not str(token).lower().startswith(
                     "custom:") and not custom_flags:
                 raise  # an unknown preset name is a typo, not a failing config
@@ -82,15 +78,14 @@ def plan_sweep(spec) -> list[PlannedRun]:
                 parse_choices(spec.precision, PRECISIONS, "--precision"),
                 parse_choices(spec.attention, ATTENTIONS, "--attention"))
             for context, mode, precision, attention in combos:
-                parts = [token or "custom", f"ctx{context}", f"b{spec.batch}", mode, precision,
-                         attention, f"nvtx-{spec.nvtx}", f"w{spec.warmup}s{spec.steps}"]
-                name = _SAFE.sub("-", "_".join(map(str, parts))).strip("-")
+                name = run_name(token or "", context, spec.batch, mode, precision, attention,
+                                spec.nvtx, spec.warmup, spec.steps)
                 plan.append(PlannedRun(name=name, cfg=None, error=str(exc), config={
                     "size": token, "context": context, "batch": spec.batch, "mode": mode,
                     "precision": precision, "attention": attention, "nvtx": spec.nvtx,
                     "device": spec.device, "warmup": spec.warmup, "steps": spec.steps}))
             continue
-        plan += [PlannedRun(name=run_name(c), cfg=c, config=config_dict(c)) for c in configs]
+        plan += [PlannedRun(name=c.name, cfg=c, config=c.to_dict()) for c in configs]
     return plan
 
 

@@ -1,56 +1,41 @@
-"""Workload options: one contract for ``bench``, ``memory`` and ``python -m nvtx_model.run``
-(and later ``profile``, ``sweep``, ``infer``).
+"""Workload options on the command line: one declaration for ``bench``, ``memory``,
+``profile``, ``sweep`` and the child process ``python -m profile_cli.run_workload``.
 
 Commands get the options by decorating themselves with ``@workload_options()`` and taking a
-``workload: WorkloadSpec`` parameter; ``WorkloadSpec.configs()`` validates the comma lists and
-returns one ``RunConfig`` per size x context x mode x precision x attention. ``config_args``
-turns one ``RunConfig`` back into these options, for a child process (``nsys profile python
--m nvtx_model.run ...``). No torch here: options are checked before torch is imported.
+``workload: WorkloadSpec`` parameter (``nvtx_model.workload``: what the options mean). No torch
+here: options are checked before torch is imported.
 """
 
 from __future__ import annotations
 
-import difflib
 import enum
 import inspect
-import re
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from nsys_parsers.errors import BadOption
-from nvtx_model.config import (ATTENTIONS, CUSTOM, DEFAULT_BATCH, DEFAULT_CONTEXTS, DEFAULT_VOCAB,
-                               MODES, PRECISIONS, PRESETS, ModelConfig, RunConfig, Shape,
-                               preset_name)
+from nvtx_model.config import ADAMW_IMPLS, DEVICES, PRESETS
+from nvtx_model.nvtx_ranges import LEVELS
+from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
+from profile_cli.common import choice_enum
 
 PANEL = "Workload"
 
-
-class NvtxLevel(str, enum.Enum):
-    off = "off"
-    coarse = "coarse"
-    fine = "fine"
+NvtxLevel = choice_enum("NvtxLevel", LEVELS)
+DeviceChoice = choice_enum("DeviceChoice", DEVICES)
+AdamwImpl = choice_enum("AdamwImpl", ADAMW_IMPLS)
 
 
-class DeviceChoice(str, enum.Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+def _size_option(default: str | None) -> Any:
+    return Annotated[Optional[str], typer.Option(
+        "--size", rich_help_panel=PANEL, show_default=default or DEFAULT_SIZE,
+        help=f"Size preset or comma list: {', '.join(PRESETS)}, custom:dD-fF-LL-hH. With "
+             "--d-model/--d-ff/--layers/--heads: one preset to start from, or 'custom'.")]
 
 
-class AdamwImpl(str, enum.Enum):
-    auto = "auto"
-    for_loop = "for-loop"
-    foreach = "foreach"
-    fused = "fused"
-
-
-SizeOpt = Annotated[Optional[str], typer.Option(
-    "--size", rich_help_panel=PANEL, show_default=False,
-    help=f"Size preset or comma list: {', '.join(PRESETS)} (default: small). With "
-         "--d-model/--d-ff/--layers/--heads: one preset to start from, or 'custom'.")]
+SizeOpt = _size_option(None)
 DModelOpt = Annotated[Optional[int], typer.Option(
     "--d-model", min=2, rich_help_panel=PANEL, help="Custom shape: model width.")]
 DffOpt = Annotated[Optional[int], typer.Option(
@@ -103,33 +88,6 @@ DbOpt = Annotated[Optional[Path], typer.Option(
          "SQLite results database; created if missing.")]
 
 
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """The workload options as given (comma lists unparsed). ``configs()`` validates them."""
-
-    size: Optional[str] = None
-    d_model: Optional[int] = None
-    d_ff: Optional[int] = None
-    layers: Optional[int] = None
-    heads: Optional[int] = None
-    vocab: int = DEFAULT_VOCAB
-    context: str = ",".join(map(str, DEFAULT_CONTEXTS))
-    batch: int = DEFAULT_BATCH
-    mode: str = "forward,train"
-    precision: str = "fp32"
-    attention: str = "naive"
-    nvtx: str = "off"
-    device: str = "auto"
-    warmup: int = 5
-    steps: int = 10
-    adamw: str = "auto"
-    seed: int = 0
-    threads: Optional[int] = None
-
-    def configs(self) -> list[RunConfig]:
-        return expand_workload(self)
-
-
 # The annotation of each WorkloadSpec field as a command-line option, in --help order.
 OPTION_TYPES: dict[str, Any] = {
     "size": SizeOpt, "d_model": DModelOpt, "d_ff": DffOpt, "layers": LayersOpt,
@@ -139,151 +97,6 @@ OPTION_TYPES: dict[str, Any] = {
     "seed": SeedOpt, "threads": ThreadsOpt,
 }
 _ENUMS = {"nvtx": NvtxLevel, "device": DeviceChoice, "adamw": AdamwImpl}
-
-
-def parse_choices(text: str, choices: tuple[str, ...], option: str) -> list[str]:
-    """A comma list of known values, in order, without duplicates."""
-    values: list[str] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        if item not in choices:
-            close = difflib.get_close_matches(item, choices, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise BadOption(f"{option}: unknown value {item!r}{hint}; use one or more of "
-                            f"{', '.join(choices)}, separated by commas")
-        if item not in values:
-            values.append(item)
-    if not values:
-        raise BadOption(f"{option} is empty; use one or more of {', '.join(choices)}")
-    return values
-
-
-def parse_ints(text: str, option: str) -> list[int]:
-    values: list[int] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        try:
-            value = int(item)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise BadOption(f"{option}: {item!r} is not a positive integer; give a comma list "
-                            "such as 128,256")
-        if value not in values:
-            values.append(value)
-    if not values:
-        raise BadOption(f"{option} is empty; give a comma list such as 128,256")
-    return values
-
-
-def custom_label(shape: Shape) -> str:
-    return f"{CUSTOM}:d{shape.d_model}-f{shape.d_ff}-L{shape.num_layers}-h{shape.num_heads}"
-
-
-_CUSTOM_LABEL = re.compile(r"^custom:d(\d+)-f(\d+)-L(\d+)-h(\d+)$", re.IGNORECASE)
-
-
-def parse_custom_label(name: str) -> Shape | None:
-    """``custom:d64-f256-L2-h4`` (the label runs carry) as a Shape, so that a sweep's --size
-    list can mix presets and custom shapes."""
-    m = _CUSTOM_LABEL.match(name.strip())
-    if not m:
-        return None
-    d, f, layers, heads = (int(x) for x in m.groups())
-    return Shape(d_model=d, d_ff=f, num_layers=layers, num_heads=heads)
-
-
-def resolve_shapes(spec: WorkloadSpec) -> list[tuple[str, Shape]]:
-    """(label, shape) per size: presets by name, or one custom shape from the shape flags."""
-    names = [n.strip() for n in (spec.size or "").split(",") if n.strip()]
-    overrides = {"d_model": spec.d_model, "d_ff": spec.d_ff, "num_layers": spec.layers,
-                 "num_heads": spec.heads}
-    custom = {k: v for k, v in overrides.items() if v is not None}
-    if not custom:
-        if CUSTOM in names:
-            raise BadOption("--size custom needs --d-model, --layers and --heads "
-                            "(and optionally --d-ff)")
-        shapes = []
-        for name in names or ["small"]:
-            canonical = preset_name(name)
-            inline = parse_custom_label(name) if canonical is None else None
-            if inline is not None:
-                if (custom_label(inline), inline) not in shapes:
-                    shapes.append((custom_label(inline), inline))
-                continue
-            if canonical is None:
-                close = difflib.get_close_matches(name, list(PRESETS), n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                raise BadOption(f"--size: unknown preset {name!r}{hint}; use one or more of "
-                                f"{', '.join(PRESETS)}, custom:dD-fF-LL-hH, or a custom shape "
-                                "with --d-model, --layers, --heads")
-            if (canonical, PRESETS[canonical]) not in shapes:
-                shapes.append((canonical, PRESETS[canonical]))
-        return shapes
-    if len(names) > 1:
-        raise BadOption("--d-model/--d-ff/--layers/--heads describe one custom shape; give at most "
-                        f"one --size to start from (got {', '.join(names)})")
-    if names and names[0] != CUSTOM:
-        base = preset_name(names[0])
-        if base is None:
-            raise BadOption(f"--size: unknown preset {names[0]!r}; use one of "
-                            f"{', '.join(PRESETS)} or custom")
-        values = {**PRESETS[base].__dict__, **custom}
-    else:
-        missing = [f"--{k}" for k, v in (("d-model", spec.d_model), ("layers", spec.layers),
-                                         ("heads", spec.heads)) if v is None]
-        if missing:
-            raise BadOption(f"a custom shape needs {', '.join(missing)} (or --size PRESET to "
-                            "start from)")
-        values = {"d_ff": 4 * spec.d_model, **custom}
-    shape = Shape(**values)
-    if any(shape == preset for preset in PRESETS.values()):
-        return [(next(n for n, p in PRESETS.items() if p == shape), shape)]
-    return [(custom_label(shape), shape)]
-
-
-def expand_workload(spec: WorkloadSpec) -> list[RunConfig]:
-    """One RunConfig per size x context x mode x precision x attention (in that nesting).
-
-    Raises BadOption for unknown values, empty lists and impossible shapes."""
-    shapes = resolve_shapes(spec)
-    contexts = parse_ints(spec.context, "--context")
-    modes = parse_choices(spec.mode, MODES, "--mode")
-    precisions = parse_choices(spec.precision, PRECISIONS, "--precision")
-    attentions = parse_choices(spec.attention, ATTENTIONS, "--attention")
-    configs = []
-    for label, shape in shapes:
-        for context in contexts:
-            model = ModelConfig.from_shape(shape, vocab_size=spec.vocab, context_length=context)
-            for mode in modes:
-                for precision in precisions:
-                    for attention in attentions:
-                        configs.append(RunConfig(
-                            size=label, model=model, batch=spec.batch, mode=mode,
-                            precision=precision, attention=attention, nvtx=spec.nvtx,
-                            device=spec.device, warmup=spec.warmup, steps=spec.steps,
-                            adamw=spec.adamw, seed=spec.seed, threads=spec.threads))
-    return configs
-
-
-def config_args(cfg: RunConfig) -> list[str]:
-    """The workload options that select exactly ``cfg`` (for a child process)."""
-    m = cfg.model
-    if PRESETS.get(cfg.size) == Shape(m.d_model, m.d_ff, m.num_layers, m.num_heads):
-        args = ["--size", cfg.size]
-    else:
-        args = ["--d-model", str(m.d_model), "--d-ff", str(m.d_ff), "--layers",
-                str(m.num_layers), "--heads", str(m.num_heads)]
-    args += [
-        "--vocab", str(m.vocab_size), "--context", str(m.context_length),
-        "--batch", str(cfg.batch), "--mode", cfg.mode, "--precision", cfg.precision,
-        "--attention", cfg.attention, "--nvtx", cfg.nvtx, "--device", cfg.device,
-        "--warmup", str(cfg.warmup), "--steps", str(cfg.steps), "--adamw", cfg.adamw,
-        "--seed", str(cfg.seed),
-    ]
-    return args + (["--threads", str(cfg.threads)] if cfg.threads is not None else [])
 
 
 def workload_options(**defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -305,10 +118,13 @@ def workload_options(**defaults: Any) -> Callable[[Callable[..., Any]], Callable
         params = []
         for name in names:
             default = defaults.get(name, spec_defaults[name])
+            annotation = OPTION_TYPES[name]
             if name in _ENUMS:
                 default = _ENUMS[name](default)
+            if name == "size":  # --help shows this command's default size
+                annotation = _size_option(default)
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                            default=default, annotation=OPTION_TYPES[name]))
+                                            default=default, annotation=annotation))
 
         def command(**kwargs: Any) -> Any:
             values = {n: kwargs.pop(n) for n in names}

@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from nsys_parsers.errors import BadOption
+from nsys_parsers.plain import is_missing as _is_missing
+from nsys_parsers.plain import jsonable
 
 FORMATS = ("table", "md", "csv", "json", "latex")
 NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation"}
@@ -36,42 +37,6 @@ def shorten(value: Any, width: int = MAX_NAME_CHARS) -> Any:
         keep = width - 1
         return value[: keep // 2 + keep % 2] + "…" + value[-(keep // 2):]
     return value
-
-
-def _is_missing(value: Any) -> bool:
-    if value is None:
-        return True
-    try:
-        return bool(isinstance(value, float) and math.isnan(value))
-    except TypeError:
-        return False
-
-
-def jsonable(value: Any) -> Any:
-    """Convert numpy/pandas scalars and NaN to plain JSON values."""
-    if _is_missing(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            return jsonable(value.item())
-        except (ValueError, AttributeError):
-            pass
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return value
-    return value
-
-
-def records(frame) -> list[dict[str, Any]]:
-    """A DataFrame as a list of plain-Python row dicts (NaN -> None)."""
-    cols = list(frame.columns)
-    return [
-        {c: jsonable(v) for c, v in zip(cols, row)}
-        for row in frame.itertuples(index=False, name=None)
-    ]
 
 
 def human_ns(value: Any) -> str:

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from nvtx_model import harness  # noqa: E402
 from nvtx_model.bench import BENCH_COLUMNS, benchmark, warmup_note  # noqa: E402
 from nvtx_model.config import step_flops  # noqa: E402
-from profile_cli.workload import WorkloadSpec  # noqa: E402
+from nvtx_model.workload import WorkloadSpec  # noqa: E402
 
 TINY = dict(size="tiny", vocab=128, context="16", batch=2, device="cpu", threads=1)
 

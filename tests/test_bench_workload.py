@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from nsys_parsers.errors import BadOption
 from nvtx_model.config import PRESETS, RunConfig
 from nvtx_model.errors import BadShape
-from profile_cli.workload import (WorkloadSpec, config_args, parse_choices, parse_ints,
-                                  workload_options)
+from nvtx_model.workload import WorkloadSpec, config_args, parse_choices, parse_ints
+from profile_cli.workload import workload_options
 
 
 def test_defaults_follow_the_issue():
@@ -103,7 +103,7 @@ def test_config_args_round_trip(spec):
 
 
 def test_run_module_dry_run_parses_config_args():
-    from nvtx_model.run import app
+    from profile_cli.run_workload import app
 
     (cfg,) = WorkloadSpec(size="tiny", context="16", mode="forward", nvtx="fine").configs()
     result = CliRunner().invoke(app, config_args(cfg) + ["--dry-run"])

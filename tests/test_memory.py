@@ -12,7 +12,7 @@ from nvtx_model import runtime as runtime_mod  # noqa: E402
 from nvtx_model.config import param_counts  # noqa: E402
 from nvtx_model.memory import MEMORY_COLUMNS, profile_memory  # noqa: E402
 from nvtx_model.runtime import CpuRuntime  # noqa: E402
-from profile_cli.workload import WorkloadSpec  # noqa: E402
+from nvtx_model.workload import WorkloadSpec  # noqa: E402
 
 MIB = 1024**2
 

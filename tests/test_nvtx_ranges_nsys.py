@@ -1,4 +1,4 @@
-"""End to end: real nsys captures the range contract of ``python -m nvtx_model.run`` on CPU."""
+"""End to end: real nsys captures the range contract of ``python -m profile_cli.run_workload`` on CPU."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_nsys_sees_the_fine_ranges_with_their_nesting(nsys_bin, tmp_path):
     out = tmp_path / "prof"
     cmd = [str(nsys_bin), "profile", "--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none",
            "--export=sqlite", "--force-overwrite=true", "-o", str(out),
-           sys.executable, "-m", "nvtx_model.run", "--size", "tiny", "--vocab", "64",
+           sys.executable, "-m", "profile_cli.run_workload", "--size", "tiny", "--vocab", "64",
            "--context", "8", "--batch", "2", "--mode", "train", "--nvtx", "fine",
            "--warmup", "1", "--steps", "2", "--device", "cpu"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT)

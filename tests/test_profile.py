@@ -15,9 +15,9 @@ from nsys_parsers.errors import BadOption, NsysNotFound
 from profile_cli import profiler
 from profile_cli.profiler import (
     NsysSpec, ProcessOutcome, classify, default_trace, locate_nsys, marked_pids, nsys_argv,
-    run_name, run_with_timeout,
+    run_with_timeout,
 )
-from profile_cli.workload import WorkloadSpec
+from nvtx_model.workload import WorkloadSpec
 
 
 def tiny_cfg(**kw):
@@ -33,7 +33,7 @@ def fake_nsys(path: Path, body: str) -> Path:
 
 
 def test_argv_for_gpu_and_cpu(tmp_path):
-    child = ["python", "-m", "nvtx_model.run", "--size", "tiny"]
+    child = ["python", "-m", "profile_cli.run_workload", "--size", "tiny"]
     gpu = nsys_argv("/opt/nsys", tmp_path / "run", trace=default_trace("cuda"),
                     quiet_sampling=True, extra_args=["--cuda-memory-usage=true"], child=child)
     assert gpu == ["/opt/nsys", "profile", "--trace=cuda,nvtx,osrt", "--sample=none",
@@ -47,10 +47,10 @@ def test_argv_for_gpu_and_cpu(tmp_path):
 def test_workload_argv_round_trips_the_config():
     cfg = tiny_cfg(precision="bf16", attention="sdpa")
     argv = profiler.workload_argv(cfg)
-    assert argv[:3] == [sys.executable, "-m", "nvtx_model.run"]
+    assert argv[:3] == [sys.executable, "-m", "profile_cli.run_workload"]
     from typer.testing import CliRunner
 
-    from nvtx_model.run import app
+    from profile_cli.run_workload import app
 
     res = CliRunner().invoke(app, argv[3:] + ["--dry-run"])
     row = json.loads(res.stdout.strip().splitlines()[0])
@@ -59,7 +59,7 @@ def test_workload_argv_round_trips_the_config():
 
 
 def test_run_name_encodes_config():
-    assert run_name(tiny_cfg()) == "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s2"
+    assert tiny_cfg().name == "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s2"
 
 
 def test_discovery_order(tmp_path, monkeypatch):
@@ -182,7 +182,7 @@ def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch,
     def fake_profile(cfg, out_dir, spec, force=False, nsys=None):
         calls.append(cfg.context)
         return profiler.ProfileResult(
-            name=run_name(cfg), config=profiler.config_dict(cfg), status="ok", reason=None,
+            name=cfg.name, config=cfg.to_dict(), status="ok", reason=None,
             sqlite=None, nsys_rep=None, sidecar=str(out_dir / "x.json"), wall_s=1.5,
             command=["nsys"], nsys_version="2022.4", trace="nvtx,osrt", window="measure")
 
@@ -225,7 +225,7 @@ def test_mine_profile_with_gpu_kernels(tmp_path):
 
     export = demo(tmp_path / "demo.sqlite")
     result = profiler.ProfileResult(
-        name="demo", config=profiler.config_dict(tiny_cfg(), "cuda"), status="ok", reason=None,
+        name="demo", config=tiny_cfg().to_dict("cuda"), status="ok", reason=None,
         sqlite=str(export), nsys_rep=None, sidecar=str(tmp_path / "demo.json"), wall_s=1.0,
         command=["nsys"], nsys_version="2024.6", trace="cuda,nvtx,osrt", window="measure")
     report = profiler.mine_profile(result)
@@ -257,7 +257,7 @@ def test_sweep_ctrl_c_keeps_the_index_consistent(tmp_path, monkeypatch):
         if seen == [32, 64]:
             raise KeyboardInterrupt
         return profiler.ProfileResult(
-            name=run_name(cfg), config=profiler.config_dict(cfg), status="oom",
+            name=cfg.name, config=cfg.to_dict(), status="oom",
             reason="out of memory at size tiny context 32", sqlite=None, nsys_rep=None,
             sidecar=str(out_dir / "x.json"), wall_s=0.5, command=["nsys"],
             nsys_version="2022.4", trace="nvtx,osrt", window="measure")

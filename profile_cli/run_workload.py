@@ -1,7 +1,8 @@
-"""Run workloads in this process and print one JSON line per config (for ``nsys profile``).
+"""The child process that ``nsys-mine profile`` runs under nsys: run workloads in this process
+and print one JSON line per config.
 
     nsys profile --trace=nvtx,osrt --sample=none --cpuctxsw=none -o OUT \\
-        python -m nvtx_model.run --size tiny --context 64 --mode train --nvtx fine \\
+        python -m profile_cli.run_workload --size tiny --context 64 --mode train --nvtx fine \\
             --warmup 1 --steps 2
 
 Takes the workload options of ``nsys-mine bench`` (``profile_cli.workload``; NVTX defaults to
@@ -19,7 +20,11 @@ from typing import Annotated
 import typer
 
 from nsys_parsers.errors import NsysMineError
-from profile_cli.workload import WorkloadSpec, workload_options
+from nsys_parsers.plain import jsonable
+from nvtx_model.workload import WorkloadSpec
+from profile_cli.workload import workload_options
+
+PROG = "python -m profile_cli.run_workload"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -34,8 +39,6 @@ def run(
     """Run the Transformer workload(s) with NVTX ranges; one JSON result line per config."""
     from dataclasses import asdict
 
-    from reports.render import jsonable
-
     configs = workload.configs()
     if dry_run:
         for cfg in configs:
@@ -43,7 +46,7 @@ def run(
         return
     from nvtx_model.errors import require_torch
 
-    require_torch("python -m nvtx_model.run")
+    require_torch(PROG)
     from nvtx_model.bench import benchmark
 
     result = benchmark(configs)
@@ -56,7 +59,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, prog_name="python -m nvtx_model.run")
+        app(args=argv, prog_name=PROG)
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         sys.exit(1)

@@ -1,0 +1,96 @@
+"""The package layering holds: dependencies only point down, and no module cycles.
+
+Layers, bottom to top: ``nsys_parsers`` (readers, errors) < ``nvtx_model`` (model, workload)
+< ``reports`` (analyses) < ``profile_cli`` (the command line). Every import counts, including
+those inside functions and under ``TYPE_CHECKING``: a lazy import does not make a cycle go away.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ["nsys_parsers", "nvtx_model", "reports", "profile_cli"]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in LAYERS:
+        for path in sorted((ROOT / pkg).glob("*.py")):
+            name = pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"
+            out[name] = path
+    return out
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Our modules that ``path`` imports (anywhere in the file)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            if name in modules:
+                found.add(name)
+    return found
+
+
+GRAPH = {name: _imports(path, _modules()) for name, path in _modules().items()}
+
+
+def _layer(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_point_down(module):
+    upward = sorted(m for m in GRAPH[module] if _layer(m) > _layer(module))
+    assert not upward, f"{module} imports a higher layer: {upward}"
+
+
+def test_no_import_cycles():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for dep in sorted(GRAPH[m]):
+            if dep == m or (m in LAYERS and dep.startswith(m + ".")):
+                continue  # a package's __init__ may re-export its own modules
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep):] + [dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if state.get(dep) is None:
+                visit(dep)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m)
+
+
+def test_the_cli_starts_without_heavy_libraries():
+    """``nsys-mine --help`` must not pay for numpy, pandas, torch or matplotlib."""
+    code = ("import sys, profile_cli.app; heavy = [m for m in ('numpy', 'pandas', 'torch', "
+            "'matplotlib') if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.strip()
+    assert out == "", f"imported at CLI start-up: {out}"
+
+
+def test_the_model_package_does_not_need_typer_or_torch_to_plan():
+    """Planning configs (nvtx_model.workload/config) works without Typer and torch."""
+    code = ("import sys, nvtx_model.workload, nvtx_model.config; "
+            "print(','.join(m for m in ('typer', 'torch', 'click') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.strip()
+    assert out == ""
