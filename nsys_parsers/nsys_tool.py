@@ -1,4 +1,4 @@
-"""Find the nsys binary and export .nsys-rep/.qdrep reports to SQLite (cached).
+"""Find (or install) the nsys binary and export .nsys-rep/.qdrep reports to SQLite (cached).
 
 Discovery order: an explicit path (``--nsys``), the ``NSYS`` environment variable, ``nsys`` on
 PATH, the usual CUDA and Nsight install folders, the project's own cached install
@@ -81,6 +81,36 @@ def nsys_version(nsys: Path) -> str:
         raise NsysNotFound(f"{nsys} does not run ({exc}); {INSTALL_HINT}.") from None
     m = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out)
     return m.group(1) if m else out.strip() or "unknown"
+
+
+def locate_nsys(explicit: str | None = None, *, install: bool = False) -> tuple[Path, str]:
+    """The nsys binary to use and its version; installs into the user cache on request."""
+    path = find_nsys(explicit)
+    if path is None and install:
+        path = install_nsys()
+    if path is None:
+        raise NsysNotFound(f"nsys not found; {INSTALL_HINT}; or pass --install-nsys to fetch "
+                           f"nsys 2022.4 into {user_cache_dir() / 'nsys'} (Debian/Ubuntu x86-64).")
+    return path, nsys_version(path)
+
+
+def installer_script() -> Path:
+    return Path(__file__).resolve().parent / "install_nsys.sh"
+
+
+def install_nsys(root: Path | None = None, timeout_s: float = 900) -> Path:
+    """Fetch Nsight Systems 2022.4 from Debian's non-free archive into the user cache."""
+    root = root or user_cache_dir() / "nsys"
+    script = installer_script()
+    try:
+        proc = subprocess.run(["bash", str(script), str(root)], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NsysNotFound(f"installing nsys failed ({exc}); {INSTALL_HINT}.") from None
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise NsysNotFound(f"installing nsys failed ({tail}); {INSTALL_HINT}.")
+    return Path(proc.stdout.strip().splitlines()[-1])
 
 
 def cached_export_path(report: Path) -> Path:

@@ -15,7 +15,7 @@ from typing import Any
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig, step_flops
 from nvtx_model.sweep import (CONFIG_COLUMNS, STATUS_COLUMNS, Progress, SweepResult,
-                              run_sweep)
+                              run_configs)
 
 # A first measured step this many times the median of the others is an outlier (--warmup 0).
 OUTLIER_RATIO = 1.5
@@ -92,7 +92,7 @@ def benchmark(
     def measure(cfg, runtime, instrumentation, row):
         measure_time(cfg, runtime, instrumentation, row, peak_tflops=peak_tflops)
 
-    result = run_sweep(configs, measure, static_columns=flops_column, progress=progress, db=db,
+    result = run_configs(configs, measure, static_columns=flops_column, progress=progress, db=db,
                        table="bench", column_types=BENCH_COLUMN_TYPES,
                        memory_limit_bytes=memory_limit_bytes, nvtx_backend=nvtx_backend)
     ok = [r for r in result.rows if r["status"] == "ok"]

@@ -23,7 +23,7 @@ from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig, memory_estimate
 from nvtx_model.runtime import CpuRuntime
 from nvtx_model.sweep import (CONFIG_COLUMNS, STATUS_COLUMNS, Progress, SweepResult,
-                              run_sweep)
+                              run_configs)
 
 DEFAULT_MAX_ENTRIES = 1_000_000
 DEFAULT_SNAPSHOT_DIR = Path("memory_snapshots")
@@ -45,10 +45,9 @@ def estimate_columns(cfg: RunConfig) -> dict[str, Any]:
 
 
 def snapshot_path(directory: Path, cfg: RunConfig, suffix: str = "") -> Path:
-    """A file name that identifies the config: small_ctx512_b4_train_bf16_naive.pickle."""
-    name = (f"{cfg.size}_ctx{cfg.context}_b{cfg.batch}_{cfg.mode}_{cfg.precision}_"
-            f"{cfg.attention}{suffix}.pickle")
-    return directory / name.replace(":", "-").replace("/", "-")
+    """A file name that identifies the config (``RunConfig.name``), e.g.
+    ``small_ctx512_b4_train_bf16_naive_nvtx-off_w1s1.pickle``."""
+    return directory / f"{cfg.name}{suffix}.pickle"
 
 
 def measure_memory(cfg: RunConfig, runtime, instrumentation: nv.Instrumentation, row: dict, *,
@@ -108,7 +107,7 @@ def profile_memory(
         measure_memory(cfg, runtime, instrumentation, row, snapshot_dir=snapshot_dir,
                        max_entries=max_entries)
 
-    result = run_sweep(configs, measure, static_columns=estimate_columns, progress=progress,
+    result = run_configs(configs, measure, static_columns=estimate_columns, progress=progress,
                        db=db, table="memory", column_types=MEMORY_COLUMN_TYPES,
                        memory_limit_bytes=memory_limit_bytes, nvtx_backend=nvtx_backend)
     if any(r["measured"] == CpuRuntime.memory_measure for r in result.rows):

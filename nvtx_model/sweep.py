@@ -85,7 +85,7 @@ def oom_reason(exc: BaseException) -> str:
     return f"out of memory: {first[:200]}"
 
 
-def run_sweep(
+def run_configs(
     configs: list[RunConfig],
     measure: Measure,
     *,

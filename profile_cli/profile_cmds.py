@@ -76,7 +76,8 @@ def profile(
     export: ranges (CPU and GPU time), the dominant kernel of step/forward/backward/optimizer
     and the attention parts, and the top kernels, measured steps only (warmup left out).
     """
-    from profile_cli.profiler import ProfileFailed, mine_profile, profile_config
+    from profile_cli.mining import mine_profile
+    from profile_cli.profiler import ProfileFailed, profile_config
 
     configs = workload.configs()
     if len(configs) != 1:

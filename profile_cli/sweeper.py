@@ -21,9 +21,9 @@ from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, preset_name, run_name
 from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
-from profile_cli.profiler import (
-    NsysSpec, ProfileReport, ProfileResult, locate_nsys, mine_profile, profile_config,
-)
+from nsys_parsers.nsys_tool import locate_nsys
+from profile_cli.mining import ProfileReport, mine_profile
+from profile_cli.profiler import NsysSpec, ProfileResult, profile_config
 from reports.categories import CATEGORIES
 
 INDEX_NAME = "index.sqlite"

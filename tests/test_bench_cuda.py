@@ -152,7 +152,7 @@ def test_memory_records_history_dumps_a_snapshot_and_stops(fake_cuda, tmp_path):
     assert row["status"] == "ok" and row["measured"] == "cuda allocator peak"
     assert (row["peak_allocated_bytes"], row["peak_reserved_bytes"]) == (123_000_000, 456_000_000)
     assert row["rss_growth_bytes"] is None
-    path = tmp_path / "snaps" / "tiny_ctx16_b2_train_fp32_naive.pickle"
+    path = tmp_path / "snaps" / "tiny_ctx16_b2_train_fp32_naive_nvtx-off_w1s2.pickle"
     assert row["snapshot"] == str(path) and path.read_bytes() == b"snapshot"
     memory_calls = [c for c in fake_cuda.calls if c[0] != "synchronize"]
     assert memory_calls == [
@@ -179,7 +179,7 @@ def test_memory_oom_still_dumps_the_snapshot_and_stops_recording(fake_cuda, tmp_
 
     monkeypatch.setattr(harness.Workload, "step", step)
     (row,) = profile_memory(configs(mode="train", steps=1), snapshot_dir=tmp_path).rows
-    path = tmp_path / "tiny_ctx16_b2_train_fp32_naive_oom.pickle"
+    path = tmp_path / "tiny_ctx16_b2_train_fp32_naive_nvtx-off_w1s1_oom.pickle"
     assert row["status"] == "oom" and row["snapshot"] == str(path) and path.exists()
     assert row["note"] == ("out of memory: CUDA out of memory. Tried to allocate 8.00 GiB; "
                            f"snapshot of the OOM in {path}")

@@ -13,10 +13,11 @@ import pytest
 
 from nsys_parsers.errors import BadOption, NsysNotFound
 from profile_cli import profiler
-from profile_cli.profiler import (
-    NsysSpec, ProcessOutcome, classify, default_trace, locate_nsys, marked_pids, nsys_argv,
-    run_with_timeout,
-)
+from nsys_parsers import nsys_tool
+from nsys_parsers.nsys_tool import locate_nsys
+from profile_cli import mining
+from profile_cli.process import ProcessOutcome, marked_pids, run_with_timeout
+from profile_cli.profiler import NsysSpec, classify, default_trace, nsys_argv
 from nvtx_model.workload import WorkloadSpec
 
 
@@ -83,7 +84,7 @@ def test_discovery_order(tmp_path, monkeypatch):
 
 
 def test_missing_nsys_says_how_to_get_it(monkeypatch):
-    monkeypatch.setattr(profiler, "find_nsys", lambda explicit=None: None)
+    monkeypatch.setattr(nsys_tool, "find_nsys", lambda explicit=None: None)
     with pytest.raises(NsysNotFound, match="--install-nsys") as exc:
         locate_nsys(None)
     assert "install_nsys.sh" in str(exc.value) and "NSYS=" in str(exc.value)
@@ -190,7 +191,7 @@ def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch,
         dom = {"range": "forward", "kernel": "gemm_k", "category": "gemm", "share_pct": 80.0,
                "per_range_instance": 3.0, "range_kernel_ns": 100,
                "category_shares": {"gemm": 80.0, "softmax": 20.0}}
-        return profiler.ProfileReport(
+        return mining.ProfileReport(
             export=None, config=result.config,
             ranges=[{"range": "forward", "instances": 2, "avg_ns": 10.0, "gpu_inclusive_ns": 5}],
             dominant=[dom], kernels=[], notes=[], sentences=[], status="ok", reason=None)
@@ -228,7 +229,7 @@ def test_mine_profile_with_gpu_kernels(tmp_path):
         name="demo", config=tiny_cfg().to_dict("cuda"), status="ok", reason=None,
         sqlite=str(export), nsys_rep=None, sidecar=str(tmp_path / "demo.json"), wall_s=1.0,
         command=["nsys"], nsys_version="2024.6", trace="cuda,nvtx,osrt", window="measure")
-    report = profiler.mine_profile(result)
+    report = mining.mine_profile(result)
     ranges = {r["range"]: r for r in report.ranges}
     assert ranges["step"]["instances"] == 2 and "warmup" not in ranges
     dom = {d["range"]: d for d in report.dominant}

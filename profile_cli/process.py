@@ -1,0 +1,112 @@
+"""Run a child process tree safely: its own session, a timeout, and no leftovers.
+
+nsys 2022.4's agent can hang after the profiled program exits and is re-parented to PID 1, out
+of reach of the process group. Every process of one run therefore inherits a marker
+environment variable (``NSYS_MINE_RUN_ID=<uuid>``); after the run, on timeout and on Ctrl-C,
+the group is ended and then every process that carries the marker, by PID. Only processes this
+run started carry it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER_ENV = "NSYS_MINE_RUN_ID"
+
+
+@dataclass
+class ProcessOutcome:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    wall_s: float
+    killed_pids: list[int]
+
+
+def marked_pids(marker: str) -> list[int]:
+    """PIDs of processes whose environment carries this run's marker (nsys and its agents
+    inherit it; an agent that hangs is re-parented to PID 1, out of our process group)."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def _kill(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_marked_processes(marker: str, grace_s: float = 2.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every leftover process of this run; returns their PIDs."""
+    pids = marked_pids(marker)
+    if not pids:
+        return []
+    _kill(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and marked_pids(marker):
+        time.sleep(0.1)
+    _kill(marked_pids(marker), signal.SIGKILL)
+    return pids
+
+
+def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] | None = None,
+                     cwd: str | None = None) -> ProcessOutcome:
+    """Run argv in its own session; on timeout or Ctrl-C end its process group and every
+    process that carries this run's marker, by PID."""
+    marker = uuid.uuid4().hex
+    env = dict(os.environ if env is None else env)
+    env[MARKER_ENV] = marker
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", env=env, cwd=cwd, start_new_session=True)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _end_group(proc)
+        out, err = proc.communicate()
+    except KeyboardInterrupt:
+        _end_group(proc)
+        proc.communicate()
+        end_marked_processes(marker)
+        raise
+    killed = end_marked_processes(marker)
+    return ProcessOutcome(returncode=proc.returncode, stdout=out or "", stderr=err or "",
+                          timed_out=timed_out, wall_s=time.monotonic() - t0, killed_pids=killed)
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
