@@ -18,8 +18,8 @@ from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig, memory_estimate, param_counts
 from nvtx_model.runtime import Runtime, resolve_runtime
 
-# (configs done, configs in the sweep, the config about to run or None at the end)
-Progress = Callable[[int, int, "RunConfig | None"], None]
+# (configs done, configs in the sweep, the label of the config about to run or None at the end)
+Progress = Callable[[int, int, "str | None"], None]
 # Fills ``row`` with the measurement of one config; raises the device's OOM error on OOM.
 Measure = Callable[[RunConfig, Runtime, nv.Instrumentation, dict], None]
 
@@ -122,7 +122,7 @@ def run_configs(
         result.run_id = store.run_id
     for index, cfg in enumerate(configs):
         if progress is not None:
-            progress(index, len(configs), cfg)
+            progress(index, len(configs), cfg.label())
         try:
             row = _run_one(cfg, runtimes[cfg.device], instrumentations[cfg.nvtx], measure,
                            static_columns, memory_limit_bytes)

@@ -7,14 +7,14 @@ commands only (it is the optional extra ``nsys-mine[torch]``).
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from profile_cli.common import Format, FormatOpt, OutputOpt, emit
 from nvtx_model.workload import WorkloadSpec
+from profile_cli.progress import progress_bar
 from profile_cli.workload import DbOpt, workload_options
 
 # Columns that are usually the same for every row: shown in the sentence above human tables
@@ -69,7 +69,7 @@ def bench(
     require_torch("nsys-mine bench")
     from nvtx_model.bench import BENCH_COLUMNS, benchmark
 
-    with _progress_bar() as progress:
+    with progress_bar("bench") as progress:
         result = benchmark(configs, progress=progress, db=db, peak_tflops=peak_tflops)
     _emit(result, BENCH_COLUMNS, BENCH_TABLE, format, output, "Step time per config")
 
@@ -96,7 +96,7 @@ def memory(
     require_torch("nsys-mine memory")
     from nvtx_model.memory import MEMORY_COLUMNS, profile_memory
 
-    with _progress_bar() as progress:
+    with progress_bar("memory") as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
     _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, format, output, "Peak memory per config")
@@ -154,25 +154,3 @@ def _humanize(row: dict[str, Any]) -> dict[str, Any]:
         elif key == "tflops":
             out[key] = f"{value:.3g}"
     return out
-
-
-@contextlib.contextmanager
-def _progress_bar() -> Iterator[Any]:
-    """A rich progress bar on stderr (only when stderr is a terminal): yields the callback."""
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("starting", total=None)
-
-        def update(done: int, total: int, cfg: Any) -> None:
-            bar.update(task, completed=done, total=total,
-                       description=cfg.label() if cfg is not None else "done")
-
-        yield update

@@ -12,8 +12,10 @@ from typing import Annotated, Any, List, Optional
 import typer
 
 from nsys_parsers.errors import BadOption
-from profile_cli.common import Format, FormatOpt, OutputOpt, emit
+from profile_cli.common import Format, FormatOpt, OutputOpt, emit, option_group
+from profile_cli.profiler import NsysSpec
 from nvtx_model.workload import WorkloadSpec
+from profile_cli.progress import progress_bar
 from profile_cli.workload import workload_options
 
 NSYS_PANEL = "Nsight Systems"
@@ -30,7 +32,7 @@ SamplingOpt = Annotated[bool, typer.Option(
     "--quiet-sampling/--cpu-sampling", rich_help_panel=NSYS_PANEL,
     help="Pass --sample=none --cpuctxsw=none (default; without them nsys 2022.4's agent can "
          "hang after the program ends).")]
-NsysArgOpt = Annotated[Optional[List[str]], typer.Option(
+ExtraArgsOpt = Annotated[Optional[List[str]], typer.Option(
     "--nsys-arg", rich_help_panel=NSYS_PANEL,
     help="Extra argument for `nsys profile` (repeat the option for several).")]
 TimeoutOpt = Annotated[float, typer.Option(
@@ -39,6 +41,11 @@ TimeoutOpt = Annotated[float, typer.Option(
 InstallOpt = Annotated[bool, typer.Option(
     "--install-nsys", rich_help_panel=NSYS_PANEL,
     help="If no nsys is found, fetch nsys 2022.4 (Debian/Ubuntu x86-64) into the user cache.")]
+# Give a command the nsys options; it receives them as ``nsys_spec: NsysSpec``.
+nsys_options = option_group(NsysSpec, {
+    "nsys": NsysPathOpt, "trace": TraceOpt, "quiet_sampling": SamplingOpt,
+    "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
+}, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="Top kernels to list.")]
 
@@ -48,23 +55,12 @@ def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep)
 
 
-def _nsys_spec(nsys, trace, quiet_sampling, nsys_arg, timeout, install_nsys):
-    from profile_cli.profiler import NsysSpec
-
-    return NsysSpec(nsys=nsys, trace=trace, quiet_sampling=quiet_sampling,
-                    extra_args=list(nsys_arg or []), timeout_s=timeout, install=install_nsys)
-
-
 @workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@nsys_options()
 def profile(
     workload: WorkloadSpec,
+    nsys_spec: NsysSpec,
     out: OutOpt = Path("profiles"),
-    nsys: NsysPathOpt = None,
-    trace: TraceOpt = None,
-    quiet_sampling: SamplingOpt = True,
-    nsys_arg: NsysArgOpt = None,
-    timeout: TimeoutOpt = 900.0,
-    install_nsys: InstallOpt = False,
     force: ForceOpt = False,
     top: TopOpt = 15,
     format: FormatOpt = Format.table,
@@ -87,8 +83,7 @@ def profile(
     from nvtx_model.errors import require_torch
 
     require_torch("nsys-mine profile")
-    spec = _nsys_spec(nsys, trace, quiet_sampling, nsys_arg, timeout, install_nsys)
-    result = profile_config(configs[0], out, spec, force=force)
+    result = profile_config(configs[0], out, nsys_spec, force=force)
     if result.status != "ok":
         raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar})")
     report = mine_profile(result, top=top)
@@ -138,8 +133,10 @@ def _join(parts, fmt: str):
 
 
 @workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@nsys_options()
 def sweep(
     workload: WorkloadSpec,
+    nsys_spec: NsysSpec,
     out: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
         "--report", file_okay=False,
@@ -148,12 +145,6 @@ def sweep(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
     table: Annotated[str, typer.Option(
         "--table", help="Which table: runs, dominant, mix, ranges, or all.")] = "all",
-    nsys: NsysPathOpt = None,
-    trace: TraceOpt = None,
-    quiet_sampling: SamplingOpt = True,
-    nsys_arg: NsysArgOpt = None,
-    timeout: TimeoutOpt = 900.0,
-    install_nsys: InstallOpt = False,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -170,9 +161,8 @@ def sweep(
         from nvtx_model.errors import require_torch
 
         require_torch("nsys-mine sweep")
-        spec = _nsys_spec(nsys, trace, quiet_sampling, nsys_arg, timeout, install_nsys)
-        with _progress() as progress:
-            outcome = run_sweep(workload, out, spec, retry=retry, progress=progress)
+        with progress_bar("sweep", transient=False) as progress:
+            outcome = run_sweep(workload, out, nsys_spec, retry=retry, progress=progress)
         folder = out
     else:
         outcome, folder = None, report
@@ -228,27 +218,3 @@ def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):
         parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else (),
                                  human_columns=human))
     return _join(parts, fmt)
-
-
-class _progress:
-    """A rich progress bar (config k of n, elapsed) on stderr, as a progress callback."""
-
-    def __enter__(self):
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
-
-        self._bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TextColumn("{task.description}"),
-                             console=Console(stderr=True), transient=False)
-        self._bar.__enter__()
-        self._task = None
-        return self
-
-    def __call__(self, k: int, n: int, name: str) -> None:
-        if self._task is None:
-            self._task = self._bar.add_task(name, total=n)
-        self._bar.update(self._task, completed=k, description=name)
-
-    def __exit__(self, *exc) -> None:
-        self._bar.__exit__(*exc)

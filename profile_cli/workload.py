@@ -8,18 +8,15 @@ here: options are checked before torch is imported.
 
 from __future__ import annotations
 
-import enum
-import inspect
-from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from nvtx_model.config import ADAMW_IMPLS, DEVICES, PRESETS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
-from profile_cli.common import choice_enum
+from profile_cli.common import choice_enum, option_group
 
 PANEL = "Workload"
 
@@ -96,48 +93,13 @@ OPTION_TYPES: dict[str, Any] = {
     "device": DeviceOpt, "warmup": WarmupOpt, "steps": StepsOpt, "adamw": AdamwOpt,
     "seed": SeedOpt, "threads": ThreadsOpt,
 }
-_ENUMS = {"nvtx": NvtxLevel, "device": DeviceChoice, "adamw": AdamwImpl}
 
 
-def workload_options(**defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a Typer command every workload option; it receives them as ``workload: WorkloadSpec``.
+def _annotate(name: str, default: Any) -> Any:
+    return _size_option(default) if name == "size" else None  # --help shows this default
 
-    ``defaults`` changes a default for this command only, e.g. ``@workload_options(warmup=1,
-    steps=1)``. The command's own options follow the workload options in ``--help``.
-    """
-    names = [f.name for f in fields(WorkloadSpec)]
-    unknown = set(defaults) - set(names)
-    if unknown:
-        raise TypeError(f"not workload options: {', '.join(sorted(unknown))}")
-    spec_defaults = {f.name: f.default for f in fields(WorkloadSpec)}
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-               for p in inspect.signature(fn, eval_str=True).parameters.values()
-               if p.name != "workload"]
-        params = []
-        for name in names:
-            default = defaults.get(name, spec_defaults[name])
-            annotation = OPTION_TYPES[name]
-            if name in _ENUMS:
-                default = _ENUMS[name](default)
-            if name == "size":  # --help shows this command's default size
-                annotation = _size_option(default)
-            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                            default=default, annotation=annotation))
-
-        def command(**kwargs: Any) -> Any:
-            values = {n: kwargs.pop(n) for n in names}
-            values = {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items()}
-            return fn(workload=WorkloadSpec(**values), **kwargs)
-
-        all_params = params + own
-        command.__signature__ = inspect.Signature(all_params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in all_params}
-        command.__name__ = fn.__name__
-        command.__qualname__ = fn.__qualname__
-        command.__doc__ = fn.__doc__
-        command.__module__ = fn.__module__
-        return command
-
-    return decorate
+# Give a Typer command every workload option; it receives them as ``workload: WorkloadSpec``.
+# ``@workload_options(warmup=1, steps=1)`` changes defaults for one command; the command's own
+# options follow the workload options in --help.
+workload_options = option_group(WorkloadSpec, OPTION_TYPES, "workload", annotate=_annotate)

@@ -127,7 +127,7 @@ def test_decorator_defaults_and_own_options():
     assert (got["spec"].warmup, got["spec"].steps, got["spec"].nvtx) == (1, 1, "coarse")
     assert got["spec"].size == "tiny" and got["extra"] == 4
     assert isinstance(got["spec"].nvtx, str)  # enums arrive as plain strings
-    with pytest.raises(TypeError, match="not workload options: wramup"):
+    with pytest.raises(TypeError, match="not WorkloadSpec options: wramup"):
         workload_options(wramup=1)
 
 
