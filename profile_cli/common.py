@@ -32,7 +32,7 @@ FormatOpt = Annotated[
 OutputOpt = Annotated[
     Optional[Path],
     typer.Option("--output", "-o", help="Write the output to this file instead of stdout.",
-                 dir_okay=False, writable=True),
+                 dir_okay=False, writable=True, metavar="FILE"),
 ]
 ExportArg = Annotated[
     Path,

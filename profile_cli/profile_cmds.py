@@ -12,16 +12,20 @@ from typing import Annotated, Any, List, Optional
 import typer
 
 from nsys_parsers.errors import BadOption
-from profile_cli.common import Format, FormatOpt, OutputOpt, emit, option_group
+from profile_cli.common import Format, FormatOpt, OutputOpt, choice_enum, emit, option_group
 from profile_cli.profiler import NsysSpec
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.progress import progress_bar
 from profile_cli.workload import workload_options
 
 NSYS_PANEL = "Nsight Systems"
+SWEEP_TABLES = ("runs", "dominant", "mix", "ranges")
+SweepTable = choice_enum("SweepTable", SWEEP_TABLES + ("all",))
 
 OutOpt = Annotated[Path, typer.Option(
-    "--out", file_okay=False, help="Folder for NAME.nsys-rep, NAME.sqlite and NAME.json.")]
+    "--out-dir", "--out", file_okay=False, metavar="DIR",
+    help="Folder the runs go to (NAME.nsys-rep, NAME.sqlite, NAME.json); --output is the "
+         "file the rendered tables go to.")]
 NsysPathOpt = Annotated[Optional[str], typer.Option(
     "--nsys", rich_help_panel=NSYS_PANEL,
     help="The nsys binary (default: $NSYS, PATH, CUDA/Nsight folders, cached installs).")]
@@ -139,12 +143,12 @@ def sweep(
     nsys_spec: NsysSpec,
     out: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
-        "--report", file_okay=False,
+        "--report", file_okay=False, metavar="DIR",
         help="Only re-render the tables of an existing sweep folder; run nothing.")] = None,
     retry: Annotated[bool, typer.Option(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
-    table: Annotated[str, typer.Option(
-        "--table", help="Which table: runs, dominant, mix, ranges, or all.")] = "all",
+    table: Annotated[SweepTable, typer.Option(
+        "--table", help="Which table to show.")] = SweepTable.all,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -156,7 +160,7 @@ def sweep(
     """
     from profile_cli.sweeper import run_sweep, sweep_tables
 
-    tables_wanted = _tables(table)
+    tables_wanted = list(SWEEP_TABLES) if table.value == "all" else [table.value]
     if report is None:
         from nvtx_model.errors import require_torch
 
@@ -178,15 +182,6 @@ def sweep(
     emit(render_sweep(tables, tables_wanted, format.value, notes), output)
     if outcome is not None and outcome.interrupted:
         raise typer.Exit(130)
-
-
-def _tables(table: str) -> list[str]:
-    choices = ("runs", "dominant", "mix", "ranges")
-    if table == "all":
-        return list(choices)
-    if table not in choices:
-        raise BadOption(f"--table {table!r}: use one of {', '.join(choices)} or all")
-    return [table]
 
 
 def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):

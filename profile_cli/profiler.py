@@ -178,7 +178,7 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
     existing = [p for p in (rep, sqlite) if p.exists()]
     if existing and not force:
         raise BadOption(f"{existing[0]} exists; pass --force to overwrite it or choose "
-                        f"another --out folder.")
+                        f"another --out-dir folder.")
     nsys_path, version = nsys or locate_nsys(spec.nsys, install=spec.install)
     device = resolve_device(cfg.device)
     trace = spec.trace or default_trace(device)

@@ -220,7 +220,7 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     """The final tables of a sweep, from its index (``sweep --report DIR`` renders these)."""
     index = Path(out_dir) / INDEX_NAME
     if not index.exists():
-        raise BadOption(f"{out_dir}: no {INDEX_NAME} here; run `nsys-mine sweep --out "
+        raise BadOption(f"{out_dir}: no {INDEX_NAME} here; run `nsys-mine sweep --out-dir "
                         f"{out_dir} ...` first.")
     from nsys_parsers.sqlite_file import connect_readonly
 

@@ -17,7 +17,7 @@ if ! command -v nsys >/dev/null && [ -z "${NSYS:-}" ]; then
 fi
 echo "== nsys-mine profile --size tiny (NVTX fine, train, 2 warmup + 3 measured steps)" >&2
 nsys-mine profile --size tiny --context 128 --mode train --nvtx fine --warmup 2 --steps 3 \
-    --out profiles --force "${nsys_args[@]}"
+    --out-dir profiles --force "${nsys_args[@]}"
 export_path="${1:-}"
 if [ -z "$export_path" ]; then
     export_path="../shared/fixtures/nsys/dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"

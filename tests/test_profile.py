@@ -145,7 +145,7 @@ def test_profile_config_with_crashing_workload(tmp_path, monkeypatch, cli):
     nsys = fake_nsys(tmp_path / "nsys", "echo 'RuntimeError: boom in forward' >&2; exit 3\n")
     pytest.importorskip("torch")
     res = cli("profile", "--size", "tiny", "--context", "32", "--device", "cpu",
-              "--out", tmp_path / "out", "--nsys", nsys)
+              "--out-dir", tmp_path / "out", "--nsys", nsys)
     assert res.exit_code == 1 and res.stderr.startswith("Error: failed: the workload exited")
     assert "boom in forward" in res.stderr and "Traceback" not in res.stderr
     side = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
@@ -157,9 +157,9 @@ def test_profile_refuses_to_overwrite_and_many_configs(tmp_path, cli):
     out = tmp_path / "out"
     out.mkdir()
     (out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w2s3.sqlite").write_bytes(b"x")
-    res = cli("profile", "--size", "tiny", "--context", "32", "--out", out, "--nsys", "/bin/true")
+    res = cli("profile", "--size", "tiny", "--context", "32", "--out-dir", out, "--nsys", "/bin/true")
     assert res.exit_code == 1 and "--force" in res.stderr
-    res = cli("profile", "--size", "tiny", "--context", "32,64", "--out", out)
+    res = cli("profile", "--size", "tiny", "--context", "32,64", "--out-dir", out)
     assert res.exit_code == 1 and "nsys-mine sweep" in res.stderr
 
 

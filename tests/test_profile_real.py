@@ -16,7 +16,7 @@ EXPECTED = {"forward": 2, "loss": 2, "backward": 2, "optimizer": 2, "step": 2,
 
 def test_profile_tiny_train_fine(tmp_path, cli, nsys_bin):
     res = cli("profile", "--size", "tiny", "--context", "32", "--mode", "train", "--nvtx", "fine",
-              "--warmup", "1", "--steps", "2", "--device", "cpu", "--out", tmp_path,
+              "--warmup", "1", "--steps", "2", "--device", "cpu", "--out-dir", tmp_path,
               "--nsys", nsys_bin, "--timeout", "300", "--format", "json")
     assert res.exit_code == 0, res.stderr
     data = json.loads(res.stdout)
@@ -42,7 +42,7 @@ def test_profile_tiny_train_fine(tmp_path, cli, nsys_bin):
 
 def test_sweep_resumes_and_records_failures(tmp_path, cli, nsys_bin):
     args = ["sweep", "--size", "tiny,custom:d30-f64-L1-h4", "--context", "32", "--mode",
-            "forward", "--warmup", "1", "--steps", "1", "--device", "cpu", "--out", tmp_path,
+            "forward", "--warmup", "1", "--steps", "1", "--device", "cpu", "--out-dir", tmp_path,
             "--nsys", nsys_bin, "--timeout", "300", "--format", "json"]
     first = cli(*args)
     assert first.exit_code == 0, first.stderr
