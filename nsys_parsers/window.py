@@ -11,9 +11,10 @@ from nsys_parsers.errors import RangeNotFound, closest_hint
 from nsys_parsers.names import RangeNames
 
 
-def restrict_to_range(act: Activity, names: RangeNames, window: str) -> tuple[Activity,
-                                                                              RangeNames]:
-    """``act`` and its range ``names`` (complete) restricted to the range ``window``."""
+def restrict_to_range(act: Activity, names: RangeNames, window: str
+                      ) -> tuple[Activity, RangeNames, np.ndarray]:
+    """``act`` and its range ``names`` (complete) restricted to the range ``window``, and the
+    indices of the ranges kept."""
     r = act.ranges
     if r is None:
         raise RangeNotFound(f"cannot restrict to range {window!r}: the export has no NVTX "
@@ -37,4 +38,4 @@ def restrict_to_range(act: Activity, names: RangeNames, window: str) -> tuple[Ac
     kept = Activity(kernels=k.take(np.flatnonzero(keep_k)) if k is not None and
                     keep_k is not None else None,
                     ranges=r.take(rows), capture_end=act.capture_end, notes=notes)
-    return kept, names.take(rows)
+    return kept, names.take(rows), rows

@@ -8,7 +8,6 @@ inside the commands, so that ``--help`` and small jobs start fast.
 
 from __future__ import annotations
 
-import enum
 import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
@@ -17,7 +16,10 @@ import typer
 
 from nsys_parsers.errors import NsysMineError
 from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
-from profile_cli.common import ExportArg, Format, FormatOpt, OutputOpt, choice_enum, emit
+from profile_cli.common import (
+    ExportArg, OutputSpec, choice_enum, emit_report, option_group, output_options,
+)
+from reports.options import MERGE_MODES, AnalysisOptions
 
 app = typer.Typer(
     name="nsys-mine",
@@ -25,179 +27,197 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
-
 
 NameKind = choice_enum("NameKind", NAME_KINDS)
 Attribution = choice_enum("Attribution", ATTRIBUTIONS)
+MergeMode = choice_enum("MergeMode", MERGE_MODES)
+ANALYSIS_PANEL = "What to look at"
+
+RulesOpt = Annotated[Optional[Path], typer.Option(
+    "--rules", dir_okay=False, metavar="FILE", rich_help_panel=ANALYSIS_PANEL,
+    help="TOML file with extra kernel-category rules (tried before the built-in ones).")]
+WithinOpt = Annotated[Optional[str], typer.Option(
+    "--within", metavar="RANGE", rich_help_panel=ANALYSIS_PANEL,
+    help="Only what ran inside instances of this NVTX range (e.g. `measure`, to leave warmup "
+         "steps out).")]
+MergeOpt = Annotated[MergeMode, typer.Option(
+    "--merge-op-ids", rich_help_panel=ANALYSIS_PANEL,
+    help="One name per PyTorch operator: drop the per-call suffixes (`, seq = N`, "
+         "`, op_id = N`, `, sizes = ...`) from range names. auto: when the names look like "
+         "an emit_nvtx capture.")]
+NameKindOpt = Annotated[NameKind, typer.Option(
+    "--name-kind", rich_help_panel=ANALYSIS_PANEL,
+    help="Kernel names: short, demangled (as nsys prints them) or mangled.")]
+NsysOpt = Annotated[Optional[str], typer.Option(
+    "--nsys", metavar="PATH", rich_help_panel=ANALYSIS_PANEL,
+    help="The nsys binary that exports a .nsys-rep report to SQLite (default: $NSYS, PATH, "
+         "CUDA/Nsight folders, cached installs).")]
+DepthOpt = Annotated[Optional[int], typer.Option(
+    "--depth", min=1, metavar="N", rich_help_panel=ANALYSIS_PANEL,
+    help="Only range instances at nesting depth <= N (1 = outermost on its thread).")]
+MatchOpt = Annotated[Optional[List[str]], typer.Option(
+    "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
+    help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
+AttributionOpt = Annotated[Attribution, typer.Option(
+    "--attribution", rich_help_panel=ANALYSIS_PANEL,
+    help="all: a kernel counts in every range that encloses its launch (as nsys "
+         "nvtx_kern_sum); innermost: only in its deepest range.")]
+
+# Give a command the analysis options it names (``only=``); it receives ``analysis``.
+analysis_options = option_group(AnalysisOptions, {
+    "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
+    "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
+}, "analysis", convert={"match": lambda v: tuple(v or ()),
+                        "rules": lambda v: v})
 
 
-RulesOpt = Annotated[
-    Optional[Path],
-    typer.Option("--rules", help="TOML file with extra kernel-category rules (tried first).",
-                 exists=False, dir_okay=False),
-]
-WithinOpt = Annotated[
-    Optional[str],
-    typer.Option("--within", help="Only what ran inside instances of this NVTX range (e.g. "
-                 "`measure`, to leave warmup steps out)."),
-]
-MergeOpt = Annotated[
-    bool,
-    typer.Option("--merge-op-ids", help="One name per operator: drop PyTorch's per-call "
-                 "suffixes (`, seq = N`, `, op_id = N`, `, sizes = ...`) from range names."),
-]
-NameKindOpt = Annotated[
-    NameKind,
-    typer.Option("--name-kind", help="Kernel names: short, demangled (as nsys prints) or mangled."),
-]
+def _analysis(export: Path, analysis: AnalysisOptions):  # noqa: ANN202 - lazy import
+    from reports.analysis import ExportAnalysis
+
+    return ExportAnalysis(export, analysis)
 
 
 @app.command()
-def info(export: ExportArg, format: FormatOpt = Format.table, output: OutputOpt = None) -> None:
-    """Export metadata: nsys and schema version, GPUs, table row counts, capture command."""
-    from reports.analysis import ExportAnalysis
+@analysis_options(only=("nsys",))
+@output_options(top=0)
+def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
+    """Export metadata: nsys and schema version, GPUs, capture command, table row counts.
+
+    Example: `nsys-mine info run.sqlite --format json`
+    """
     from reports.render import render_object
 
-    with ExportAnalysis(export) as analysis:
-        data = analysis.info()
-    emit(render_object(data, format.value, title=f"nsys export {export.name}"), output)
+    with _analysis(export, analysis) as a:
+        data = a.info()
+    out.emit(render_object(data, out.format, title=f"nsys export {export.name}",
+                           width=out.width))
 
 
 @app.command()
+@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys"))
+@output_options()
 def kernels(
     export: ExportArg,
-    range_name: Annotated[
-        Optional[str],
-        typer.Option("--range", help="Only kernels launched inside NVTX ranges of this name."),
-    ] = None,
-    name_kind: NameKindOpt = NameKind.demangled,
-    top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show the N kernels with most time.")] = None,
-    rules: RulesOpt = None,
-    within: WithinOpt = None,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
+    analysis: AnalysisOptions,
+    out: OutputSpec,
+    range_name: Annotated[Optional[str], typer.Option(
+        "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
+        help="Only kernels launched inside NVTX ranges of this name.")] = None,
 ) -> None:
-    """CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum)."""
-    from reports.analysis import ExportAnalysis
-    from reports.kernel_summary import KERNEL_COLUMNS
-    from reports.render import render_rows
+    """CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum).
 
-    with ExportAnalysis(export, within=within, name_kind=name_kind.value,
-                        rules=rules) as analysis:
-        result = analysis.kernels(range_name=range_name, top=top)
+    Examples: `nsys-mine kernels run.sqlite` ·
+    `nsys-mine kernels run.sqlite --range forward --within measure --top 10`
+    """
+    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
+
+    with _analysis(export, analysis) as a:
+        result = a.kernels(range_name=range_name)
     title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
-    emit(render_rows(result.rows, KERNEL_COLUMNS, format.value, title=title, notes=result.notes),
-         output)
+    emit_report(result, KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
 
 
 @app.command()
-def ranges(
-    export: ExportArg,
-    name_kind: NameKindOpt = NameKind.demangled,
-    within: WithinOpt = None,
-    merge_op_ids: MergeOpt = False,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
-) -> None:
-    """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels."""
-    from reports.analysis import ExportAnalysis
-    from reports.range_summary import RANGE_COLUMNS
-    from reports.render import render_rows
+@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys"))
+@output_options()
+def ranges(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
+    """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
 
-    with ExportAnalysis(export, within=within, merge_op_ids=merge_op_ids) as analysis:
-        result = analysis.ranges()
-    emit(render_rows(result.rows, RANGE_COLUMNS, format.value, title="NVTX ranges",
-                     notes=result.notes), output)
+    Examples: `nsys-mine ranges run.sqlite --depth 2` ·
+    `nsys-mine ranges capture.sqlite --merge-op-ids on --match 'aten::*'`
+    """
+    from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
+
+    with _analysis(export, analysis) as a:
+        result = a.ranges()
+    emit_report(result, RANGE_COLUMNS, RANGE_VIEW, out, title="NVTX ranges")
 
 
 @app.command("nvtx-kernels")
+@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys"))
+@output_options()
 def nvtx_kernels(
     export: ExportArg,
-    attribution: Annotated[
-        Attribution,
-        typer.Option("--attribution", help="all: a kernel counts in every enclosing range (as "
-                     "nsys nvtx_kern_sum); innermost: only in its deepest range."),
-    ] = Attribution.all,
-    name_kind: NameKindOpt = NameKind.demangled,
-    within: WithinOpt = None,
-    merge_op_ids: MergeOpt = False,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
+    analysis: AnalysisOptions,
+    out: OutputSpec,
+    attribution: AttributionOpt = Attribution.all,
 ) -> None:
-    """Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum)."""
-    from reports.analysis import ExportAnalysis
-    from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS
-    from reports.render import render_rows
+    """Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum).
 
-    with ExportAnalysis(export, within=within, merge_op_ids=merge_op_ids,
-                        name_kind=name_kind.value) as analysis:
-        result = analysis.nvtx_kernels(attribution=attribution.value)
-    emit(render_rows(result.rows, NVTX_KERNEL_COLUMNS, format.value,
-                     title=f"CUDA kernels by NVTX range ({attribution.value})",
-                     notes=result.notes, null_labels={"range": "(no range)"}), output)
+    Examples: `nsys-mine nvtx-kernels run.sqlite` ·
+    `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
+    """
+    from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
+
+    with _analysis(export, analysis) as a:
+        result = a.nvtx_kernels(attribution=attribution.value)
+    emit_report(result, NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW, out,
+                title=f"CUDA kernels by NVTX range ({attribution.value})")
 
 
 @app.command()
+@analysis_options(merge_op_ids="auto")
+@output_options()
 def dominant(
     export: ExportArg,
-    range_names: Annotated[
-        Optional[List[str]],
-        typer.Option("--range", help="Only these ranges (repeat the option for several)."),
-    ] = None,
-    attribution: Annotated[
-        Attribution,
-        typer.Option("--attribution", help="all (default): everything launched inside the range; "
-                     "innermost: only kernels whose deepest range it is."),
-    ] = Attribution.all,
-    name_kind: NameKindOpt = NameKind.demangled,
-    rules: RulesOpt = None,
-    within: WithinOpt = None,
-    merge_op_ids: MergeOpt = False,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
+    analysis: AnalysisOptions,
+    out: OutputSpec,
+    range_names: Annotated[Optional[List[str]], typer.Option(
+        "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
+        help="Only these ranges (repeat the option for several).")] = None,
+    attribution: AttributionOpt = Attribution.all,
 ) -> None:
-    """Which kernel dominates: for the whole export and for each NVTX range."""
-    from reports.analysis import ExportAnalysis
-    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_HUMAN_COLUMNS
-    from reports.render import render_rows
+    """Which kernel dominates: for the whole export and for each NVTX range.
 
-    with ExportAnalysis(export, within=within, merge_op_ids=merge_op_ids,
-                        name_kind=name_kind.value, rules=rules) as analysis:
-        result = analysis.dominant(range_names=range_names or None,
-                                   attribution=attribution.value)
-    emit(render_rows(result.rows, DOMINANT_COLUMNS, format.value,
-                     title="Dominant kernel per range", notes=result.notes,
-                     sentences=result.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,
-                     null_labels={"range": "(whole export)"}), output)
+    One row per range: the dominant kernel, its share of the range's GPU time, its calls per
+    range instance, the runner-up and the kernel-category mix. `--format text` gives one
+    sentence per range.
 
+    Examples: `nsys-mine dominant run.sqlite --within measure` ·
+    `nsys-mine dominant run.sqlite --range forward --range backward --format text`
+    """
+    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
 
-@app.command()
-def memops(export: ExportArg, format: FormatOpt = Format.table, output: OutputOpt = None) -> None:
-    """Memory operations: memcpy by kind and memset, count, bytes and time."""
-    from reports.analysis import ExportAnalysis
-    from reports.memops import MEMOPS_COLUMNS
-    from reports.render import render_rows
-
-    with ExportAnalysis(export) as analysis:
-        result = analysis.memops()
-    emit(render_rows(result.rows, MEMOPS_COLUMNS, format.value, title="Memory operations",
-                     notes=result.notes), output)
+    with _analysis(export, analysis) as a:
+        result = a.dominant(range_names=range_names or None, attribution=attribution.value)
+    emit_report(result, DOMINANT_COLUMNS, DOMINANT_VIEW, out,
+                title="Dominant kernel per range")
 
 
 @app.command()
+@analysis_options(only=("nsys",))
+@output_options()
+def memops(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
+    """Memory operations: memcpy by kind and memset, count, bytes, time and throughput.
+
+    Example: `nsys-mine memops run.sqlite`
+    """
+    from reports.memops import MEMOPS_COLUMNS, MEMOPS_VIEW
+
+    with _analysis(export, analysis) as a:
+        result = a.memops()
+    emit_report(result, MEMOPS_COLUMNS, MEMOPS_VIEW, out, title="Memory operations")
+
+
+@app.command()
+@output_options(top=0)
 def categories(
-    rules: RulesOpt = None,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
+    out: OutputSpec,
+    rules: Annotated[Optional[Path], typer.Option(
+        "--rules", dir_okay=False, metavar="FILE",
+        help="TOML file with extra kernel-category rules (listed first: they are tried "
+             "first).")] = None,
 ) -> None:
-    """The kernel-category rule table (built-in rules, after those of --rules)."""
-    from reports.categories import load_rules, rules_table
-    from reports.render import render_rows
+    """The kernel-category rule table (first match wins; rules of --rules come first).
 
-    rows = rules_table(load_rules(rules))
-    emit(render_rows(rows, ["order", "category", "pattern", "source"], format.value,
-                     title="Kernel category rules (first match wins)"), output)
+    Examples: `nsys-mine categories` · `nsys-mine categories --rules my_rules.toml`
+    """
+    from reports.categories import CATEGORY_VIEW, load_rules, rules_report
+
+    emit_report(rules_report(load_rules(rules)), CATEGORY_VIEW.columns, CATEGORY_VIEW, out,
+                title="Kernel category rules (first match wins)")
 
 
 def _register_optional_commands() -> None:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from profile_cli.common import Format, FormatOpt, OutputOpt, emit
+from profile_cli.common import OutputSpec, output_options
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.progress import progress_bar
 from profile_cli.workload import DbOpt, workload_options
@@ -20,7 +20,6 @@ from profile_cli.workload import DbOpt, workload_options
 # Columns that are usually the same for every row: shown in the sentence above human tables
 # when they are, as columns when they vary.
 SETTING_COLUMNS = ("batch", "attention", "device", "threads", "nvtx", "warmup", "steps", "adamw")
-HUMAN_FORMATS = (Format.table, Format.md, Format.latex)
 
 BENCH_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention", "device",
                "threads", "nvtx", "warmup", "steps", "adamw", "mean_s", "std_s", "median_s",
@@ -50,11 +49,11 @@ def register(app: typer.Typer) -> None:
 
 
 @workload_options()
+@output_options(top=0)
 def bench(
     workload: WorkloadSpec,
+    out: OutputSpec,
     peak_tflops: PeakOpt = None,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Time forward, forward-backward and training steps of the Transformer LM.
@@ -62,6 +61,9 @@ def bench(
     Warmup steps are excluded; every measured step ends with a device synchronize.
     Rows: mean/std/median/min step time, per-phase means, TFLOP/s and MFU.
     Configs that do not fit become oom/skipped rows; Ctrl-C keeps the rows finished so far.
+
+    Examples: `nsys-mine bench --size tiny --context 64 --mode forward,train` ·
+    `nsys-mine bench --size small --precision fp32,bf16 --db results.db`
     """
     from nvtx_model.errors import require_torch
 
@@ -71,16 +73,16 @@ def bench(
 
     with progress_bar("bench") as progress:
         result = benchmark(configs, progress=progress, db=db, peak_tflops=peak_tflops)
-    _emit(result, BENCH_COLUMNS, BENCH_TABLE, format, output, "Step time per config")
+    _emit(result, BENCH_COLUMNS, BENCH_TABLE, out, "Step time per config")
 
 
 @workload_options(warmup=1, steps=1)
+@output_options(top=0)
 def memory(
     workload: WorkloadSpec,
+    out: OutputSpec,
     snapshot_dir: SnapshotDirOpt = Path("memory_snapshots"),
     max_entries: MaxEntriesOpt = 1_000_000,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Peak memory of forward or training steps, with an estimated breakdown.
@@ -89,6 +91,9 @@ def memory(
     for https://pytorch.org/memory_viz.
     CPU: the peak RSS growth of the measured step(s).
     Both: parameters, gradients, AdamW state (exact) and activations (estimated).
+
+    Examples: `nsys-mine memory --size tiny --context 64 --mode train` ·
+    `nsys-mine memory --size small --context 512 --precision bf16 --device cuda`
     """
     from nvtx_model.errors import require_torch
 
@@ -99,26 +104,28 @@ def memory(
     with progress_bar("memory") as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
-    _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, format, output, "Peak memory per config")
+    _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, out, "Peak memory per config")
 
 
 # ---- rendering helpers ----------------------------------------------------------------------
-def _emit(result: Any, columns: list[str], table_columns: list[str], fmt: Format,
-          output: Path | None, title: str) -> None:
+def _emit(result: Any, columns: list[str], table_columns: list[str], out: OutputSpec,
+          title: str) -> None:
     """Render a sweep; human formats get compact columns and human units. Exit 130 if the
     sweep was interrupted (after writing the rows it finished)."""
-    from reports.render import render_rows
+    from reports.render import HUMAN_FORMATS, View, render_rows
 
-    rows, sentences = result.rows, []
-    if fmt in HUMAN_FORMATS and rows:
-        columns, sentence = _table_columns(rows, table_columns)
-        sentences = [sentence] if sentence else []
+    rows, caption, view = result.rows, [], None
+    if out.format in HUMAN_FORMATS and rows:
+        shown, sentence = _table_columns(rows, table_columns)
+        caption = [sentence] if sentence else []
         rows = [_humanize(r) for r in rows]
+        view = View(columns=shown, noun="configs",
+                    drop=("note", "min_s", "median_s", "loss_s", "adamw", "threads"))
     notes = list(result.notes)
     if result.run_id is not None:
         notes.append(f"rows appended to the results database as run {result.run_id}")
-    emit(render_rows(rows, columns, fmt.value, title=title, notes=notes, sentences=sentences),
-         output)
+    out.emit(render_rows(rows, columns, out.format, title=title, notes=notes, caption=caption,
+                         view=view, top=out.top, width=out.width, wide=out.wide))
     if result.interrupted:
         raise typer.Exit(130)
 

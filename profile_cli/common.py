@@ -7,7 +7,7 @@ import functools
 import inspect
 import sys
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -25,14 +25,17 @@ def choice_enum(name: str, values: "tuple[str, ...] | list[str]") -> Any:
 Format = choice_enum("Format", FORMATS)
 
 
+OUTPUT_PANEL = "Output"
 FormatOpt = Annotated[
     Format,
-    typer.Option("--format", "-f", help="Output format: table (rich), md, csv, json or latex."),
+    typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL,
+                 help="table (for people), md, csv, json, latex, or text (plain: one sentence "
+                      "per row where the report has them)."),
 ]
 OutputOpt = Annotated[
     Optional[Path],
     typer.Option("--output", "-o", help="Write the output to this file instead of stdout.",
-                 dir_okay=False, writable=True, metavar="FILE"),
+                 dir_okay=False, writable=True, metavar="FILE", rich_help_panel=OUTPUT_PANEL),
 ]
 ExportArg = Annotated[
     Path,
@@ -41,7 +44,24 @@ ExportArg = Annotated[
 ]
 
 
-def emit(rendered: Rendered, output: Path | None, width: int | None = None) -> None:
+PIPE_WIDTH = 120  # tables written to a pipe or file when COLUMNS is not set
+
+
+def output_width(output: Path | None = None) -> int:
+    """The width tables are laid out for: the terminal's, else ``COLUMNS``, else PIPE_WIDTH
+    (a table is never wider than its data needs, whatever this says)."""
+    import os
+    import shutil
+
+    if output is None and sys.stdout.isatty():
+        return shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
+    try:
+        return max(20, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return PIPE_WIDTH
+
+
+def emit(rendered: Rendered, output: Path | None) -> None:
     """Write rendered output to stdout or a file; the only place commands print results."""
     if rendered.text is not None:
         if output is not None:
@@ -51,13 +71,17 @@ def emit(rendered: Rendered, output: Path | None, width: int | None = None) -> N
         return
     from rich.console import Console
 
+    # the parts were laid out for rendered.width (None: their natural width, --wide); the
+    # console must not lay them out again
+    width = max(rendered.width, output_width(output)) if rendered.width else 100_000
     if output is not None:
         with output.open("w", encoding="utf-8") as fh:
-            console = Console(file=fh, width=width or 160, no_color=True, soft_wrap=False)
+            console = Console(file=fh, width=width, no_color=True, soft_wrap=False)
             for part in rendered.rich:
                 console.print(part)
         return
-    console = Console(width=width or (None if sys.stdout.isatty() else 200))
+    tty_natural = sys.stdout.isatty() and rendered.width is not None
+    console = Console(width=None if tty_natural else width, soft_wrap=False)
     for part in rendered.rich:
         console.print(part)
 
@@ -77,17 +101,21 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
                                else f.default) for f in fields(cls)}
     convert = convert or {}
 
-    def factory(**defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        unknown = set(defaults) - set(names)
+    def factory(only: tuple[str, ...] | None = None, **defaults: Any
+                ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``only``: declare just these options (the others keep the dataclass default)."""
+        unknown = (set(defaults) | set(only or ())) - set(names)
         if unknown:
             raise TypeError(f"not {cls.__name__} options: {', '.join(sorted(unknown))}")
+        declared = [n for n in names if only is None or n in only]
+        fixed = {n: defaults[n] for n in names if n not in declared and n in defaults}
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
                    for p in inspect.signature(fn, eval_str=True).parameters.values()
                    if p.name != param]
             params = []
-            for name in names:
+            for name in declared:
                 default = defaults.get(name, field_defaults[name])
                 annotation = option_types[name]
                 enum_type = _enum_of(annotation)
@@ -100,11 +128,11 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
 
             @functools.wraps(fn)
             def command(**kwargs: Any) -> Any:
-                values = {n: kwargs.pop(n) for n in names}
+                values = {n: kwargs.pop(n) for n in declared}
                 values = {k: convert[k](v) if k in convert else
                           (v.value if isinstance(v, enum.Enum) else v)
                           for k, v in values.items()}
-                return fn(**{param: cls(**values)}, **kwargs)
+                return fn(**{param: cls(**fixed, **values)}, **kwargs)
 
             all_params = params + own
             del command.__wrapped__  # Typer must see the new signature, not fn's
@@ -121,3 +149,57 @@ def _enum_of(annotation: Any) -> Any:
     """The Enum type of an ``Annotated[SomeEnum, typer.Option(...)]`` declaration, if any."""
     base = typing.get_args(annotation)[0] if typing.get_args(annotation) else annotation
     return base if isinstance(base, type) and issubclass(base, enum.Enum) else None
+
+
+TopOpt = Annotated[Optional[int], typer.Option(
+    "--top", min=0, metavar="N", rich_help_panel=OUTPUT_PANEL, show_default=False,
+    help="Show the N first rows by GPU time (CPU time without kernels); 0 shows all. Default: "
+         "20 for table/md/latex/text, all rows for json/csv.")]
+WideOpt = Annotated[bool, typer.Option(
+    "--wide", rich_help_panel=OUTPUT_PANEL,
+    help="Tables at their natural width: no column left out, names shortened only past "
+         "100 characters.")]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Where and how a command's answer goes (``--format``, ``--output``, ``--top``,
+    ``--wide``)."""
+
+    format: str = "table"
+    output: Optional[Path] = None
+    top: Optional[int] = None
+    wide: bool = False
+
+    @property
+    def width(self) -> int:
+        return output_width(self.output)
+
+    def emit(self, rendered: Rendered) -> None:
+        emit(rendered, self.output)
+
+
+# Give a command the output options; it receives them as ``out: OutputSpec``.
+output_options = option_group(OutputSpec, {
+    "format": FormatOpt, "output": OutputOpt, "top": TopOpt, "wide": WideOpt,
+}, "out")
+
+
+def emit_report(report: Any, columns: list[str], view: Any, out: OutputSpec, *,
+                title: str | None = None, caption: list[str] | None = None) -> None:
+    """Render a ``reports.common.Report`` for ``out`` and write it."""
+    from reports.render import render_rows
+
+    out.emit(render_rows(report.rows, columns, out.format, title=title, notes=report.notes,
+                         sentences=report.sentences, caption=caption or [], view=view,
+                         top=out.top, width=out.width, wide=out.wide))
+
+
+def join_rendered(parts: list[Rendered], fmt: str) -> Rendered:
+    """Several rendered tables as one output (text formats joined by blank lines)."""
+    if parts and parts[0].text is not None:
+        sep = "\n" if fmt in ("md", "latex") else "\n\n"
+        return Rendered(text=sep.join(p.text or "" for p in parts))
+    widths = [p.width for p in parts]
+    width = None if any(w is None for w in widths) else max(w or 0 for w in widths)
+    return Rendered(rich=[x for p in parts for x in p.rich], width=width)

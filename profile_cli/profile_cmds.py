@@ -6,13 +6,14 @@ resumable); rendering through ``reports.render``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, List, Optional
 
 import typer
 
 from nsys_parsers.errors import BadOption
-from profile_cli.common import Format, FormatOpt, OutputOpt, choice_enum, emit, option_group
+from profile_cli.common import OutputSpec, choice_enum, join_rendered, option_group, output_options
 from profile_cli.profiler import NsysSpec
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.progress import progress_bar
@@ -51,7 +52,6 @@ nsys_options = option_group(NsysSpec, {
     "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
 }, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
-TopOpt = Annotated[int, typer.Option("--top", min=1, help="Top kernels to list.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -61,20 +61,22 @@ def register(app: typer.Typer) -> None:
 
 @workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
 @nsys_options()
+@output_options()
 def profile(
     workload: WorkloadSpec,
     nsys_spec: NsysSpec,
-    out: OutOpt = Path("profiles"),
+    out: OutputSpec,
+    out_dir: OutOpt = Path("profiles"),
     force: ForceOpt = False,
-    top: TopOpt = 15,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
 ) -> None:
     """Profile one config of the Transformer under nsys and show what dominates each range.
 
-    Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out, then mines the
-    export: ranges (CPU and GPU time), the dominant kernel of step/forward/backward/optimizer
-    and the attention parts, and the top kernels, measured steps only (warmup left out).
+    Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out-dir, then mines the
+    export (measured steps only, warmup left out): range times, the dominant kernel of
+    step/forward/backward/optimizer and the attention parts, and the top kernels.
+
+    Examples: `nsys-mine profile --size tiny --context 128 --mode train` ·
+    `nsys-mine profile --size small --precision bf16 --attention sdpa --out-dir runs/`
     """
     from profile_cli.mining import mine_profile
     from profile_cli.profiler import ProfileFailed, profile_config
@@ -87,61 +89,64 @@ def profile(
     from nvtx_model.errors import require_torch
 
     require_torch("nsys-mine profile")
-    result = profile_config(configs[0], out, nsys_spec, force=force)
+    result = profile_config(configs[0], out_dir, nsys_spec, force=force)
     if result.status != "ok":
         raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar})")
-    report = mine_profile(result, top=top)
-    emit(render_profile(report, format.value), output)
+    out.emit(render_profile(mine_profile(result), out))
 
 
-def render_profile(report, fmt: str):
-    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_HUMAN_COLUMNS
-    from reports.kernel_summary import KERNEL_COLUMNS
-    from reports.range_summary import RANGE_COLUMNS
-    from reports.render import Rendered, render_rows, to_json
+def render_profile(report: Any, out: OutputSpec) -> Any:
+    """The profile's answer: caption (export, config), range times, dominant kernels, top
+    kernels; JSON: one object with ``export``, ``config``, ``ranges``, ``dominant``,
+    ``kernels`` and ``notes``."""
+    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
+    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
+    from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
+    from reports.render import Rendered, render_rows, to_json, top_rows
 
-    if fmt == "json":
+    if out.format == "json":
+        def rows(items: list[dict[str, Any]], cols: list[str], view: Any) -> list[dict]:
+            items = top_rows(items, view, out.top)[0] if out.top else items
+            return [{c: r.get(c) for c in cols} for r in items]
         return Rendered(text=to_json({
             "export": report.export, "config": report.config,
-            "ranges": [{c: r.get(c) for c in RANGE_COLUMNS} for r in report.ranges],
-            "dominant": [{c: r.get(c) for c in DOMINANT_COLUMNS} for r in report.dominant],
-            "kernels": [{c: r.get(c) for c in KERNEL_COLUMNS} for r in report.kernels],
+            "ranges": rows(report.ranges, RANGE_COLUMNS, RANGE_VIEW),
+            "dominant": rows(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW),
+            "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
             "notes": report.notes}))
     cfg = report.config
     head = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
             f"heads), context {cfg['context']}, batch {cfg['batch']}, {cfg['mode']}, "
             f"{cfg['precision']}, {cfg['attention']} attention, NVTX {cfg['nvtx']}, "
             f"{cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured steps")
-    cpu_only = not report.kernels and not report.dominant
+    opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
+    measured = replace(DOMINANT_VIEW, null_labels={"range": "(measured steps)"})
+    # ranges keep the model's order (step > forward > ...), not the GPU-time ranking
     parts = [
-        render_rows(report.ranges, RANGE_COLUMNS, fmt, title="NVTX ranges (measured steps)",
-                    sentences=[f"export: {report.export}", head], notes=report.notes,
-                    human_columns=RANGE_COLUMNS[:9] if cpu_only else None),
-        render_rows(report.dominant, DOMINANT_COLUMNS, fmt, title="Dominant kernel per range",
-                    sentences=report.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,
-                    null_labels={"range": "(measured steps)"}),
-        render_rows(report.kernels, KERNEL_COLUMNS, fmt, title="Top kernels"),
+        render_rows(report.ranges, RANGE_COLUMNS, out.format,
+                    title="NVTX ranges (measured steps)",
+                    caption=[f"export: {report.export}", head], notes=report.notes,
+                    view=replace(RANGE_VIEW, rank_by=()), **opts),
     ]
-    if not report.dominant:
-        parts = parts[:1]
-    return _join(parts, fmt)
-
-
-def _join(parts, fmt: str):
-    from reports.render import Rendered
-
-    if parts and parts[0].text is not None:
-        sep = "\n" if fmt in ("md", "latex") else "\n\n"
-        return Rendered(text=sep.join(p.text for p in parts))
-    return Rendered(rich=[x for p in parts for x in p.rich])
+    if report.dominant:
+        parts += [
+            render_rows(report.dominant, DOMINANT_COLUMNS, out.format,
+                        title="Dominant kernel per range", sentences=report.sentences,
+                        view=measured, **opts),
+            render_rows(report.kernels, KERNEL_COLUMNS, out.format, title="Top kernels",
+                        view=KERNEL_VIEW, **opts),
+        ]
+    return join_rendered(parts, out.format)
 
 
 @workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
 @nsys_options()
+@output_options(top=0)
 def sweep(
     workload: WorkloadSpec,
     nsys_spec: NsysSpec,
-    out: OutOpt = Path("sweep"),
+    out: OutputSpec,
+    out_dir: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
         "--report", file_okay=False, metavar="DIR",
         help="Only re-render the tables of an existing sweep folder; run nothing.")] = None,
@@ -149,14 +154,15 @@ def sweep(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
     table: Annotated[SweepTable, typer.Option(
         "--table", help="Which table to show.")] = SweepTable.all,
-    format: FormatOpt = Format.table,
-    output: OutputOpt = None,
 ) -> None:
     """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
 
-    An index (OUT/index.sqlite) records each config's status (ok, oom, failed, timeout,
+    An index (OUT_DIR/index.sqlite) records each config's status (ok, oom, failed, timeout,
     skipped), exports, wall time and dominant kernels; re-running resumes. Tables: dominant
     kernel per config and range, and the kernel-category mix of forward vs the whole step.
+
+    Examples: `nsys-mine sweep --size tiny,small --context 128,256 --mode forward,train
+    --out-dir sweep/` · `nsys-mine sweep --report sweep/ --table mix --format md`
     """
     from profile_cli.sweeper import run_sweep, sweep_tables
 
@@ -166,8 +172,8 @@ def sweep(
 
         require_torch("nsys-mine sweep")
         with progress_bar("sweep", transient=False) as progress:
-            outcome = run_sweep(workload, out, nsys_spec, retry=retry, progress=progress)
-        folder = out
+            outcome = run_sweep(workload, out_dir, nsys_spec, retry=retry, progress=progress)
+        folder = out_dir
     else:
         outcome, folder = None, report
     tables = sweep_tables(folder)
@@ -179,37 +185,42 @@ def sweep(
         if outcome.interrupted:
             notes.insert(0, "interrupted: the index holds every config finished so far; run "
                             "the same command again to resume.")
-    emit(render_sweep(tables, tables_wanted, format.value, notes), output)
+    out.emit(render_sweep(tables, tables_wanted, out, notes))
     if outcome is not None and outcome.interrupted:
         raise typer.Exit(130)
 
 
-def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):
-    from profile_cli.sweeper import DOMINANT_COLUMNS, MIX_COLUMNS, RANGE_TIME_COLUMNS, RUN_COLUMNS
-    from reports.render import Rendered, render_rows, to_json
+def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[str]) -> Any:
+    from profile_cli.sweeper import (DOMINANT_COLUMNS, MIX_COLUMNS, RANGE_TIME_COLUMNS,
+                                     RUN_COLUMNS, RUN_VIEW)
+    from reports.render import Rendered, View, render_rows, to_json
 
-    data: dict[str, tuple[list[dict[str, Any]], list[str], str]] = {
-        "runs": (tables.runs, RUN_COLUMNS, "Configs"),
-        "dominant": (tables.dominant, DOMINANT_COLUMNS, "Dominant kernel per config and range"),
-        "mix": (tables.mix, MIX_COLUMNS, "Kernel-category mix: forward vs the whole step (%)"),
-        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)"),
+    fmt = out.format
+    data: dict[str, tuple[list[dict[str, Any]], list[str], str, Any]] = {
+        "runs": (tables.runs, RUN_COLUMNS, "Configs", RUN_VIEW),
+        "dominant": (tables.dominant, DOMINANT_COLUMNS, "Dominant kernel per config and range",
+                     View(columns=["name", "range", "share_pct", "per_range_instance",
+                                   "category", "kernel"], noun="rows")),
+        "mix": (tables.mix, MIX_COLUMNS, "Kernel-category mix: forward vs the whole step (%)",
+                View(columns=MIX_COLUMNS, noun="rows",
+                     hide_if_zero=tuple(c for c in MIX_COLUMNS if c.endswith("_pct")))),
+        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)",
+                   View(columns=RANGE_TIME_COLUMNS, noun="rows",
+                        hide_if_zero=("gpu_inclusive_ns",))),
     }
     if fmt == "json":
-        obj = {k: [{c: r.get(c) for c in data[k][1]} for r in data[k][0]] for k in wanted}
+        obj: dict[str, Any] = {k: [{c: r.get(c) for c in data[k][1]} for r in data[k][0]]
+                               for k in wanted}
         obj["notes"] = notes
         return Rendered(text=to_json(obj))
     if len(wanted) > 1 and fmt != "csv":  # empty tables (CPU sweeps: no kernels) say nothing
         wanted = [k for k in wanted if data[k][0] or k == "runs"]
     parts = []
     for i, key in enumerate(wanted):
-        rows, cols, title = data[key]
+        rows, cols, title, view = data[key]
         if fmt == "csv" and len(wanted) > 1:
-            parts.append(Rendered(text=f"# {key}\n" + render_rows(rows, cols, fmt).text))
+            parts.append(Rendered(text=f"# {key}\n" + (render_rows(rows, cols, fmt).text or "")))
             continue
-        human = None
-        if key == "runs":  # people: the config, not its file name; no all-empty columns
-            human = [c for c in cols if c not in ("name", "sqlite", "batch")
-                     and any(r.get(c) not in (None, "") for r in rows)]
         parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else (),
-                                 human_columns=human))
-    return _join(parts, fmt)
+                                 view=view, top=out.top, width=out.width, wide=out.wide))
+    return join_rendered(parts, fmt)

@@ -25,6 +25,7 @@ from nsys_parsers.nsys_tool import locate_nsys
 from profile_cli.mining import ProfileReport, mine_profile
 from profile_cli.profiler import NsysSpec, ProfileResult, profile_config
 from reports.categories import CATEGORIES
+from reports.render import View
 
 INDEX_NAME = "index.sqlite"
 FINISHED = ("ok", "oom", "failed", "timeout", "skipped")
@@ -36,6 +37,17 @@ RUN_COLUMNS = ["name", "size", "context", "batch", "mode", "precision", "attenti
                "wall_s", "forward_kernel", "forward_share_pct", "backward_kernel",
                "backward_share_pct", "optimizer_kernel", "optimizer_share_pct", "reason",
                "sqlite"]
+# People see the config, not its file name.
+RUN_VIEW = View(
+    columns=["size", "context", "mode", "precision", "attention", "status", "wall_s",
+             "forward_share_pct", "forward_kernel", "backward_share_pct", "backward_kernel",
+             "optimizer_share_pct", "optimizer_kernel", "reason"],
+    drop=(("optimizer_share_pct", "optimizer_kernel"), ("backward_share_pct",
+                                                         "backward_kernel")),
+    noun="configs",
+    hide_if_zero=("forward_share_pct", "forward_kernel", "backward_share_pct",
+                  "backward_kernel", "optimizer_share_pct", "optimizer_kernel", "reason",
+                  "wall_s"))
 DOMINANT_COLUMNS = ["name", "range", "kernel", "category", "share_pct", "per_range_instance"]
 MIX_COLUMNS = ["name", "scope", *(f"{c}_pct" for c in MIX_CATEGORIES)]
 RANGE_TIME_COLUMNS = ["name", "range", "instances", "avg_ns", "gpu_inclusive_ns"]

@@ -8,13 +8,23 @@
 Every method returns a ``reports.common.Report`` (row dicts in ``columns`` order, plus notes);
 ``info()`` returns one dict. Data is read lazily, at most once, with the least each question
 needs (``kernels()`` alone reads only durations and names; ``nvtx_kernels()`` resolves only the
-names of ranges that launched kernels). Loaded data is never modified: ``within`` and
-``merge_op_ids`` make new views.
+names of ranges that launched kernels). Loaded data is never modified: ``within``,
+``merge_op_ids`` and the range filters make new views.
+
+Options (``AnalysisOptions``): ``within`` keeps what ran inside instances of one range;
+``merge_op_ids`` (off, on, auto) gives every call of a PyTorch operator one name
+(``aten::mm, seq = 7`` -> ``aten::mm``), ``auto`` when the names look like an ``emit_nvtx``
+capture; ``depth`` shows only range instances at nesting depth <= N (1 = outermost on its
+thread, counted in the whole export); ``match`` shows only ranges whose name matches one of
+the glob patterns. Filters choose what is shown; attribution is computed on every range.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,34 +34,38 @@ from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import Pairs, attribute
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import load_kernel_durations
-from nsys_parsers.names import RangeNames, range_names
+from nsys_parsers.names import OP_ID_SUFFIX, RangeNames, looks_like_emit_nvtx, range_names
+from nsys_parsers.nesting import nesting_depth
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from nsys_parsers.window import restrict_to_range
 from reports.common import Report, check_range_names
-
+from reports.options import AnalysisOptions
 
 class ExportAnalysis:
-    """Questions about one export. ``within``: only what ran inside instances of that range;
-    ``merge_op_ids``: one name per PyTorch operator (``aten::mm, seq = 7`` -> ``aten::mm``)
-    in every range name; ``name_kind``: kernel names short, demangled or mangled; ``rules``: a
-    TOML file of extra kernel-category rules."""
+    """Questions about one export, under ``AnalysisOptions`` (given as an object, keywords,
+    or both: keywords win)."""
 
-    def __init__(self, export: "Export | str | os.PathLike[str]", *, within: str | None = None,
-                 merge_op_ids: bool = False, name_kind: str = "demangled",
-                 rules: "str | os.PathLike[str] | None" = None, nsys: str | None = None):
+    def __init__(self, export: "Export | str | os.PathLike[str]",
+                 options: AnalysisOptions | None = None, **kwargs: Any):
         from reports.categories import load_rules
 
-        self.rules = load_rules(rules)  # a bad rules file fails before any reading
+        self.options = replace(options or AnalysisOptions(), **kwargs)
+        self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
         self._owned = not isinstance(export, Export)
-        self.export = open_export(export, nsys=nsys) if self._owned else export
-        self.within = within
-        self.merge_op_ids = merge_op_ids
-        self.name_kind = name_kind
+        self.export = (open_export(export, nsys=self.options.nsys) if self._owned
+                       else export)  # type: ignore[arg-type]
         self._raw: Activity | None = None
         self._raw_names: RangeNames | None = None  # complete names of the raw ranges
         self._view: Activity | None = None
+        self._view_rows: np.ndarray | None = None  # raw index of each view range (within)
         self._view_names: RangeNames | None = None  # complete names of the view, if known
         self._pairs: dict[str, Pairs] = {}
+        self._merge: bool | None = None
+        self._shown: np.ndarray | None = None
+
+    @property
+    def within(self) -> str | None:
+        return self.options.within
 
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> "ExportAnalysis":
@@ -66,22 +80,21 @@ class ExportAnalysis:
 
     # -- loading (once) ------------------------------------------------------------------
     def _load(self, *, need_names: bool) -> None:
+        need_names = need_names or self.within is not None or bool(self.options.match)
         if self._raw is None:
-            self._raw = load_activity(self.export, name_kind=self.name_kind,
-                                      with_names=need_names or self.within is not None)
+            self._raw = load_activity(self.export, name_kind=self.options.name_kind,
+                                      with_names=need_names)
             self._raw_names = self._raw.names
         if self._view is None:
             if self.within:
-                names = self._complete_raw_names()
-                self._view, self._view_names = restrict_to_range(self._raw, names, self.within)
+                self._view, self._view_names, self._view_rows = restrict_to_range(
+                    self._raw, self._complete_raw_names(), self.within)
             else:
                 self._view, self._view_names = self._raw, self._raw_names
 
     def _complete_raw_names(self) -> RangeNames:
-        assert self._raw is not None
+        assert self._raw is not None and self._raw.ranges is not None
         if self._raw_names is None:
-            if self._raw.ranges is None:
-                raise AssertionError("no ranges")
             self._raw_names = range_names(self.export, self._raw.ranges)
         return self._raw_names
 
@@ -93,7 +106,8 @@ class ExportAnalysis:
         return self._view
 
     def names(self, rows: np.ndarray | None = None) -> RangeNames:
-        """Names of the ranges of ``activity``: all of them, or at least those at ``rows``."""
+        """Names of the ranges of ``activity`` (merged per operator when asked): all of
+        them, or at least those at ``rows``."""
         act = self.activity
         if act.ranges is None:
             raise AssertionError("names() needs NVTX ranges; check has_ranges first")
@@ -103,7 +117,24 @@ class ExportAnalysis:
                 names = self._view_names = self._complete_raw_names()
             else:
                 names = range_names(self.export, act.ranges, rows=rows)
-        return names.merged_op_ids() if self.merge_op_ids else names
+        return names.merged_op_ids() if self.merges_op_ids(names) else names
+
+    def merges_op_ids(self, names: RangeNames | None = None) -> bool:
+        """Whether PyTorch operator calls are merged (``auto``: decided once, on the names)."""
+        mode = self.options.merge_op_ids
+        if mode != "auto":
+            return mode == "on"
+        if self._merge is None:
+            if names is None or not names.complete:
+                names = self._complete_view_names()
+            self._merge = looks_like_emit_nvtx(names.names)
+        return self._merge
+
+    def _complete_view_names(self) -> RangeNames:
+        self._load(need_names=True)
+        if self._view_names is None:
+            self._view_names = self._complete_raw_names()
+        return self._view_names
 
     def pairs(self, attribution: str = "all") -> Pairs:
         """(range, kernel) attribution pairs of ``activity`` (``all`` or ``innermost``)."""
@@ -112,6 +143,51 @@ class ExportAnalysis:
             assert act.kernels is not None and act.ranges is not None
             self._pairs[attribution] = attribute(act.kernels, act.ranges, attribution)
         return self._pairs[attribution]
+
+    def shown(self) -> np.ndarray | None:
+        """Which ranges of ``activity`` the ``depth``/``match`` filters show (None: all)."""
+        if not self.options.filtered:
+            return None
+        if self._shown is None:
+            act = self.activity
+            assert act.ranges is not None and self._raw is not None
+            keep = np.ones(len(act.ranges), dtype=bool)
+            if self.options.depth is not None:
+                assert self._raw.ranges is not None
+                depth = nesting_depth(self._raw.ranges)
+                if self._view_rows is not None:
+                    depth = depth[self._view_rows]
+                keep &= depth <= self.options.depth
+            if self.options.match:
+                names = self.names()
+                pattern = re.compile("|".join(fnmatch.translate(m) for m in self.options.match))
+                ok = np.array([bool(pattern.match(n)) for n in names.names] + [False])
+                keep &= ok[names.code]  # code -1 (unresolved) reads the trailing False
+            self._shown = keep
+        return self._shown
+
+    def _shown_pairs(self, p: Pairs) -> Pairs:
+        shown = self.shown()
+        if shown is None or len(p) == 0:
+            return p
+        sel = shown[p.range_idx]
+        return Pairs(range_idx=p.range_idx[sel], kernel_idx=p.kernel_idx[sel])
+
+    def _filter_notes(self, noun: str = "ranges") -> list[str]:
+        o = self.options
+        parts = []
+        if o.depth is not None:
+            parts.append(f"at nesting depth <= {o.depth}")
+        if o.match:
+            parts.append("named like " + " or ".join(repr(m) for m in o.match))
+        return [f"only {noun} {' and '.join(parts)} are shown."] if parts else []
+
+    def _merge_notes(self) -> list[str]:
+        if self.options.merge_op_ids == "auto" and self.merges_op_ids():
+            return ["PyTorch operator calls are grouped per operator (an emit_nvtx capture: "
+                    "`aten::mm, seq = 7` counts as `aten::mm`); --merge-op-ids off lists "
+                    "every call."]
+        return []
 
     @property
     def has_kernels(self) -> bool:
@@ -134,15 +210,15 @@ class ExportAnalysis:
 
     def kernels(self, *, range_name: str | None = None, top: int | None = None) -> Report:
         """Kernel summary by name, of the whole export or of the kernels launched inside
-        ranges named ``range_name``."""
+        (the shown instances of) ranges named ``range_name``."""
         from reports.kernel_summary import KERNEL_COLUMNS, summarize_kernels
 
         self.export.require(KERNEL_TABLE, "the kernel summary")
         if range_name is not None:
             self.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         if range_name is None and self.within is None and self._raw is None:
-            names, codes, durations, notes = load_kernel_durations(self.export,
-                                                                   name_kind=self.name_kind)
+            names, codes, durations, notes = load_kernel_durations(
+                self.export, name_kind=self.options.name_kind)
             rows = summarize_kernels(names, codes, durations, self.rules)
             return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
         act = self.activity
@@ -151,7 +227,7 @@ class ExportAnalysis:
         notes = list(act.notes)
         durations, codes = k.duration, k.name_code
         if range_name is not None:
-            p = self.pairs("all")
+            p = self._shown_pairs(self.pairs("all"))
             names = self.names(rows=sorted_unique(p.range_idx))
             code = names.index(range_name)
             if code is None:  # no kernels in it: does it exist at all?
@@ -162,6 +238,7 @@ class ExportAnalysis:
             if select.size == 0:
                 notes.append(f"no kernel was launched inside a range named {range_name!r}.")
             durations, codes = durations[select], codes[select]
+            notes += self._filter_notes(f"kernels in {range_name!r} instances")
         rows = summarize_kernels(k.names, codes, durations, self.rules)
         return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
 
@@ -173,7 +250,9 @@ class ExportAnalysis:
         self._load(need_names=True)
         act = self.activity
         pairs = self.pairs("all") if act.kernels is not None and len(act.kernels) else None
-        return range_report(act, self.names(), pairs)
+        report = range_report(act, self.names(), pairs, shown=self.shown())
+        report.notes += self._merge_notes() + self._filter_notes()
+        return report
 
     def nvtx_kernels(self, *, attribution: str = "all") -> Report:
         """Kernels grouped by the range that launched them (nsys nvtx_kern_sum)."""
@@ -182,12 +261,15 @@ class ExportAnalysis:
         self.export.require(KERNEL_TABLE, "kernels by NVTX range")
         self.export.require(NVTX_TABLE, "kernels by NVTX range")
         p = self.pairs(attribution)
-        names = self.names(rows=sorted_unique(p.range_idx))
-        return nvtx_kernel_report(self.activity, names, p)
+        shown = self._shown_pairs(p)
+        names = self.names(rows=sorted_unique(shown.range_idx))
+        report = nvtx_kernel_report(self.activity, names, p, shown=shown)
+        report.notes += self._merge_notes() + self._filter_notes()
+        return report
 
     def dominant(self, *, range_names: list[str] | None = None,
                  attribution: str = "all") -> Report:
-        """The dominant kernel of the whole export and of each range name."""
+        """The dominant kernel of the whole export and of each (shown) range name."""
         from reports.dominant import dominant_report
 
         self.export.require(KERNEL_TABLE, "the dominant-kernel report")
@@ -197,6 +279,20 @@ class ExportAnalysis:
         act = self.activity
         if act.ranges is None:
             return dominant_report(act, None, None, range_names=None, rules=self.rules)
-        return dominant_report(act, self.names(), self.pairs(attribution),
-                               range_names=range_names, attribution=attribution,
-                               rules=self.rules)
+        if (self.options.merge_op_ids == "auto" and range_names
+                and any(OP_ID_SUFFIX.search(n) for n in range_names)):
+            self._merge = False  # the user asks about one call of an operator: keep calls
+        names = self.names()
+        report = dominant_report(act, names, self._shown_pairs(self.pairs(attribution)),
+                                 range_names=range_names, attribution=attribution,
+                                 rules=self.rules, instances=self._shown_instances(names))
+        report.notes += self._merge_notes() + self._filter_notes()
+        return report
+
+    def _shown_instances(self, names: RangeNames) -> np.ndarray:
+        """Shown instances per range name code."""
+        code = names.code
+        shown = self.shown()
+        if shown is not None:
+            code = code[shown]
+        return np.bincount(code[code >= 0], minlength=len(names.names))

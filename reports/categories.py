@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from nsys_parsers.errors import BadOption
+from reports.render import View
 
 try:  # Python >= 3.11
     import tomllib as _toml
@@ -84,6 +85,8 @@ __all__ = [
     "categorize",
     "categorize_many",
     "rules_table",
+    "rules_report",
+    "CATEGORY_VIEW",
 ]
 
 CATEGORIES: tuple[str, ...] = (
@@ -113,6 +116,8 @@ CATEGORY_DESCRIPTIONS: dict[str, str] = {
 }
 
 BUILTIN_SOURCE = "builtin"
+CATEGORY_VIEW = View(columns=["order", "category", "pattern", "source"], noun="rules",
+                     drop=("source",))
 _FLAGS = re.IGNORECASE
 
 
@@ -528,3 +533,10 @@ def rules_table(rules: list[Rule]) -> list[dict]:
         {"order": i, "category": r.category, "pattern": r.pattern, "source": r.source}
         for i, r in enumerate(rules, start=1)
     ]
+
+
+def rules_report(rules: list[Rule]):  # noqa: ANN201 - reports.common.Report
+    """The rule table as a Report (rows of ``rules_table``)."""
+    from reports.common import Report
+
+    return Report(rows=rules_table(rules), columns=list(CATEGORY_VIEW.columns))

@@ -4,131 +4,186 @@ For each range name, the kernels attributed to its instances (``all``: everythin
 inside the range, each kernel once; ``innermost``: only kernels whose deepest range it is) are
 summed by kernel name; the top one, its share of the range's attributed kernel time, how many
 times it runs per range instance, the runner-up, and the time share of each kernel category.
+
+Rows: the whole export first; then the ranges asked for, in that order; else, for exports of
+this project's model, its ranges in nesting order (step > forward > ... > attention internals,
+``nvtx_model.nvtx_ranges.HEADLINE_RANGES``) followed by the others by attributed GPU time;
+else every range by attributed GPU time. Computed in one grouping over the attribution pairs.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from nsys_parsers.activity import Activity
-from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
+from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.common import Report, check_range_names, r1
-from reports.render import shorten
+from reports.render import View, shorten
 
 DOMINANT_COLUMNS = [
     "range", "kernel", "category", "share_pct", "total_ns", "instances", "range_instances",
     "per_range_instance", "runner_up", "runner_up_share_pct", "range_kernel_ns",
     "category_shares",
 ]
+# What people read: the answer first, then the runner-up and the category mix.
+DOMINANT_VIEW = View(
+    columns=["range", "share_pct", "per_range_instance", "category", "kernel",
+             "runner_up_share_pct", "runner_up", "category_shares"],
+    drop=("category_shares", ("runner_up", "runner_up_share_pct")),
+    noun="ranges", null_labels={"range": "(whole export)"}, pinned=1)
 
 
-# The table/markdown/LaTeX view: the answer, without the raw totals.
-DOMINANT_HUMAN_COLUMNS = [
-    "range", "kernel", "category", "share_pct", "per_range_instance", "runner_up",
-    "runner_up_share_pct", "category_shares",
-]
+def _empty_row(range_name: str | None, range_instances: int | None) -> dict[str, Any]:
+    return {"range": range_name, "kernel": None, "category": None, "share_pct": None,
+            "total_ns": 0, "instances": 0, "range_instances": range_instances,
+            "per_range_instance": None, "runner_up": None, "runner_up_share_pct": None,
+            "range_kernel_ns": 0, "category_shares": {}}
 
 
-def _dominant_row(range_name, kernel_codes, durations, names, categories, range_instances):
-    if durations.size == 0:
-        return {"range": range_name, "kernel": None, "category": None, "share_pct": None,
-                "total_ns": 0, "instances": 0, "range_instances": range_instances,
-                "per_range_instance": None, "runner_up": None, "runner_up_share_pct": None,
-                "range_kernel_ns": 0, "category_shares": {}}
-    ncodes = len(names)
-    totals = np.bincount(kernel_codes, weights=durations, minlength=ncodes)
-    counts = np.bincount(kernel_codes, minlength=ncodes)
-    grand = float(totals.sum())
-    order = np.lexsort((np.arange(ncodes), -totals))
-    top = int(order[0])
-    second = int(order[1]) if ncodes > 1 and totals[order[1]] > 0 else None
-    cat_tot: dict[str, float] = {}
-    for code in np.flatnonzero(totals > 0):
-        cat_tot[categories[code]] = cat_tot.get(categories[code], 0.0) + float(totals[code])
-    shares = {c: r1(100.0 * v / grand) if grand else 0.0
-              for c, v in sorted(cat_tot.items(), key=lambda kv: (-kv[1], kv[0]))}
-    share = lambda t: r1(100.0 * t / grand) if grand else 0.0  # noqa: E731
-    return {
-        "range": range_name,
-        "kernel": names[top],
-        "category": categories[top],
-        "share_pct": share(totals[top]),
-        "total_ns": int(totals[top]),
-        "instances": int(counts[top]),
-        "range_instances": range_instances,
-        "per_range_instance": (round(counts[top] / range_instances, 2)
-                               if range_instances else None),
-        "runner_up": names[second] if second is not None else None,
-        "runner_up_share_pct": share(totals[second]) if second is not None else None,
-        "range_kernel_ns": int(grand),
-        "category_shares": shares,
-    }
+class _Grouped:
+    """Kernel time per (group, kernel name) and per (group, category), vectorized."""
+
+    def __init__(self, group: np.ndarray, kname: np.ndarray, dur: np.ndarray, nnames: int,
+                 cat_code: np.ndarray, ncat: int):
+        key = group * nnames + kname
+        uniq, inv = np.unique(key, return_inverse=True)
+        inv = inv.ravel()
+        self.total = np.bincount(inv, weights=dur).astype(np.int64)
+        self.count = np.bincount(inv).astype(np.int64)
+        self.group = uniq // nnames
+        self.kernel = uniq % nnames
+        order = np.lexsort((self.kernel, -self.total, self.group))  # per group: largest first
+        self.order = order
+        g_sorted = self.group[order]
+        self.first = {int(g): int(i) for g, i in zip(*_firsts(g_sorted))}
+        ckey = self.group * ncat + cat_code[self.kernel]
+        cu, cinv = np.unique(ckey, return_inverse=True)
+        self.cat_total = np.bincount(cinv.ravel(), weights=self.total)
+        self.cat_group, self.cat = cu // ncat, cu % ncat
+        self.grand = np.bincount(self.group, weights=self.total)
+
+    def row(self, g: int, range_name: str | None, range_instances: int | None,
+            names: list[str], categories: list[str], cat_names: list[str]) -> dict[str, Any]:
+        if g not in self.first or self.grand[g] <= 0 and self.count[self.order[self.first[g]]] == 0:
+            return _empty_row(range_name, range_instances)
+        grand = float(self.grand[g])
+        i = self.first[g]
+        top = self.order[i]
+        second = self.order[i + 1] if (i + 1 < self.order.size
+                                       and self.group[self.order[i + 1]] == g
+                                       and self.total[self.order[i + 1]] > 0) else None
+
+        def share(t: float) -> float:
+            return r1(100.0 * t / grand) if grand else 0.0
+
+        sel = np.flatnonzero(self.cat_group == g)
+        cats = sorted(((cat_names[self.cat[j]], float(self.cat_total[j])) for j in sel
+                       if self.cat_total[j] > 0), key=lambda kv: (-kv[1], kv[0]))
+        kname = int(self.kernel[top])
+        return {
+            "range": range_name,
+            "kernel": names[kname],
+            "category": categories[kname],
+            "share_pct": share(self.total[top]),
+            "total_ns": int(self.total[top]),
+            "instances": int(self.count[top]),
+            "range_instances": range_instances,
+            "per_range_instance": (round(int(self.count[top]) / range_instances, 2)
+                                   if range_instances else None),
+            "runner_up": names[int(self.kernel[second])] if second is not None else None,
+            "runner_up_share_pct": share(self.total[second]) if second is not None else None,
+            "range_kernel_ns": int(grand),
+            "category_shares": {c: share(v) for c, v in cats},
+        }
 
 
-def sentence(row: dict) -> str:
+def _firsts(sorted_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and the index of each one's first element."""
+    if sorted_groups.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    start = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    return sorted_groups[start], start
+
+
+def model_order(names: list[str]) -> dict[str, int] | None:
+    """Positions of this project's model ranges when ``names`` come from its model (a
+    ``step`` and a ``forward`` range), else None."""
+    present = set(names)
+    if not {"step", "forward"} <= present:
+        return None
+    return {n: i for i, n in enumerate(HEADLINE_RANGES) if n in present}
+
+
+def sentence(row: dict[str, Any]) -> str:
+    """One line: ``forward: sm80_xmma_gemm… (gemm), 41.2% of GPU time, 12 calls per forward``
+    (``per instance`` when the range name is long)."""
     where = shorten(row["range"], 60) if row["range"] is not None else "whole export"
     if row["kernel"] is None:
         return f"{where}: no kernels attributed"
-    text = f"{where}: {shorten(row['kernel'], 60)} ({row['category']}), " \
-           f"{row['share_pct']:g}% of GPU time"
+    text = (f"{where}: {shorten(row['kernel'], 60, signature=True)} ({row['category']}), "
+            f"{row['share_pct']:g}% of GPU time")
     if row["range"] is not None and row["per_range_instance"] is not None:
         calls = row["per_range_instance"]
-        calls_s = f"{calls:g}"
-        text += f", {calls_s} call{'s' if calls != 1 else ''} per {where}"
+        per = row["range"] if len(row["range"]) <= 24 and "," not in row["range"] else "instance"
+        text += f", {calls:g} call{'s' if calls != 1 else ''} per {per}"
     else:
-        text += f", {row['instances']} call{'s' if row['instances'] != 1 else ''}"
+        text += f", {row['instances']:,} call{'s' if row['instances'] != 1 else ''}"
     return text
 
 
 def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
                     range_names: list[str] | None = None, attribution: str = "all",
-                    rules: list | None = None) -> Report:
-    """The whole-export row, then one row per range name (``range_names``, else every range
-    that launched kernels, by attributed GPU time). ``names`` must be complete; ``names`` and
+                    rules: list | None = None, instances: np.ndarray | None = None) -> Report:
+    """The whole-export row, then one row per range name (see the module docstring).
+    ``names`` must be complete; ``p`` are the pairs to count (already filtered to the shown
+    ranges); ``instances`` the shown instances per name code (default: all). ``names`` and
     ``p`` are None when the export has no NVTX ranges."""
-    from reports.categories import categorize_many
+    from reports.categories import CATEGORIES, categorize_many
 
     k, r = act.kernels, act.ranges
     assert k is not None
     notes = list(act.notes)
     categories = categorize_many(k.names, rules)
+    cat_names = list(CATEGORIES) + sorted(set(categories) - set(CATEGORIES))
+    cat_code = np.array([cat_names.index(c) for c in categories], dtype=np.int64)
     dur = k.duration
-    rows = [_dominant_row(None, k.name_code, dur, k.names, categories, None)]
+    nk = len(k.names)
+    whole = _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, dur, max(nk, 1),
+                     cat_code, len(cat_names))
+    rows = [whole.row(0, None, None, k.names, categories, cat_names)]
     if r is None or names is None or p is None:
         notes.append("NVTX was not traced (no NVTX_EVENTS table): only the whole-export answer; "
                      "profile with `nsys profile --trace=cuda,nvtx` and NVTX ranges.")
+        return Report(rows=rows, columns=DOMINANT_COLUMNS, notes=notes,
+                      sentences=[sentence(x) for x in rows])
+    if range_names:
+        check_range_names(range_names, names.names)
+    inst = (instances if instances is not None
+            else np.bincount(names.code[names.code >= 0], minlength=len(names.names)))
+    pname = names.code[p.range_idx]
+    pk = p.kernel_idx
+    if attribution == "all" and len(p):
+        # each kernel once per range name, even inside nested same-name ranges
+        _, keep = np.unique(pname * (len(k) + 1) + pk, return_index=True)
+        pname, pk = pname[keep], pk[keep]
+    grouped = _Grouped(pname, k.name_code[pk], dur[pk], max(nk, 1), cat_code, len(cat_names))
+    if range_names:
+        wanted = [names.names.index(n) for n in range_names]
     else:
-        if range_names:
-            check_range_names(range_names, names.names)
-        inst = np.bincount(names.code, minlength=len(names.names))
-        pname = names.code[p.range_idx]
-        if attribution == "all" and len(p):
-            # each kernel once per range name, even inside nested same-name ranges
-            key = pname * (len(k) + 1) + p.kernel_idx
-            _, keep = np.unique(key, return_index=True)
-            pname, pk = pname[keep], p.kernel_idx[keep]
-        else:
-            pk = p.kernel_idx
-        wanted = ([names.names.index(n) for n in range_names] if range_names
-                  else list(sorted_unique(pname)))
-        order = np.argsort(pname, kind="stable")
-        pname_s, pk_s = pname[order], pk[order]
-        lo = np.searchsorted(pname_s, wanted, side="left")
-        hi = np.searchsorted(pname_s, wanted, side="right")
-        range_rows = []
-        for code, a, b in zip(wanted, lo, hi):
-            sel = pk_s[a:b]
-            range_rows.append(_dominant_row(names.names[code], k.name_code[sel], dur[sel],
-                                            k.names, categories, int(inst[code])))
-        if not range_names:
-            range_rows.sort(key=lambda x: (-x["range_kernel_ns"], x["range"]))
-        rows += range_rows
-        if len(p) == 0:
-            notes.append("no kernel launch lies inside an NVTX range on the same thread.")
+        wanted = sorted(grouped.first, key=lambda g: (-grouped.grand[g], names.names[g]))
+        order = model_order(names.names)
+        if order:
+            wanted.sort(key=lambda g: (order.get(names.names[g], len(order)),))
+    rows += [grouped.row(g, names.names[g], int(inst[g]), k.names, categories, cat_names)
+             for g in wanted]
+    if len(p) == 0:
+        notes.append("no kernel launch lies inside an NVTX range on the same thread.")
     no_launch = int((k.launch_tid < 0).sum())
-    if no_launch and r is not None:
+    if no_launch:
         notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed export); "
                      f"they count in the whole-export row only.")
     return Report(rows=rows, columns=DOMINANT_COLUMNS, notes=notes,

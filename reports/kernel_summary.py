@@ -12,11 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from reports.common import group_stats, r1
+from reports.render import View
 
 KERNEL_COLUMNS = [
     "name", "category", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
     "stddev_ns", "time_pct",
 ]
+# As nsys stats prints it: the share first, the name last.
+KERNEL_VIEW = View(
+    columns=["time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns",
+             "stddev_ns", "category", "name"],
+    rank_by=("total_ns",), noun="kernels")
 
 
 def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.ndarray,

@@ -9,6 +9,12 @@ from nsys_parsers.errors import MissingData
 from nsys_parsers.export import Export
 from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
 from reports.common import Report, group_stats, r1
+from reports.render import View
+
+MEMOPS_VIEW = View(
+    columns=["time_pct", "total_ns", "instances", "total_bytes", "throughput_gbps", "avg_ns",
+             "med_ns", "min_ns", "max_ns", "stddev_ns", "operation"],
+    rank_by=("total_ns",), noun="operations")
 
 MEMOPS_COLUMNS = [
     "operation", "instances", "total_bytes", "total_ns", "avg_ns", "med_ns", "min_ns",

@@ -22,7 +22,16 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import pid_of, tid_of
 from reports.common import Report, group_stats
+from reports.render import View
 from reports.grouping import distinct_count, group_ids
+
+NVTX_KERNEL_VIEW = View(
+    columns=["total_ns", "kernel_instances", "range_instances", "avg_ns", "med_ns", "min_ns",
+             "max_ns", "stddev_ns", "pid", "tid", "style", "range", "kernel"],
+    drop=("stddev_ns", "max_ns", "min_ns", "med_ns", "style", "tid", "pid",
+          "range_instances"),
+    rank_by=("total_ns",), noun="(range, kernel) rows",
+    null_labels={"range": "(no range)"})
 
 NVTX_KERNEL_COLUMNS = [
     "range", "style", "pid", "tid", "range_instances", "kernel_instances", "total_ns", "avg_ns",
@@ -30,23 +39,26 @@ NVTX_KERNEL_COLUMNS = [
 ]
 
 
-def attributed_items(act: Activity, p: Pairs) -> tuple[np.ndarray, np.ndarray]:
-    """(range index or -1, kernel index) for every pair plus every kernel in no range."""
+def attributed_items(act: Activity, p: Pairs, shown: Pairs) -> tuple[np.ndarray, np.ndarray]:
+    """(range index or -1, kernel index) for every shown pair plus every kernel in no range
+    (of all pairs ``p``: a kernel in a range that is not shown is not "in no range")."""
     k = act.kernels
+    assert k is not None
     in_range = np.zeros(len(k), dtype=bool)
     in_range[p.kernel_idx] = True
     loose = np.flatnonzero(~in_range)
-    item_range = np.concatenate([p.range_idx, np.full(loose.size, -1, dtype=np.int64)])
-    item_kernel = np.concatenate([p.kernel_idx, loose])
+    item_range = np.concatenate([shown.range_idx, np.full(loose.size, -1, dtype=np.int64)])
+    item_kernel = np.concatenate([shown.kernel_idx, loose])
     return item_range, item_kernel
 
 
-def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs) -> Report:
-    """Rows of NVTX_KERNEL_COLUMNS from attribution pairs (``names`` resolved at least for
-    the ranges in ``p``)."""
+def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
+                       shown: Pairs | None = None) -> Report:
+    """Rows of NVTX_KERNEL_COLUMNS from attribution pairs ``p``, of which ``shown`` (default:
+    all) are listed; ``names`` resolved at least for the ranges of ``shown``."""
     k, r = act.kernels, act.ranges
     assert k is not None and r is not None
-    item_range, item_kernel = attributed_items(act, p)
+    item_range, item_kernel = attributed_items(act, p, p if shown is None else shown)
     has_r = item_range >= 0
     safe_r = np.where(has_r, item_range, 0)
     rname = np.where(has_r, names.code[safe_r], -1)

@@ -17,7 +17,20 @@ from nsys_parsers.activity import Activity
 from nsys_parsers.attribution import Pairs, innermost
 from nsys_parsers.names import RangeNames
 from reports.common import Report, group_stats
+from reports.render import View
 from reports.grouping import group_ids
+
+RANGE_VIEW_COLUMNS = [
+    "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns",
+    "gpu_inclusive_ns", "gpu_exclusive_ns", "kernel_instances", "style", "range",
+]
+# People see the ranges with the most GPU time (CPU time when there are no kernels) first.
+RANGE_VIEW = View(
+    columns=RANGE_VIEW_COLUMNS,
+    drop=("stddev_ns", "max_ns", "min_ns", "med_ns", "style", "kernel_instances",
+          "gpu_exclusive_ns"),
+    rank_by=("gpu_inclusive_ns", "total_ns"), noun="ranges",
+    hide_if_zero=("gpu_inclusive_ns", "gpu_exclusive_ns", "kernel_instances"))
 
 RANGE_COLUMNS = [
     "range", "style", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
@@ -25,15 +38,21 @@ RANGE_COLUMNS = [
 ]
 
 
-def range_report(act: Activity, names: RangeNames, p: Pairs | None) -> Report:
+def range_report(act: Activity, names: RangeNames, p: Pairs | None,
+                 shown: np.ndarray | None = None) -> Report:
     """Rows of RANGE_COLUMNS from ranges, their complete names and the ``all`` attribution
-    pairs (None when there are no kernels)."""
+    pairs (None when there are no kernels). ``shown``: which range instances count (the
+    depth/match filters); exclusive time is still decided among all ranges."""
     r = act.ranges
     assert r is not None
     notes = list(act.notes)
-    gid, first = group_ids(names.code, r.pushpop.astype(np.int64))
-    ng = first.size
-    st = group_stats(gid, r.end - r.start, ng)
+    rows_idx = np.arange(len(r)) if shown is None else np.flatnonzero(shown)
+    sub_gid, sub_first = group_ids(names.code[rows_idx], r.pushpop[rows_idx].astype(np.int64))
+    ng = sub_first.size
+    first = rows_idx[sub_first]
+    gid = np.full(len(r), -1, dtype=np.int64)  # group of each range; -1: not shown
+    gid[rows_idx] = sub_gid
+    st = group_stats(sub_gid, (r.end - r.start)[rows_idx], ng)
     kinst = np.zeros(ng, dtype=np.int64)
     incl = np.zeros(ng, dtype=np.int64)
     excl = np.zeros(ng, dtype=np.int64)
@@ -45,25 +64,29 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None) -> Report:
     elif len(k):
         dur = k.duration
         if p is not None and len(p):
-            pg = gid[p.range_idx]
-            # distinct (group, kernel)
-            _, firsts = group_ids(pg, p.kernel_idx)
-            kinst = np.bincount(pg[firsts], minlength=ng).astype(np.int64)
-            incl = np.bincount(pg[firsts], weights=dur[p.kernel_idx[firsts]],
-                               minlength=ng).astype(np.int64)
             inner = innermost(p, r)
-            excl = np.bincount(gid[inner.range_idx], weights=dur[inner.kernel_idx],
+            inner_g = gid[inner.range_idx]
+            ok = inner_g >= 0
+            excl = np.bincount(inner_g[ok], weights=dur[inner.kernel_idx[ok]],
                                minlength=ng).astype(np.int64)
-            # span per range instance, then summed per group
-            order = np.argsort(p.range_idx, kind="stable")
-            ri = p.range_idx[order]
-            ks = k.start[p.kernel_idx[order]]
-            ke = k.end[p.kernel_idx[order]]
-            starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
-            inst_first = np.minimum.reduceat(ks, starts)
-            inst_last = np.maximum.reduceat(ke, starts)
-            span = np.bincount(gid[ri[starts]], weights=inst_last - inst_first,
-                               minlength=ng).astype(np.int64)
+            sel = gid[p.range_idx] >= 0
+            p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
+            if p_range.size:
+                pg = gid[p_range]
+                _, firsts = group_ids(pg, p_kernel)  # distinct (group, kernel)
+                kinst = np.bincount(pg[firsts], minlength=ng).astype(np.int64)
+                incl = np.bincount(pg[firsts], weights=dur[p_kernel[firsts]],
+                                   minlength=ng).astype(np.int64)
+                # span per range instance, then summed per group
+                order = np.argsort(p_range, kind="stable")
+                ri = p_range[order]
+                ks = k.start[p_kernel[order]]
+                ke = k.end[p_kernel[order]]
+                starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
+                inst_first = np.minimum.reduceat(ks, starts)
+                inst_last = np.maximum.reduceat(ke, starts)
+                span = np.bincount(gid[ri[starts]], weights=inst_last - inst_first,
+                                   minlength=ng).astype(np.int64)
         no_launch = int((k.launch_tid < 0).sum())
         if no_launch:
             notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed "

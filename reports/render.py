@@ -17,8 +17,13 @@ from nsys_parsers.errors import BadOption
 from nsys_parsers.plain import is_missing as _is_missing
 from nsys_parsers.plain import jsonable
 
-FORMATS = ("table", "md", "csv", "json", "latex")
-NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation"}
+FORMATS = ("table", "md", "csv", "json", "latex", "text")
+HUMAN_FORMATS = ("table", "md", "latex", "text")
+NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation", "key"}
+# Name columns that hold C++ kernel signatures (shortened by structure, see shorten_name).
+SIGNATURE_COLUMNS = {"name", "kernel", "runner_up"}
+# Integer columns shown with thousands separators (others are ids or sizes: pid, context).
+COUNT_SUFFIXES = ("instances", "count", "calls", "rows")
 
 # Long kernel names (templated C++ can be hundreds of KiB) are shortened only here.
 MAX_NAME_CHARS = 100
@@ -30,12 +35,13 @@ class Rendered:
 
     text: str | None = None  # plain text for md/csv/json/latex
     rich: list[Any] = field(default_factory=list)  # rich renderables for table
+    width: int | None = None  # the width the rich parts were laid out for
 
 
-def shorten(value: Any, width: int = MAX_NAME_CHARS) -> Any:
+def shorten(value: Any, width: int = MAX_NAME_CHARS, *, signature: bool = False) -> Any:
+    """Strings longer than ``width`` shortened with ``shorten_name``; other values as given."""
     if isinstance(value, str) and len(value) > width:
-        keep = width - 1
-        return value[: keep // 2 + keep % 2] + "…" + value[-(keep // 2):]
+        return shorten_name(value, width, signature=signature)
     return value
 
 
@@ -86,7 +92,12 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
     if isinstance(value, float):
         return _fmt_num(value, 1 if not value.is_integer() else 0)
     if isinstance(value, str):
-        return str(shorten(value)) if human else value
+        if human and (column in NAME_COLUMNS or _is_signature(column)):
+            return str(shorten(value, signature=_is_signature(column)))
+        return value
+    if human and isinstance(value, int) and not isinstance(value, bool) and column.endswith(
+            COUNT_SUFFIXES):
+        return f"{value:,}"
     return str(value)
 
 
@@ -97,7 +108,21 @@ def _fmt_num(value: Any, digits: int) -> str:
     return f"{v:,.{digits}f}"
 
 
+# Header labels where the generic rule (units dropped: the cells carry them) reads badly.
+HEADERS = {
+    "per_range_instance": "calls per range", "gpu_inclusive_ns": "gpu incl",
+    "gpu_exclusive_ns": "gpu excl", "gpu_span_ns": "gpu span", "kernel_instances": "kernels",
+    "range_instances": "ranges", "runner_up": "runner-up", "runner_up_share_pct": "runner-up %",
+    "throughput_gbps": "GB/s", "total_bytes": "bytes", "range_kernel_ns": "range gpu",
+}
+
+
 def _header(column: str) -> str:
+    if column in HEADERS:
+        return HEADERS[column]
+    for suffix, label in (("_pct", " %"), ("_ns", ""), ("_bytes", ""), ("_s", "")):
+        if column.endswith(suffix) and len(column) > len(suffix):
+            return column[: -len(suffix)].replace("_", " ") + label
     return column.replace("_", " ")
 
 
@@ -160,23 +185,296 @@ def to_json(data: Any) -> str:
     return json.dumps(jsonable(data), indent=2, ensure_ascii=False) + "\n"
 
 
-def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None):
+@dataclass
+class View:
+    """How people see a report: the columns in display order (names last, as nsys stats
+    does), which columns give way first when the width is short, and how rows rank for the
+    top-N cut (descending on the first ``rank_by`` column that has a non-zero value; rows keep
+    their order when no such column exists). ``pinned`` leading rows (e.g. the whole-export
+    row) are always shown and not counted. ``noun`` names the rows in the footer."""
+
+    columns: list[str]
+    drop: "tuple[str | tuple[str, ...], ...]" = ()
+    rank_by: tuple[str, ...] = ()
+    noun: str = "rows"
+    null_labels: dict[str, str] = field(default_factory=dict)
+    pinned: int = 0
+    hide_if_zero: tuple[str, ...] = ()  # left out when 0 or empty in every row shown
+
+
+DEFAULT_TOP = 20
+# Columns that give way first when a table is too wide, least important first.
+DEFAULT_DROP = ("stddev_ns", "max_ns", "min_ns", "med_ns")
+TABLE_GAP = 2  # rich SIMPLE_HEAD with collapsed padding: two spaces between columns
+MIN_NAME = 16
+MIN_TEXT = 20
+LABEL_COLUMNS = {"style", "category", "status", "scope", "level", "verdict", "source"}
+
+
+def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
+    """``name`` in at most ``width`` characters, keeping its start and its end. For C++
+    signatures the structure gives way first: template argument lists collapse (largest
+    first: ``kernel<…>(int, T1)``), then the parameter list (``kernel<…>(…)``), then the return
+    type and namespaces (``…::kernel<…>(…)``); only then the middle of what is left
+    (``void at::native::vec…(int, T1)``). ``signature=False`` (range names, paths): only
+    the middle gives way."""
+    if len(name) <= width:
+        return name
+    if not signature:
+        return _middle(name, width)
+    text = name
+    groups = _template_groups(name)
+    chosen: list[tuple[int, int]] = []
+    for group in sorted(groups, key=lambda g: g[0] - g[1]):  # largest first
+        if len(text) <= width:
+            return text
+        chosen.append(group)
+        text = _collapsed(name, chosen)
+    for step in (_collapse_params, _drop_return_type, _drop_namespaces):
+        if len(text) <= width:
+            return text
+        text = step(text)
+    return text if len(text) <= width else _middle(text, width)
+
+
+def _structure(name: str) -> str:
+    """A signature with its template and parameter lists collapsed: its useful width."""
+    groups = _template_groups(name)
+    return _collapse_params(_collapsed(name, groups) if groups else name)
+
+
+def _collapse_params(text: str) -> str:
+    """``f<…>(int, T1 *, ...)`` -> ``f<…>(…)`` (the last top-level parameter list)."""
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return text if i == len(text) - 2 else text[:i] + "(…)"
+    return text
+
+
+def _drop_return_type(text: str) -> str:
+    """``void ns::f(…)`` -> ``ns::f(…)``: a leading word before a space, outside brackets."""
+    head = text.split("<", 1)[0].split("(", 1)[0]
+    return text[head.index(" ") + 1:] if " " in head.strip() else text
+
+
+def _drop_namespaces(text: str) -> str:
+    """``at::native::f<…>(…)`` -> ``…::f<…>(…)``."""
+    head = text.split("<", 1)[0].split("(", 1)[0]
+    cut = head.rfind("::")
+    return "…" + text[cut:] if cut > 0 else text
+
+
+def _template_groups(name: str) -> list[tuple[int, int]]:
+    """(start, end) of the content of each top-level ``<...>`` group, if brackets balance."""
+    groups, depth, start = [], 0, 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            if depth == 0:
+                start = i + 1
+            depth += 1
+        elif ch == ">" and depth > 0:
+            depth -= 1
+            if depth == 0 and i > start:
+                groups.append((start, i))
+    return groups if depth == 0 else []
+
+
+def _collapsed(name: str, groups: list[tuple[int, int]]) -> str:
+    """``name`` with the content of each group replaced by an ellipsis."""
+    out, pos = [], 0
+    for a, b in sorted(groups):
+        out += [name[pos:a], "…"]
+        pos = b
+    out.append(name[pos:])
+    return "".join(out)
+
+
+def _middle(text: str, width: int) -> str:
+    if width <= 1:
+        return "…"[:width]
+    keep = width - 1
+    return text[: keep - keep // 2] + "…" + (text[-(keep // 2):] if keep // 2 else "")
+
+
+def _is_signature(column: str) -> bool:
+    return column in SIGNATURE_COLUMNS or column.endswith("_kernel")
+
+
+def _kind(column: str, rows: list[dict[str, Any]], cells: list[str]) -> str:
+    if _numeric(rows, column):
+        return "num"
+    if column in NAME_COLUMNS or _is_signature(column):
+        return "name"
+    if column in LABEL_COLUMNS and max((len(c) for c in cells), default=0) <= 16:
+        return "label"
+    return "text"
+
+
+def _header_lines(header: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(header, width=max(width, 1), break_long_words=False)) or header
+
+
+@dataclass
+class Layout:
+    columns: list[str]
+    widths: dict[str, int]
+    headers: dict[str, str]
+    dropped: list[str]
+
+
+# Flexible columns: a width they keep while other columns can still be left out, and the
+# least they can be shown at.
+COMFORT = {"name": 40, "text": 24}
+MINIMUM = {"name": MIN_NAME, "text": MIN_TEXT}
+
+
+def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, list[str]],
+                kinds: dict[str, str], width: int | None,
+                drop: "tuple[str | tuple[str, ...], ...]") -> Layout:
+    """Column widths that fit ``width`` (None: natural widths). Numbers and labels never
+    shrink; headers wrap at spaces; names and text give way down to a comfortable width, then
+    the columns of ``drop`` are left out (in order; a tuple goes together), then names and
+    text give way down to their minimum."""
+    content = {c: max((len(v) for v in cells[c]), default=0) for c in columns}
+    longest_word = {c: max((len(w) for w in headers[c].split()), default=0) for c in columns}
+    cols = list(columns)
+    if width is None:
+        natural = {c: max(content[c], len(headers[c]), 1) for c in cols}
+        return Layout(cols, natural, dict(headers), [])
+    dropped: list[str] = []
+    groups = [g if isinstance(g, tuple) else (g,) for g in drop]
+
+    useful = {c: max((len(_structure(v)) for v in cells[c]), default=0)
+              if _is_signature(c) else 10**9 for c in columns}
+
+    def attempt(floor: dict[str, int], wrap: bool) -> Layout | None:
+        head_w = {c: longest_word[c] if wrap else len(headers[c]) for c in cols}
+        natural = {c: max(content[c], head_w[c], 1) for c in cols}
+        flex = [c for c in cols if kinds[c] in floor]
+        fixed = sum(natural[c] for c in cols if c not in flex)
+        avail = width - fixed - TABLE_GAP * (len(cols) - 1)
+        least = {c: min(natural[c], max(head_w[c], floor[kinds[c]])) for c in flex}
+        if avail < sum(least.values()):
+            return None
+        widths = dict(natural)
+        if avail < sum(natural[c] for c in flex):
+            widths.update(_share(flex, natural, least, useful, avail))
+        heads = {c: _header_lines(headers[c], widths[c]) if wrap else headers[c] for c in cols}
+        return Layout(list(cols), widths, heads, list(dropped))
+
+    for floor in ({k: 10**6 for k in COMFORT}, COMFORT):  # natural widths, then comfortable
+        for wrap in (False, True):  # one-line headers first
+            layout = attempt(floor, wrap)
+            if layout:
+                return layout
+    while True:
+        for wrap in (False, True):
+            layout = attempt(COMFORT, wrap)
+            if layout:
+                return layout
+        group = next((g for g in groups if any(c in cols for c in g)), None)
+        if group is None:
+            break
+        for c in group:
+            if c in cols:
+                cols.remove(c)
+                dropped.append(c)
+    layout = attempt(MINIMUM, True)
+    if layout:
+        return layout
+    head_w = {c: longest_word[c] for c in cols}  # nothing left to give: minimum, rich folds
+    widths = {c: max(content[c], head_w[c], 1) for c in cols}
+    widths.update({c: min(widths[c], max(head_w[c], MINIMUM[kinds[c]])) for c in cols
+                   if kinds[c] in MINIMUM})
+    return Layout(cols, widths, {c: _header_lines(headers[c], widths[c]) for c in cols},
+                  dropped)
+
+
+def _share(flex: list[str], natural: dict[str, int], least: dict[str, int],
+           useful: dict[str, int], avail: int) -> dict[str, int]:
+    """Split ``avail`` among flexible columns: each its least width; then up to its
+    ``useful`` width (a kernel signature with its template and parameter lists collapsed:
+    more adds little), in proportion to what it lacks; then what is left up to the natural
+    widths."""
+    out = dict(least)
+    spare = avail - sum(least.values())
+    for cap in (useful, natural):
+        want = {c: max(0, min(cap[c], natural[c]) - out[c]) for c in flex}
+        total_want = sum(want.values())
+        if total_want <= 0 or spare <= 0:
+            continue
+        give = min(spare, total_want)
+        given = 0
+        for c in flex:
+            extra = give * want[c] // total_want
+            out[c] += extra
+            given += extra
+        for c in flex:  # rounding leftovers, first columns first
+            if given >= give:
+                break
+            if out[c] < min(cap[c], natural[c]):
+                out[c] += 1
+                given += 1
+        spare -= given
+    return out
+
+
+def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None,
+               width: int | None = None, drop: "tuple[str | tuple[str, ...], ...]" = ()
+               ) -> tuple[Any, list[str]]:
+    """A rich Table that fits ``width`` (None: natural width), and the columns left out."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        if _numeric(rows, c):
-            table.add_column(_header(c), justify="right", no_wrap=True)
-        elif c in ("style", "category", "status", "scope"):
-            table.add_column(_header(c), no_wrap=True)
-        elif c in NAME_COLUMNS:
-            table.add_column(_header(c), overflow="ellipsis", no_wrap=True, max_width=60,
-                             ratio=1)
+    cells = {c: [_cell(c, r.get(c), human=True) for r in rows] for c in columns}
+    kinds = {c: _kind(c, rows, cells[c]) for c in columns}
+    headers = {c: _header(c) for c in columns}
+    layout = fit_columns(columns, headers, cells, kinds, width, drop)
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, collapse_padding=True, header_style="bold")
+    for c in layout.columns:
+        w = layout.widths[c]
+        if kinds[c] == "num":
+            table.add_column(layout.headers[c], justify="right", no_wrap=True, min_width=w)
+        elif kinds[c] == "name":
+            table.add_column(layout.headers[c], no_wrap=True, min_width=min(w, 1), max_width=w)
+        elif kinds[c] == "label":
+            table.add_column(layout.headers[c], no_wrap=True, min_width=w)
         else:
-            table.add_column(_header(c), overflow="fold")
-    for r in _rows_text(rows, columns, human=True):
-        table.add_row(*r)
-    return table
+            table.add_column(layout.headers[c], overflow="fold", max_width=w)
+    for i in range(len(rows)):
+        table.add_row(*[shorten_name(cells[c][i], layout.widths[c],
+                                     signature=_is_signature(c))
+                        if kinds[c] == "name" else cells[c][i] for c in layout.columns])
+    return table, layout.dropped
+
+
+def rank_rows(rows: list[dict[str, Any]], view: View) -> list[dict[str, Any]]:
+    """Rows after the pinned ones, highest first on the first ``rank_by`` column that has a
+    non-zero value (stable: ties keep the report's order)."""
+    head, rest = rows[:view.pinned], rows[view.pinned:]
+    for key in view.rank_by:
+        if any(isinstance(r.get(key), (int, float)) and r.get(key) for r in rest):
+            rest = sorted(rest, key=lambda r: -(r.get(key) or 0))
+            break
+    return head + rest
+
+
+def top_rows(rows: list[dict[str, Any]], view: View, top: int | None
+             ) -> tuple[list[dict[str, Any]], str | None]:
+    """The first ``top`` ranked rows (0 or None: all) and the footer saying what was cut."""
+    ranked = rank_rows(rows, view)
+    body = len(ranked) - view.pinned
+    if not top or body <= top:
+        return ranked, None
+    footer = (f"{top:,} of {body:,} {view.noun}; --top 0 shows all, --top N shows N")
+    return ranked[:view.pinned + top], footer
 
 
 def render_rows(
@@ -187,45 +485,90 @@ def render_rows(
     title: str | None = None,
     notes: Iterable[str] = (),
     sentences: Iterable[str] = (),
+    caption: Iterable[str] = (),
+    view: View | None = None,
     human_columns: list[str] | None = None,
     null_labels: dict[str, str] | None = None,
+    top: int | None = None,
+    width: int | None = None,
+    wide: bool = False,
 ) -> Rendered:
-    """Render row dicts in one of FORMATS. ``notes`` are explanations shown with human formats
-    (table, md); ``human_columns`` is a narrower column list for table/md/latex, and
-    ``null_labels`` names what an empty cell means there (e.g. range None = whole export)."""
+    """Render row dicts in one of FORMATS.
+
+    json/csv: every row (or the ``top`` ranked ones when ``top`` is given) with ``columns``
+    in their order. table/md/latex/text: ``view`` (or ``human_columns``/``null_labels``)
+    decides the columns; the top ``top`` rows (default 20, 0 = all) with a footer saying how
+    many there are; ``caption`` lines come first, ``notes`` explain the numbers; tables fit
+    ``width`` columns (numbers are never cut; names give way, then the columns of
+    ``view.drop``, named in a note); ``wide`` shows every column at its natural width.
+    ``sentences`` (one-line answers, one per row) are shown in md and text, where text shows
+    only them (text without sentences is the table without styling)."""
     check_format(fmt)
     notes = list(notes)
     sentences = list(sentences)
-    if fmt == "json":
-        return Rendered(text=to_json([{c: r.get(c) for c in columns} for r in rows]))
-    if fmt == "csv":
+    caption = list(caption)
+    view = view or View(columns=human_columns or columns, null_labels=null_labels or {})
+    if fmt in ("json", "csv"):
+        if top:
+            rows, _ = top_rows(rows, view, top)
+        if fmt == "json":
+            return Rendered(text=to_json([{c: r.get(c) for c in columns} for r in rows]))
         return Rendered(text=to_csv(rows, columns))
-    if human_columns:
-        columns = human_columns
-    if null_labels:
-        rows = [{k: (null_labels[k] if k in null_labels and v is None else v)
+    rows, footer = top_rows(rows, view, DEFAULT_TOP if top is None else top)
+    columns = [c for c in view.columns if c not in view.hide_if_zero
+               or any(r.get(c) not in (None, 0, "", 0.0) for r in rows)]
+    if view.null_labels:
+        rows = [{k: (view.null_labels[k] if k in view.null_labels and v is None else v)
                  for k, v in r.items()} for r in rows]
+    if footer:
+        notes = [footer] + notes
+    if fmt == "text" and sentences:
+        shown = sentences[: len(rows)] if footer else sentences
+        return Rendered(text="".join(f"{s}\n" for s in caption + shown + notes))
     if fmt == "md":
         text = ""
         if title:
             text += f"### {title}\n\n"
+        text += "".join(f"{c}\n\n" for c in caption)
         text += "".join(f"- {s}\n" for s in sentences) + ("\n" if sentences else "")
         text += to_markdown(rows, columns)
         text += "".join(f"\n> {n}\n" for n in notes)
         return Rendered(text=text)
     if fmt == "latex":
         return Rendered(text=to_latex(rows, columns, caption=title))
-    parts: list[Any] = []
-    for s in sentences:
-        parts.append(s)
+    parts: list[Any] = list(caption)
     if rows or not notes:
-        parts.append(rich_table(rows, columns, title=title))
+        drop = tuple(g for g in (view.drop or DEFAULT_DROP)
+                     if any(c in columns for c in (g if isinstance(g, tuple) else (g,))))
+        table, dropped = rich_table(rows, columns, title=title,
+                                    width=None if wide else width, drop=drop)
+        parts.append(table)
+        if dropped:
+            notes.append(f"left out to fit {width} columns: "
+                         f"{', '.join(_header(c) for c in dropped)}; --wide shows every "
+                         f"column, --format csv or json gives everything")
+    from rich.text import Text
+
     for n in notes:
-        parts.append(f"[yellow]{n}[/yellow]")
-    return Rendered(rich=parts)
+        parts.append(Text(n, style="yellow"))
+    if fmt == "text":
+        return Rendered(text=plain_text(parts, None if wide else width))
+    return Rendered(rich=parts, width=None if wide else width)
 
 
-def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None) -> Rendered:
+def plain_text(parts: list[Any], width: int | None) -> str:
+    """rich renderables as plain text (no colour, no styles), laid out for ``width``."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width or 100_000, no_color=True,
+                      color_system=None, soft_wrap=False)
+    for part in parts:
+        console.print(part)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
+
+
+def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None,
+                  width: int | None = None) -> Rendered:
     """Render one object (e.g. ``info``): JSON as an object, others as a key/value table."""
     check_format(fmt)
     if fmt == "json":
@@ -233,11 +576,14 @@ def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None) ->
     rows = []
     for k, v in obj.items():
         if isinstance(v, dict):
-            v = ", ".join(f"{kk}={vv}" for kk, vv in v.items())
+            v = ", ".join(f"{kk} {vv:,}" if isinstance(vv, int) else f"{kk} {vv}"
+                          for kk, vv in v.items())
         elif isinstance(v, list):
             v = ", ".join(str(x) for x in v)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            v = f"{v:,}"
         rows.append({"key": k, "value": v})
-    return render_rows(rows, ["key", "value"], fmt, title=title)
+    return render_rows(rows, ["key", "value"], fmt, title=title, top=0, width=width)
 
 
 def check_format(fmt: str) -> None:

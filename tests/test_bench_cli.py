@@ -46,7 +46,7 @@ def test_csv_keeps_raw_seconds():
 
 def test_markdown_moves_constant_settings_into_a_sentence():
     text = bench("--mode", "forward", "--attention", "naive,sdpa", "--format", "md")
-    assert text.startswith("### Step time per config\n\n- batch 2, device cpu, threads 1, "
+    assert text.startswith("### Step time per config\n\nbatch 2, device cpu, threads 1, "
                            "nvtx off, warmup 1, steps 2, adamw auto (")
     header = next(line for line in text.splitlines() if line.startswith("| size"))
     cols = [c.strip() for c in header.strip("|").split("|")]

@@ -221,6 +221,7 @@ def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch,
 def test_mine_profile_with_gpu_kernels(tmp_path):
     """The GPU side of the profile report, on an export with kernels (the demo export has the
     model's range names, one warmup and two measured steps)."""
+    from profile_cli.common import OutputSpec
     from profile_cli.profile_cmds import render_profile
     from tests.synth import demo
 
@@ -241,11 +242,11 @@ def test_mine_profile_with_gpu_kernels(tmp_path):
     assert report.kernels[0]["name"] == "ampere_sgemm_128x64_nt"
     assert [r["range"] for r in report.ranges][:5] == ["step", "forward", "backward",
                                                       "optimizer", "scaled dot product attention"]
-    data = json.loads(render_profile(report, "json").text)
+    data = json.loads(render_profile(report, OutputSpec(format="json")).text)
     assert set(data) == {"export", "config", "ranges", "dominant", "kernels", "notes"}
     for fmt in ("md", "csv"):
-        assert "ampere_sgemm_128x64_nt" in render_profile(report, fmt).text
-    assert r"ampere\_sgemm\_128x64\_nt" in render_profile(report, "latex").text
+        assert "ampere_sgemm_128x64_nt" in render_profile(report, OutputSpec(format=fmt)).text
+    assert r"ampere\_sgemm\_128x64\_nt" in render_profile(report, OutputSpec(format="latex")).text
 
 
 def test_sweep_ctrl_c_keeps_the_index_consistent(tmp_path, monkeypatch):

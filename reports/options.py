@@ -1,0 +1,42 @@
+"""``AnalysisOptions``: how to look at an export (no heavy imports: the CLI declares these)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from nsys_parsers.errors import BadOption
+
+MERGE_MODES = ("off", "on", "auto")
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """``within``: only what ran inside instances of this range. ``merge_op_ids``: off, on or
+    auto (on when the names look like a PyTorch ``emit_nvtx`` capture): one name per operator.
+    ``name_kind``: kernel names short, demangled or mangled. ``rules``: a TOML file of extra
+    kernel-category rules. ``nsys``: the nsys binary that exports ``.nsys-rep`` reports.
+    ``depth``: only range instances at nesting depth <= N (1 = outermost on its thread).
+    ``match``: only ranges whose name matches one of these glob patterns."""
+
+    within: str | None = None
+    merge_op_ids: str = "off"
+    name_kind: str = "demangled"
+    rules: "str | os.PathLike[str] | None" = None
+    nsys: str | None = None
+    depth: int | None = None
+    match: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.merge_op_ids, bool):
+            object.__setattr__(self, "merge_op_ids", "on" if self.merge_op_ids else "off")
+        if self.merge_op_ids not in MERGE_MODES:
+            raise BadOption(f"--merge-op-ids {self.merge_op_ids!r}: use one of "
+                            f"{', '.join(MERGE_MODES)}")
+        if self.depth is not None and self.depth < 1:
+            raise BadOption(f"--depth {self.depth}: depths start at 1 (the outermost ranges)")
+        object.__setattr__(self, "match", tuple(self.match or ()))
+
+    @property
+    def filtered(self) -> bool:
+        return self.depth is not None or bool(self.match)
