@@ -28,8 +28,9 @@ from reports.grouping import distinct_count, group_ids
 NVTX_KERNEL_VIEW = View(
     columns=["total_ns", "kernel_instances", "range_instances", "avg_ns", "med_ns", "min_ns",
              "max_ns", "stddev_ns", "pid", "tid", "style", "range", "kernel"],
-    drop=("stddev_ns", "max_ns", "min_ns", "med_ns", "style", "tid", "pid",
-          "range_instances"),
+    drop=("stddev_ns", "max_ns", "min_ns", "med_ns", "style", "range_instances", "tid",
+          "pid"),
+    hide_if_constant=("pid", "tid", "style"),
     rank_by=("total_ns",), noun="(range, kernel) rows",
     null_labels={"range": "(no range)"})
 

@@ -30,7 +30,8 @@ RANGE_VIEW = View(
     drop=("stddev_ns", "max_ns", "min_ns", "med_ns", "style", "kernel_instances",
           "gpu_exclusive_ns"),
     rank_by=("gpu_inclusive_ns", "total_ns"), noun="ranges",
-    hide_if_zero=("gpu_inclusive_ns", "gpu_exclusive_ns", "kernel_instances"))
+    hide_if_zero=("gpu_inclusive_ns", "gpu_exclusive_ns", "kernel_instances"),
+    hide_if_constant=("style",))
 
 RANGE_COLUMNS = [
     "range", "style", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
@@ -59,8 +60,9 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     span = np.zeros(ng, dtype=np.int64)
     k = act.kernels
     if k is None:
-        notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): GPU "
-                     "columns are 0; profile with `nsys profile --trace=cuda,nvtx`.")
+        notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): CPU "
+                     "times only (GPU columns 0); profile with `nsys profile --trace=cuda,nvtx` "
+                     "for GPU time.")
     elif len(k):
         dur = k.duration
         if p is not None and len(p):

@@ -200,6 +200,7 @@ class View:
     null_labels: dict[str, str] = field(default_factory=dict)
     pinned: int = 0
     hide_if_zero: tuple[str, ...] = ()  # left out when 0 or empty in every row shown
+    hide_if_constant: tuple[str, ...] = ()  # left out (and said once) when all rows agree
 
 
 DEFAULT_TOP = 20
@@ -330,7 +331,7 @@ class Layout:
 
 # Flexible columns: a width they keep while other columns can still be left out, and the
 # least they can be shown at.
-COMFORT = {"name": 40, "text": 24}
+COMFORT = {"name": 30, "text": 24}
 MINIMUM = {"name": MIN_NAME, "text": MIN_TEXT}
 
 
@@ -350,8 +351,9 @@ def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, li
     dropped: list[str] = []
     groups = [g if isinstance(g, tuple) else (g,) for g in drop]
 
+    # first the width that reads well: a signature collapsed, other names and text comfortable
     useful = {c: max((len(_structure(v)) for v in cells[c]), default=0)
-              if _is_signature(c) else 10**9 for c in columns}
+              if _is_signature(c) else COMFORT.get(kinds[c], 10**9) for c in columns}
 
     def attempt(floor: dict[str, int], wrap: bool) -> Layout | None:
         head_w = {c: longest_word[c] if wrap else len(headers[c]) for c in cols}
@@ -517,6 +519,12 @@ def render_rows(
     rows, footer = top_rows(rows, view, DEFAULT_TOP if top is None else top)
     columns = [c for c in view.columns if c not in view.hide_if_zero
                or any(r.get(c) not in (None, 0, "", 0.0) for r in rows)]
+    constant = [c for c in view.hide_if_constant if c in columns and len(rows) > 1
+                and len({repr(r.get(c)) for r in rows}) == 1]
+    if constant:
+        columns = [c for c in columns if c not in constant]
+        notes.insert(0, "every row: " + ", ".join(
+            f"{_header(c)} {_cell(c, rows[0].get(c), human=True)}" for c in constant))
     if view.null_labels:
         rows = [{k: (view.null_labels[k] if k in view.null_labels and v is None else v)
                  for k, v in r.items()} for r in rows]
