@@ -113,6 +113,35 @@ def install_nsys(root: Path | None = None, timeout_s: float = 900) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report "
+
+
+def report_version(report: Path) -> str | None:
+    """The nsys version that recorded a .nsys-rep, from its header: nsys 2023+ writes
+    ``NVIDIA Tegra Profiler Report 2026@1@1@...`` (2026.1.1); older reports carry only a
+    format number (``... Report 1.``) and give None."""
+    try:
+        with report.open("rb") as fh:
+            head = fh.read(128)
+    except OSError:
+        return None
+    if not head.startswith(_REPORT_MAGIC):
+        return None
+    m = re.match(rb"(\d{4})@(\d+)@(\d+)", head[len(_REPORT_MAGIC):])
+    return ".".join(x.decode() for x in m.groups()) if m else None
+
+
+def _year_minor(version: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d{4})\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def too_new(recorded: str | None, local: str) -> bool:
+    """Whether a report recorded by ``recorded`` is newer than the local nsys can read."""
+    a, b = _year_minor(recorded or ""), _year_minor(local)
+    return a is not None and b is not None and a > b
+
+
 def cached_export_path(report: Path) -> Path:
     """Where the SQLite export of a report is cached: the user cache, keyed by the report's
     absolute path, size and modification time (nothing is written beside the report)."""
@@ -149,6 +178,15 @@ def export_report(report: Path, *, nsys: str | os.PathLike | None = None,
     if proc.returncode != 0 or not tmp.exists() or not usable_export(tmp):
         tmp.unlink(missing_ok=True)
         version = nsys_version(binary)
+        recorded = report_version(report)
+        if too_new(recorded, version):
+            year_minor = ".".join(version.split(".")[:2])
+            raise ExportFailed(
+                f"{report.name} was recorded by nsys {recorded}; the nsys here ({year_minor}) "
+                f"reads reports up to {version.split('.')[0]}.x ({binary}). Export it with nsys "
+                f"{'.'.join(recorded.split('.')[:2])} or newer (`nsys export --type sqlite "
+                f"{report.name}`) and pass the .sqlite file, or point --nsys/$NSYS at a newer "
+                f"nsys. Any partial output was deleted.")
         raise ExportFailed(
             f"`nsys export` (nsys {version}) could not export {report.name} "
             f"(exit {proc.returncode}: {' | '.join(detail) or 'no output'}). The report may be "

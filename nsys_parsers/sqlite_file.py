@@ -24,10 +24,17 @@ NSYS_MARKERS = (
     "META_DATA_EXPORT", "ANALYSIS_DETAILS", "PROFILER_OVERHEAD", KERNEL_TABLE, RUNTIME_TABLE,
     NVTX_TABLE, "ENUM_NSYS_EVENT_TYPE",
 )
-# Tables every finished export has had, 2019 to 2026 (nsys writes them last or always).
+# Tables every finished export has had, 2019 to 2026.
 COMPLETE_MARKERS = (STRINGS_TABLE,)
-CONTENT_MARKERS = ("ThreadNames", "ProcessStreams", "PROCESSES", "TARGET_INFO_SYSTEM_ENV",
-                   "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_SESSION_START_TIME")
+# A finished export also describes the session or the target, or holds activity. A failed
+# `nsys export` (nsys 2022.4 given a 2023.1+ report) leaves only StringIds and ProcessStreams.
+SESSION_PREFIXES = ("TARGET_INFO_", "META_DATA_", "EXPORT_META_DATA", "ANALYSIS_",
+                    "ThreadNames", "PROCESSES", "CUPTI_ACTIVITY_", "NVTX_EVENTS", "OSRT_",
+                    "SCHED_EVENTS", "COMPOSITE_EVENTS")
+INCOMPLETE = ("{path} is an incomplete nsys export (a failed or interrupted nsys export leaves "
+              "such files): export the report again with an nsys at least as new as the one "
+              "that recorded it (`nsys export --type sqlite --force-overwrite true "
+              "REPORT.nsys-rep`).")
 
 
 def decode_text(raw: bytes) -> str:
@@ -43,6 +50,10 @@ def check_sqlite_header(path: Path) -> None:
                           f"`nsys export --type sqlite REPORT.nsys-rep`.")
     with path.open("rb") as fh:
         header = fh.read(100)
+    if len(header) == 100 and not any(header):
+        # nsys writes the first page of its SQLite file last: an export that was killed or
+        # crashed leaves the data pages behind a page of zeros
+        raise PartialExport(INCOMPLETE.format(path=path))
     if not header.startswith(SQLITE_MAGIC):
         raise NotAnExport(f"{path}: not an SQLite database. Give an nsys SQLite export "
                           f"(`nsys export --type sqlite`) or a .nsys-rep report.")
@@ -94,12 +105,8 @@ def validate_nsys_tables(tables: dict[str, tuple[str, ...]], path: Path) -> None
         raise NotAnExport(f"{path}: an SQLite database, but not an nsys export ({listed}). "
                           f"Export a report with `nsys export --type sqlite REPORT.nsys-rep`.")
     missing = [t for t in COMPLETE_MARKERS if t not in tables]
-    if missing or not any(t in tables for t in CONTENT_MARKERS):
-        raise PartialExport(
-            f"{path}: a partial nsys export (no {', '.join(missing) or 'thread/process tables'}"
-            f"; nsys stopped while writing it, e.g. a failed `nsys export` of a report from a "
-            f"newer nsys). It is not mined. Export the report again with an nsys at least as "
-            f"new as the one that recorded it.")
+    if missing or not any(t.startswith(SESSION_PREFIXES) for t in tables):
+        raise PartialExport(INCOMPLETE.format(path=path))
 
 
 def usable_export(path: Path) -> bool:

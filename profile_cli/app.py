@@ -8,9 +8,10 @@ inside the commands, so that ``--help`` and small jobs start fast.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, Iterator, List, Optional
 
 import typer
 
@@ -73,10 +74,14 @@ analysis_options = option_group(AnalysisOptions, {
                         "rules": lambda v: v})
 
 
-def _analysis(export: Path, analysis: AnalysisOptions):  # noqa: ANN202 - lazy import
+@contextlib.contextmanager
+def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
+    """The export opened for questions, with a spinner on stderr while a long read runs."""
+    from profile_cli.progress import status
     from reports.analysis import ExportAnalysis
 
-    return ExportAnalysis(export, analysis)
+    with status(f"reading {export.name}"), ExportAnalysis(export, analysis) as a:
+        yield a
 
 
 @app.command()

@@ -2,13 +2,16 @@
 
 ``progress_bar(label)`` yields a callback ``update(done, total, description)`` (or None when
 stderr is not a terminal, so CI logs and pipes stay clean); library loops call it as they go.
-``progress_bar(label, force=True)`` shows it anyway (tests, or a user who asks).
+``progress_bar(label, force=True)`` shows it anyway (tests, or a user who asks; also the
+environment variable NSYS_MINE_PROGRESS=1). ``status(message)`` is a spinner for reads that
+take more than a moment.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Optional
+import os
+from typing import Any, Callable, Iterator, Optional
 
 Update = Callable[[int, int, Optional[str]], None]
 
@@ -21,7 +24,7 @@ def progress_bar(label: str, *, force: bool = False, transient: bool = True
                                TimeElapsedColumn)
 
     console = Console(stderr=True)
-    if not (console.is_terminal or force):
+    if not _wanted(console, force):
         yield None
         return
     with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
@@ -35,14 +38,40 @@ def progress_bar(label: str, *, force: bool = False, transient: bool = True
         yield update
 
 
+def _wanted(console: Any, force: bool) -> bool:
+    """Progress goes to terminals only (not CI logs or pipes) unless asked for, by ``force``
+    or the environment variable NSYS_MINE_PROGRESS=1."""
+    return console.is_terminal or force or os.environ.get("NSYS_MINE_PROGRESS") == "1"
+
+
 @contextlib.contextmanager
-def status(message: str) -> Iterator[None]:
-    """A spinner with ``message`` on stderr while a long read runs (terminals only)."""
+def status(message: str, *, delay_s: float = 0.8, force: bool = False) -> Iterator[None]:
+    """A spinner with ``message`` on stderr while a long read runs: it appears only once the
+    work has taken ``delay_s`` (quick answers stay clean) and is gone when it ends."""
+    import threading
+
     from rich.console import Console
 
     console = Console(stderr=True)
-    if not console.is_terminal:
+    if not _wanted(console, force):
         yield
         return
-    with console.status(message):
+    spinner = console.status(message)
+    lock = threading.Lock()
+    state = {"done": False}
+
+    def start() -> None:
+        with lock:
+            if not state["done"]:
+                spinner.start()
+
+    timer = threading.Timer(delay_s, start)
+    timer.daemon = True
+    timer.start()
+    try:
         yield
+    finally:
+        with lock:
+            state["done"] = True
+            timer.cancel()
+            spinner.stop()

@@ -13,6 +13,9 @@ import pytest
 from tests.synth import Synth
 
 COMMANDS = ["info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops"]
+INCOMPLETE = ["is an incomplete nsys export (a failed or interrupted nsys export leaves such "
+              "files): export the report again with an nsys at least as new as the one that "
+              "recorded it"]
 
 
 def digest(path: Path) -> str:
@@ -53,12 +56,37 @@ def _not_nsys(p: Path) -> Path:
 
 
 def _partial(p: Path) -> Path:
-    """What a failed `nsys export` leaves: some nsys tables, no StringIds/thread tables."""
+    """Some nsys tables but no StringIds: nsys stopped before writing its strings."""
     conn = sqlite3.connect(p)
     conn.execute("CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER, name TEXT, label TEXT)")
     conn.execute("CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT)")
     conn.commit()
     conn.close()
+    return p
+
+
+def _failed_export(p: Path) -> Path:
+    """What nsys 2022.4 leaves when it fails to export a 2023.1+ report: exactly StringIds
+    and ProcessStreams, with their nsys schema and a few rows."""
+    conn = sqlite3.connect(p)
+    conn.execute("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("CREATE TABLE ProcessStreams (globalPid INTEGER NOT NULL, "
+                 "filenameId INTEGER NOT NULL, contentId INTEGER NOT NULL)")
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [(0, "[Unknown]"), (1, "stdout")])
+    conn.execute("INSERT INTO ProcessStreams VALUES (0, 1, 0)")
+    conn.commit()
+    conn.close()
+    return p
+
+
+def _killed(p: Path, fixture: Path) -> Path:
+    """What an `nsys export` killed midway leaves (seen with nsys 2022.4 on a 4.6 MB report
+    killed after 0.3-1.0 s): the data pages, behind a first page of zeros that nsys writes
+    last."""
+    data = bytearray(fixture.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[:page] = bytes(page)
+    p.write_bytes(bytes(data))
     return p
 
 
@@ -77,15 +105,18 @@ CASES = {
     "random": (lambda d, fx: _random_bytes(d / "random.sqlite"), ["not an SQLite database"]),
     "text": (lambda d, fx: _write(d / "notes.sqlite", b"hello"), ["not an SQLite database"]),
     "not_nsys": (lambda d, fx: _not_nsys(d / "users.sqlite"), ["not an nsys export"]),
-    "partial": (lambda d, fx: _partial(d / "partial.sqlite"), ["partial nsys export"]),
+    "partial": (lambda d, fx: _partial(d / "partial.sqlite"), INCOMPLETE),
+    "failed_export": (lambda d, fx: _failed_export(d / "failed.sqlite"), INCOMPLETE),
+    "killed": (lambda d, fx: _killed(d / "killed.sqlite", fx("vecadd_t4_nsys2022.4.sqlite")),
+               INCOMPLETE),
 }
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_paths(case, command, tmp_path, cli):
+def test_bad_paths(case, command, tmp_path, cli, fx):
     make, fragments = CASES[case]
-    path = make(tmp_path, None)
+    path = make(tmp_path, fx)
     before = digest(path)
     assert_error(cli(command, path), *fragments)
     assert digest(path) == before
@@ -118,6 +149,29 @@ def test_broken_report_with_nsys(tmp_path, cli, nsys_bin, monkeypatch):
     cache = Path(os.environ["XDG_CACHE_HOME"])
     assert not [p for p in list(tmp_path.rglob("*")) + list(cache.rglob("*"))
                 if p.suffix == ".sqlite"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_report_from_a_newer_nsys_says_which(command, cli, fx, nsys_bin, monkeypatch):
+    """A 2026.1 report and the nsys 2022.4 here: the recording version, read from the
+    report's header, and what to do; nothing left behind, the report untouched."""
+    monkeypatch.setenv("NSYS", str(nsys_bin))
+    rep = fx("vecadd2_rtx4060ti_nsys2026.1.nsys-rep")
+    before = digest(rep)
+    assert_error(cli(command, rep), "recorded by nsys 2026.1.1; the nsys here (2022.4) reads "
+                 "reports up to 2022.x", "Export it with nsys 2026.1 or newer")
+    assert digest(rep) == before
+    cache = Path(os.environ["XDG_CACHE_HOME"])
+    assert not [p for p in cache.rglob("*") if p.suffix == ".sqlite"]
+
+
+def test_report_header_versions(fx):
+    from nsys_parsers.nsys_tool import report_version, too_new
+
+    assert report_version(fx("vecadd2_rtx4060ti_nsys2026.1.nsys-rep")) == "2026.1.1"
+    assert report_version(fx("dlprof_pytorch_rtx2070s_nsys2022.1.nsys-rep")) is None  # format 1
+    assert too_new("2026.1.1", "2022.4.2.1") and not too_new("2022.1.3", "2022.4.2.1")
+    assert not too_new(None, "2022.4.2.1")
 
 
 @pytest.mark.parametrize("name", ["forward'; DROP TABLE StringIds; --", 'a"b', "%", "forwad"])
