@@ -1,0 +1,187 @@
+"""Answers people can read: every table command at 80 and 120 columns on real exports.
+
+For each shown row, every numeric cell appears in full (never cut to ``12…``), every line
+fits the width, the footer counts the rows there are, and columns left out are named. One
+check runs in a real pseudo-terminal (``script``), where the width comes from the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from reports.render import _cell, _header, top_rows
+
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
+GTLS = "gtls_rtx3060_nsys2023.1.sqlite"
+CENTERFORMER = "centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"
+
+
+def _views():
+    from reports.dominant import DOMINANT_VIEW
+    from reports.kernel_summary import KERNEL_VIEW
+    from reports.memops import MEMOPS_VIEW
+    from reports.nvtx_kernels import NVTX_KERNEL_VIEW
+    from reports.range_summary import RANGE_VIEW
+
+    return {"kernels": KERNEL_VIEW, "ranges": RANGE_VIEW, "nvtx-kernels": NVTX_KERNEL_VIEW,
+            "dominant": DOMINANT_VIEW, "memops": MEMOPS_VIEW}
+
+
+CASES = [
+    ("kernels", GTLS), ("kernels", FASTVIDEO), ("kernels", DLPROF),
+    ("ranges", FASTVIDEO), ("ranges", CENTERFORMER), ("ranges", DLPROF),
+    ("nvtx-kernels", FASTVIDEO), ("nvtx-kernels", DLPROF),
+    ("dominant", FASTVIDEO), ("dominant", DLPROF), ("dominant", GTLS),
+    ("memops", GTLS),
+]
+
+
+@pytest.fixture
+def cli_at(cli, monkeypatch):
+    def run(width: int, *args):
+        monkeypatch.setenv("COLUMNS", str(width))
+        return cli(*args)
+    return run
+
+
+def _table_lines(text: str) -> list[str]:
+    """The data lines of the first table: after the header rule, up to the first blank or
+    note line."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("─"))
+    out = []
+    for ln in lines[start + 1:]:
+        if not ln.strip() or re.match(r"^\d[\d,]* of [\d,]+ ", ln) or ln.startswith(
+                ("every row", "left out", "PyTorch", "only ")):
+            break
+        out.append(ln)
+    return out
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("command,fixture", CASES)
+def test_tables_fit_and_numbers_are_whole(command, fixture, width, cli_at, fx):
+    path = fx(fixture)
+    table = cli_at(width, command, path)
+    assert table.exit_code == 0, table.stderr
+    rows = json.loads(cli_at(width, command, path, "--format", "json").stdout)
+    view = _views()[command]
+    shown, footer = top_rows(rows, view, 20)
+    text = table.stdout
+    assert all(len(ln) <= width for ln in text.splitlines()), "a line is wider than the screen"
+    header_end = next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("─"))
+    header = " ".join(text.splitlines()[1:header_end])
+    numeric = [c for c in view.columns if any(isinstance(r.get(c), (int, float))
+                                               and not isinstance(r.get(c), bool) for r in rows)]
+    shown_numeric = [c for c in numeric if all(w in header.split() for w in _header(c).split())]
+    assert shown_numeric, "no numeric column left on screen"
+    data = _table_lines(text)
+    assert len(data) >= len(shown)  # a row may wrap onto more lines (text columns)
+    pos = 0
+    for row in shown:  # each row's numbers, whole, on one line, in order
+        row = {k: (view.null_labels.get(k, v) if v is None else v) for k, v in row.items()}
+        cells = [_cell(c, row.get(c), human=True) for c in shown_numeric]
+        while pos < len(data) and not all(cell in data[pos] for cell in cells):
+            pos += 1
+        assert pos < len(data), f"numbers {cells} not whole on any line"
+        pos += 1
+    if footer:
+        assert footer in text.replace("\n", " ")
+        total = len(rows) - view.pinned
+        assert f"of {total:,} " in text
+    if "left out to fit" in text:
+        note = text[text.index("left out to fit"):].replace("\n", " ")
+        named = note.split(":", 1)[1].split(";")[0]
+        for name in (n.strip() for n in named.split(",")):
+            assert name and name not in header.split("  "), name
+
+
+def test_top_row_answers_in_full_at_80(cli_at, fx):
+    """The answer of each command is on the first line, whole: the biggest kernel's share
+    and total, the dominant kernel's share and calls per range."""
+    k = cli_at(80, "kernels", fx(GTLS)).stdout
+    assert re.search(r"^69\.4\s+1\.531 s\s+26\s", _table_lines(k)[0])
+    d = cli_at(80, "dominant", fx(FASTVIDEO)).stdout
+    first, second = _table_lines(d)[:2]
+    assert first.startswith("(whole export)") and " 69.4 " in first and "gemm" in first
+    assert second.startswith("aten::linear") and " 70.9 " in second and " 0.4 " in second
+
+
+def test_footer_counts_and_top(cli_at, fx):
+    out = cli_at(120, "ranges", fx(FASTVIDEO)).stdout
+    assert "20 of 16,582 ranges; --top 0 shows all" in out
+    assert len(_table_lines(out)) == 20
+    assert len(_table_lines(cli_at(120, "ranges", fx(FASTVIDEO), "--top", "5").stdout)) == 5
+    everything = cli_at(120, "ranges", fx(FASTVIDEO), "--top", "0").stdout
+    assert len(_table_lines(everything)) == 16_582 and " of 16,582" not in everything
+    rows = json.loads(cli_at(120, "ranges", fx(FASTVIDEO), "-f", "json").stdout)
+    assert len(rows) == 16_582  # machine formats: every row unless --top
+    top = json.loads(cli_at(120, "ranges", fx(FASTVIDEO), "-f", "json", "--top", "3").stdout)
+    assert [r["gpu_inclusive_ns"] for r in top] == sorted(
+        (r["gpu_inclusive_ns"] for r in rows), reverse=True)[:3]
+
+
+def test_top_everywhere(cli_at, fx):
+    for command in ("kernels", "ranges", "nvtx-kernels", "dominant", "memops"):
+        fixture = GTLS if command == "memops" else DLPROF
+        res = cli_at(120, command, fx(fixture), "--top", "2")
+        assert res.exit_code == 0, (command, res.stderr)
+        assert re.search(r"^2 of [\d,]+ ", res.stdout, re.M), command
+
+
+def test_wide_keeps_every_column(cli_at, fx):
+    out = cli_at(80, "kernels", fx(GTLS), "--wide").stdout
+    header = out.splitlines()[1]
+    for col in ("stddev", "max", "min", "med"):
+        assert col in header
+    assert "left out" not in out
+
+
+def test_emit_nvtx_capture_groups_operators_in_dominant(cli_at, fx):
+    out = cli_at(120, "dominant", fx(FASTVIDEO)).stdout
+    assert "op_id =" not in out and "grouped per operator" in out
+    assert "op_id =" in cli_at(120, "dominant", fx(FASTVIDEO), "--merge-op-ids", "off").stdout
+    # the mirrors of nsys reports stay row-for-row nsys by default
+    assert "op_id =" in cli_at(120, "ranges", fx(FASTVIDEO)).stdout
+
+
+def test_depth_and_match_filters(cli_at, fx):
+    rows = json.loads(cli_at(120, "ranges", fx(DLPROF), "-f", "json", "--match", "aten::conv*",
+                             "--match", "aten::add_*").stdout)
+    assert rows and all(r["range"].startswith(("aten::conv", "aten::add_")) for r in rows)
+    top = json.loads(cli_at(120, "ranges", fx(DLPROF), "-f", "json", "--depth", "1").stdout)
+    every = json.loads(cli_at(120, "ranges", fx(DLPROF), "-f", "json").stdout)
+    assert 0 < sum(r["instances"] for r in top) < sum(r["instances"] for r in every)
+    dom = json.loads(cli_at(120, "dominant", fx(DLPROF), "-f", "json", "--match",
+                            "aten::conv2d*").stdout)
+    assert {r["range"] for r in dom[1:]} == {"aten::conv2d"}
+    assert cli_at(120, "ranges", fx(DLPROF), "--depth", "0").exit_code == 2
+
+
+def test_dominant_text_format_is_one_sentence_per_range(cli_at, fx):
+    out = cli_at(80, "dominant", fx(DLPROF), "--format", "text", "--top", "3").stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("whole export: ") and "% of GPU time" in lines[0]
+    assert lines[1].startswith("aten::") and "calls per " in lines[1]
+
+
+@pytest.mark.skipif(not shutil.which("script"), reason="util-linux `script` not installed")
+def test_in_a_real_terminal(fx, tmp_path):
+    """In a pseudo-terminal of 80 columns (stty), no COLUMNS variable: the table fits the
+    terminal and the numbers are whole."""
+    exe = os.path.join(os.path.dirname(sys.executable), "nsys-mine")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cmd = f"stty cols 80 rows 60; {exe} kernels {fx(GTLS)} --top 5"
+    out = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True,
+                         env=env, timeout=60).stdout
+    lines = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", ln).rstrip("\r") for ln in out.splitlines()]
+    assert all(len(ln) <= 80 for ln in lines), max(lines, key=len)
+    assert any(re.search(r"69\.4\s+1\.531 s\s+26", ln) for ln in lines)
