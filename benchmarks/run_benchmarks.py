@@ -83,7 +83,8 @@ def find_nsys_mine(explicit: str | None) -> list[str]:
 # --------------------------------------------------------------------------- scaled files
 
 def scaled_file(src: Path, factor: int, gap_ns: int, rebuild: bool) -> tuple[Path, dict]:
-    """Return (path, info) of SRC scaled by FACTOR, building it unless a valid cached copy exists."""
+    """Return (path, info) of SRC scaled by FACTOR, building it unless a valid cached copy
+    exists."""
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     dst = OUT_DIR / f"{src.stem}_x{factor}.sqlite"
     meta_path = dst.with_name(dst.name + ".json")
@@ -292,7 +293,7 @@ def bench_file(db: Path, factor: int, cmds, repeat_of, timeout: float, keep: Pat
     results = [Result(label, tool, pair, factor, []) for label, tool, pair, _ in cmds]
     rounds = max(repeat_of(r) for r in results)
     for i in range(rounds):
-        for res, (_label, _tool, _pair, build) in zip(results, cmds):
+        for res, (_label, _tool, _pair, build) in zip(results, cmds, strict=True):
             if i >= repeat_of(res):
                 continue
             if res.runs and not res.runs[-1].ok:
@@ -301,7 +302,8 @@ def bench_file(db: Path, factor: int, cmds, repeat_of, timeout: float, keep: Pat
                 w = Path(tmp)
                 argv, expected = build(w)
                 res.argv = argv
-                print(f"  x{factor} [{i + 1}/{repeat_of(res)}] {res.label} ...", end=" ", flush=True)
+                print(f"  x{factor} [{i + 1}/{repeat_of(res)}] {res.label} ...", end=" ",
+                      flush=True)
                 run = run_once(argv, expected, w, timeout)
                 res.runs.append(run)
                 if run.ok:
@@ -334,7 +336,6 @@ def summarize(results: list[Result], base: int, lin_base: int, big: int | None,
                 return r
         return None
 
-    lines = []
     checks: dict[str, dict] = {}
     print()
     print(f"{'command':28s} {'factor':>6s} {'runs':>4s} {'wall s (median)':>15s} "
@@ -389,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--factor", type=int, default=300,
                     help="replay factor of the main file (default 300: ~1.03 M kernels)")
     ap.add_argument("--linearity-multiple", type=int, default=4,
-                    help="also time nsys-mine on a file MULTIPLE times bigger (default 4; 0 = skip)")
+                    help="also time nsys-mine on a file MULTIPLE times bigger "
+                         "(default 4; 0 = skip)")
     ap.add_argument("--linearity-base", type=int, metavar="FACTOR",
                     help="small file of the linearity pair (default: --factor); e.g. "
                          "--linearity-base 75 compares x75 with x300 and keeps x300 for the "
@@ -398,16 +400,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs per command; the median wall time is reported (default 3)")
     ap.add_argument("--nvtxkernsum-repeat", type=int, default=1,
                     help="runs of the slow `nsys stats nvtxkernsum` (default 1)")
-    ap.add_argument("--nsys", help="nsys binary (default .cache/nsys/usr/bin/nsys, else nsys on PATH)")
+    ap.add_argument("--nsys",
+                    help="nsys binary (default .cache/nsys/usr/bin/nsys, else nsys on PATH)")
     ap.add_argument("--nsys-mine", dest="nsys_mine",
                     help="nsys-mine executable (default .venv/bin/nsys-mine)")
     ap.add_argument("--skip-nsys", action="store_true",
                     help="time only nsys-mine (nvtxkernsum takes ~45-60 s on the default file)")
     ap.add_argument("--nsys-at-multiple", action="store_true",
                     help="also run nsys stats on the big linearity file (slow: minutes)")
-    ap.add_argument("--timeout", type=float, default=600, help="per-command limit in s (default 600)")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="per-command limit in s (default 600)")
     ap.add_argument("--gap-ns", type=int, default=DEFAULT_GAP_NS, help=argparse.SUPPRESS)
-    ap.add_argument("--rebuild", action="store_true", help="rebuild the scaled files even if cached")
+    ap.add_argument("--rebuild", action="store_true",
+                    help="rebuild the scaled files even if cached")
     ap.add_argument("--keep-outputs", type=Path, metavar="DIR",
                     help="copy each command's CSV output to DIR (for diffing)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="save all results as JSON")

@@ -84,7 +84,8 @@ def _column_comments(create_sql: str | None) -> dict[str, str]:
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
     """(name, declared type, pk) for each column of ``table``, in order."""
-    return [(r[1], (r[2] or "").upper(), r[5]) for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
+    return [(r[1], (r[2] or "").upper(), r[5])
+            for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
 
 
 def _time_columns(conn: sqlite3.Connection, table: str) -> list[str]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nsys_parsers import queries as Q
-from nsys_parsers.fetch import Reader, gather_ints, gather_names, ints_job, names_job, \
-    rowid_chunks
+from nsys_parsers.fetch import Reader, gather_ints, gather_names, ints_job, names_job, rowid_chunks
 from nsys_parsers.kernels import (
-    KERNEL_COLUMNS, LAUNCH_COLUMNS, KernelData, build_kernels, kernel_name_column,
+    KERNEL_COLUMNS,
+    LAUNCH_COLUMNS,
+    KernelData,
+    build_kernels,
+    kernel_name_column,
     launch_tables,
 )
 from nsys_parsers.names import RangeNames, name_keys_sql, range_names

@@ -43,7 +43,7 @@ class BadOption(NsysMineError):
     """An option value is invalid (unknown format, bad TOML rules file, ...)."""
 
 
-def closest_names(name: str, choices: "list[str] | tuple[str, ...]", n: int = 5) -> list[str]:
+def closest_names(name: str, choices: list[str] | tuple[str, ...], n: int = 5) -> list[str]:
     """The choices closest to ``name`` (difflib), else those containing it: for hints."""
     import difflib
 
@@ -54,7 +54,7 @@ def closest_names(name: str, choices: "list[str] | tuple[str, ...]", n: int = 5)
     return close
 
 
-def closest_hint(name: str, choices: "list[str] | tuple[str, ...]", n: int = 5) -> str:
+def closest_hint(name: str, choices: list[str] | tuple[str, ...], n: int = 5) -> str:
     """``"; closest: 'a', 'b'"`` for an error message, or ``""`` when nothing is close."""
     close = closest_names(name, choices, n)
     return f"; closest: {', '.join(repr(c) for c in close)}" if close else ""

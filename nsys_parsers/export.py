@@ -21,7 +21,10 @@ from nsys_parsers.errors import ExportNotFound, NotAnExport
 from nsys_parsers.meta import ExportMeta, probe_meta
 from nsys_parsers.schema import Schema
 from nsys_parsers.sqlite_file import (
-    check_sqlite_header, connect_readonly, read_schema, validate_nsys_tables,
+    check_sqlite_header,
+    connect_readonly,
+    read_schema,
+    validate_nsys_tables,
 )
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -35,7 +38,7 @@ class Export(Schema):
     source: Path = Path()  # what the user gave (may be a .nsys-rep)
     conn: sqlite3.Connection | None = None
 
-    def __enter__(self) -> "Export":
+    def __enter__(self) -> Export:
         return self
 
     def __exit__(self, *exc: object) -> None:

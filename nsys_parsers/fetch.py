@@ -93,7 +93,7 @@ class Reader:
         for conn in self._conns:
             conn.close()
 
-    def __enter__(self) -> "Reader":
+    def __enter__(self) -> Reader:
         return self
 
     def __exit__(self, *exc) -> None:

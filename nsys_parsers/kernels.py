@@ -20,7 +20,13 @@ from nsys_parsers.errors import BadOption
 from nsys_parsers.fetch import Reader, gather_ints, ints_job, rowid_chunks
 from nsys_parsers.names import kernel_names
 from nsys_parsers.schema import (
-    DRIVER_TABLE, KERNEL_TABLE, LOW24, NAME_COLUMN, NAME_KINDS, RUNTIME_TABLE, Schema,
+    DRIVER_TABLE,
+    KERNEL_TABLE,
+    LOW24,
+    NAME_COLUMN,
+    NAME_KINDS,
+    RUNTIME_TABLE,
+    Schema,
 )
 
 KERNEL_COLUMNS = ["s", "e", "n", "p", "c"]
@@ -48,7 +54,7 @@ class KernelData:
     def __len__(self) -> int:
         return int(self.start.size)
 
-    def take(self, keep: np.ndarray) -> "KernelData":
+    def take(self, keep: np.ndarray) -> KernelData:
         """The kernels at indices ``keep`` (same name table)."""
         return KernelData(start=self.start[keep], end=self.end[keep],
                           name_code=self.name_code[keep], names=self.names,

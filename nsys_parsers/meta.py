@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE, Schema
 
-_VERSION_IN_PATH = re.compile(r"(?i)(?:nsight[-_ ]?systems|nsys)[^0-9]{0,40}(20\d\d\.\d+(?:\.\d+){0,2})")
+_VERSION_IN_PATH = re.compile(
+    r"(?i)(?:nsight[-_ ]?systems|nsys)[^0-9]{0,40}(20\d\d\.\d+(?:\.\d+){0,2})")
 _BARE_VERSION = re.compile(r"(20\d\d\.\d+(?:\.\d+){0,2})")
 
 Q_META_KV = 'SELECT name, value FROM {table} WHERE name IN (?, ?)'

@@ -48,10 +48,10 @@ class RangeNames:
     def complete(self) -> bool:
         return bool((self.code >= 0).all())
 
-    def take(self, keep: np.ndarray) -> "RangeNames":
+    def take(self, keep: np.ndarray) -> RangeNames:
         return RangeNames(code=self.code[keep], names=self.names)
 
-    def merged_op_ids(self) -> "RangeNames":
+    def merged_op_ids(self) -> RangeNames:
         """Every call of a PyTorch operator under one name (``aten::mm, seq = 7`` ->
         ``aten::mm``), so that reports aggregate per operator instead of per call."""
         merged = [OP_ID_SUFFIX.sub("", n) for n in self.names]

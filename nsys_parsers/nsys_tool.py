@@ -50,7 +50,8 @@ def candidate_paths() -> list[Path]:
     patterns = [
         "/usr/local/cuda/bin/nsys", "/usr/local/cuda-*/bin/nsys",
         "/opt/nvidia/nsight-systems/*/bin/nsys", "/opt/nvidia/nsight-systems-cli/*/bin/nsys",
-        "/usr/lib/nsight-systems/bin/nsys", "/opt/nvidia/hpc_sdk/*/*/*/profilers/Nsight_Systems/bin/nsys",
+        "/usr/lib/nsight-systems/bin/nsys",
+        "/opt/nvidia/hpc_sdk/*/*/*/profilers/Nsight_Systems/bin/nsys",
         "/usr/local/cuda/nsight-systems-*/bin/nsys",
     ]
     for pat in patterns:

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 
 from nsys_parsers.errors import MissingData
 from nsys_parsers.schema import (
-    KERNEL_TABLE, NVTX_DOMAIN_CREATE, NVTX_RANGE_TYPES, NVTX_TABLE, STRINGS_TABLE, Schema,
+    KERNEL_TABLE,
+    NVTX_DOMAIN_CREATE,
+    NVTX_RANGE_TYPES,
+    NVTX_TABLE,
+    STRINGS_TABLE,
+    Schema,
     sql_list,
 )
 

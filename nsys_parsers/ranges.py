@@ -15,7 +15,12 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.schema import (
-    LOW24, NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTX_TABLE, NVTXT_PUSHPOP, Schema,
+    LOW24,
+    NVTX_DOMAIN_CREATE,
+    NVTX_PUSHPOP,
+    NVTX_TABLE,
+    NVTXT_PUSHPOP,
+    Schema,
 )
 
 NVTX_COLUMNS = ["s", "e", "t", "f", "r"]
@@ -37,7 +42,7 @@ class RangeData:
     def __len__(self) -> int:
         return int(self.start.size)
 
-    def take(self, keep: np.ndarray) -> "RangeData":
+    def take(self, keep: np.ndarray) -> RangeData:
         """The ranges at indices ``keep`` (domains kept; no longer aligned with table order)."""
         return RangeData(start=self.start[keep], end=self.end[keep], tid=self.tid[keep],
                          pushpop=self.pushpop[keep], cross_thread=self.cross_thread[keep],

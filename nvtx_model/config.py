@@ -101,7 +101,7 @@ class ModelConfig:
 
     @classmethod
     def from_shape(cls, shape: Shape, *, vocab_size: int = DEFAULT_VOCAB,
-                   context_length: int = 128, rope_theta: float = ROPE_THETA) -> "ModelConfig":
+                   context_length: int = 128, rope_theta: float = ROPE_THETA) -> ModelConfig:
         return cls(vocab_size=vocab_size, context_length=context_length, d_model=shape.d_model,
                    num_layers=shape.num_layers, num_heads=shape.num_heads, d_ff=shape.d_ff,
                    rope_theta=rope_theta)
@@ -150,12 +150,13 @@ class RunConfig:
         return (f"{self.size} ctx {self.context} b{self.batch} {self.mode} {self.precision} "
                 f"{self.attention}")
 
-    def with_(self, **changes: Any) -> "RunConfig":
+    def with_(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
 
     @property
     def name(self) -> str:
-        """A file name that encodes the config: ``tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3``."""
+        """A file name that encodes the config, e.g.
+        ``tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3``."""
         return run_name(self.size, self.context, self.batch, self.mode, self.precision,
                         self.attention, self.nvtx, self.warmup, self.steps)
 

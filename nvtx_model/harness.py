@@ -16,11 +16,12 @@ from typing import Callable
 
 import torch
 
+from nsys_parsers.errors import BadOption
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig
 from nvtx_model.model import TransformerLM, cross_entropy
 from nvtx_model.runtime import Runtime
-from nsys_parsers.errors import BadOption
+
 
 @dataclass
 class StepTiming:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nvtx_model import nvtx_ranges as nv
-from nvtx_model.config import ATTENTIONS, ModelConfig, PARAM_COMPONENTS
+from nvtx_model.config import ATTENTIONS, PARAM_COMPONENTS, ModelConfig
 
 
 class Linear(nn.Module):
@@ -202,7 +202,7 @@ class TransformerLM(nn.Module):
         self.register_buffer("causal_mask", causal, persistent=False)
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, attention: str = "naive") -> "TransformerLM":
+    def from_config(cls, cfg: ModelConfig, attention: str = "naive") -> TransformerLM:
         return cls(cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.num_layers,
                    cfg.num_heads, cfg.d_ff, cfg.rope_theta, attention)
 

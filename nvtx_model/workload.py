@@ -14,10 +14,24 @@ from dataclasses import dataclass
 from typing import Optional
 
 from nsys_parsers.errors import BadOption, closest_names
-from nvtx_model.config import (ATTENTIONS, CUSTOM, DEFAULT_ADAMW, DEFAULT_BATCH,
-                               DEFAULT_CONTEXTS, DEFAULT_SEED, DEFAULT_STEPS, DEFAULT_VOCAB,
-                               DEFAULT_WARMUP, MODES, PRECISIONS, PRESETS, ModelConfig,
-                               RunConfig, Shape, preset_name)
+from nvtx_model.config import (
+    ATTENTIONS,
+    CUSTOM,
+    DEFAULT_ADAMW,
+    DEFAULT_BATCH,
+    DEFAULT_CONTEXTS,
+    DEFAULT_SEED,
+    DEFAULT_STEPS,
+    DEFAULT_VOCAB,
+    DEFAULT_WARMUP,
+    MODES,
+    PRECISIONS,
+    PRESETS,
+    ModelConfig,
+    RunConfig,
+    Shape,
+    preset_name,
+)
 
 DEFAULT_SIZE = "small"
 
@@ -57,7 +71,7 @@ class WorkloadSpec:
         return expand_workload(self)
 
 
-def _did_you_mean(item: str, choices: "list[str] | tuple[str, ...]") -> str:
+def _did_you_mean(item: str, choices: list[str] | tuple[str, ...]) -> str:
     close = closest_names(item, choices, n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 

@@ -18,7 +18,12 @@ import typer
 from nsys_parsers.errors import NsysMineError
 from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
 from profile_cli.common import (
-    ExportArg, OutputSpec, choice_enum, emit_report, option_group, output_options,
+    ExportArg,
+    OutputSpec,
+    choice_enum,
+    emit_report,
+    option_group,
+    output_options,
 )
 from reports.options import MERGE_MODES, AnalysisOptions
 

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from profile_cli.common import OutputSpec, output_options
 from nvtx_model.workload import WorkloadSpec
+from profile_cli.common import OutputSpec, output_options
 from profile_cli.progress import progress_bar
 from profile_cli.workload import DbOpt, workload_options
 

@@ -16,7 +16,7 @@ import typer
 from reports.render import FORMATS, Rendered
 
 
-def choice_enum(name: str, values: "tuple[str, ...] | list[str]") -> Any:
+def choice_enum(name: str, values: tuple[str, ...] | list[str]) -> Any:
     """A str Enum for a Typer choice option, built from the tuple of values it mirrors
     (so a new value in the library cannot be missing from the CLI)."""
     return enum.Enum(name, {v: v for v in values}, type=str)

@@ -13,9 +13,9 @@ from typing import Annotated, Any, List, Optional
 import typer
 
 from nsys_parsers.errors import BadOption
+from nvtx_model.workload import WorkloadSpec
 from profile_cli.common import OutputSpec, choice_enum, join_rendered, option_group, output_options
 from profile_cli.profiler import NsysSpec
-from nvtx_model.workload import WorkloadSpec
 from profile_cli.progress import progress_bar
 from profile_cli.workload import workload_options
 
@@ -191,8 +191,13 @@ def sweep(
 
 
 def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[str]) -> Any:
-    from profile_cli.sweeper import (DOMINANT_COLUMNS, MIX_COLUMNS, RANGE_TIME_COLUMNS,
-                                     RUN_COLUMNS, RUN_VIEW)
+    from profile_cli.sweeper import (
+        DOMINANT_COLUMNS,
+        MIX_COLUMNS,
+        RANGE_TIME_COLUMNS,
+        RUN_COLUMNS,
+        RUN_VIEW,
+    )
     from reports.render import Rendered, View, render_rows, to_json
 
     fmt = out.format

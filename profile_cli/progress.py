@@ -20,8 +20,7 @@ Update = Callable[[int, int, Optional[str]], None]
 def progress_bar(label: str, *, force: bool = False, transient: bool = True
                  ) -> Iterator[Update | None]:
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     if not _wanted(console, force):

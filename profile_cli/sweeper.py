@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nsys_parsers.errors import BadOption, NsysMineError
+from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, preset_name, run_name
 from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
-from nsys_parsers.nsys_tool import locate_nsys
 from profile_cli.mining import ProfileReport, mine_profile
 from profile_cli.profiler import NsysSpec, ProfileResult, profile_config
 from reports.categories import CATEGORIES
@@ -237,7 +237,7 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     from nsys_parsers.sqlite_file import connect_readonly
 
     conn = connect_readonly(index)
-    conn.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row)}
+    conn.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row, strict=True)}
     try:
         runs = conn.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
         order = {r["name"]: i for i, r in enumerate(runs)}

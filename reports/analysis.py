@@ -41,11 +41,12 @@ from nsys_parsers.window import restrict_to_range
 from reports.common import Report, check_range_names
 from reports.options import AnalysisOptions
 
+
 class ExportAnalysis:
     """Questions about one export, under ``AnalysisOptions`` (given as an object, keywords,
     or both: keywords win)."""
 
-    def __init__(self, export: "Export | str | os.PathLike[str]",
+    def __init__(self, export: Export | str | os.PathLike[str],
                  options: AnalysisOptions | None = None, **kwargs: Any):
         from reports.categories import load_rules
 
@@ -68,7 +69,7 @@ class ExportAnalysis:
         return self.options.within
 
     # -- lifetime ------------------------------------------------------------------------
-    def __enter__(self) -> "ExportAnalysis":
+    def __enter__(self) -> ExportAnalysis:
         return self
 
     def __exit__(self, *exc: object) -> None:

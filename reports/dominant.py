@@ -59,7 +59,7 @@ class _Grouped:
         order = np.lexsort((self.kernel, -self.total, self.group))  # per group: largest first
         self.order = order
         g_sorted = self.group[order]
-        self.first = {int(g): int(i) for g, i in zip(*_firsts(g_sorted))}
+        self.first = {int(g): int(i) for g, i in zip(*_firsts(g_sorted), strict=True)}
         ckey = self.group * ncat + cat_code[self.kernel]
         cu, cinv = np.unique(ckey, return_inverse=True)
         self.cat_total = np.bincount(cinv.ravel(), weights=self.total)

@@ -22,8 +22,8 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import pid_of, tid_of
 from reports.common import Report, group_stats
-from reports.render import View
 from reports.grouping import distinct_count, group_ids
+from reports.render import View
 
 NVTX_KERNEL_VIEW = View(
     columns=["total_ns", "kernel_instances", "range_instances", "avg_ns", "med_ns", "min_ns",

@@ -22,7 +22,7 @@ class AnalysisOptions:
     within: str | None = None
     merge_op_ids: str = "off"
     name_kind: str = "demangled"
-    rules: "str | os.PathLike[str] | None" = None
+    rules: str | os.PathLike[str] | None = None
     nsys: str | None = None
     depth: int | None = None
     match: tuple[str, ...] = ()

@@ -17,8 +17,8 @@ from nsys_parsers.activity import Activity
 from nsys_parsers.attribution import Pairs, innermost
 from nsys_parsers.names import RangeNames
 from reports.common import Report, group_stats
-from reports.render import View
 from reports.grouping import group_ids
+from reports.render import View
 
 RANGE_VIEW_COLUMNS = [
     "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns",

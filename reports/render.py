@@ -194,7 +194,7 @@ class View:
     row) are always shown and not counted. ``noun`` names the rows in the footer."""
 
     columns: list[str]
-    drop: "tuple[str | tuple[str, ...], ...]" = ()
+    drop: tuple[str | tuple[str, ...], ...] = ()
     rank_by: tuple[str, ...] = ()
     noun: str = "rows"
     null_labels: dict[str, str] = field(default_factory=dict)
@@ -337,7 +337,7 @@ MINIMUM = {"name": MIN_NAME, "text": MIN_TEXT}
 
 def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, list[str]],
                 kinds: dict[str, str], width: int | None,
-                drop: "tuple[str | tuple[str, ...], ...]") -> Layout:
+                drop: tuple[str | tuple[str, ...], ...]) -> Layout:
     """Column widths that fit ``width`` (None: natural widths). Numbers and labels never
     shrink; headers wrap at spaces; names and text give way down to a comfortable width, then
     the columns of ``drop`` are left out (in order; a tuple goes together), then names and
@@ -428,7 +428,7 @@ def _share(flex: list[str], natural: dict[str, int], least: dict[str, int],
 
 
 def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None,
-               width: int | None = None, drop: "tuple[str | tuple[str, ...], ...]" = ()
+               width: int | None = None, drop: tuple[str | tuple[str, ...], ...] = ()
                ) -> tuple[Any, list[str]]:
     """A rich Table that fits ``width`` (None: natural width), and the columns left out."""
     from rich import box

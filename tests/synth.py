@@ -57,7 +57,8 @@ class Synth:
             corr = self.next_corr
             self.next_corr += 1
         nid = self.string(name)
-        self.kernels.append((start, end, 0, 1, 7, corr, gpid(pid), nid, nid, nid, 1, 1, 1, 128, 1, 1))
+        self.kernels.append((start, end, 0, 1, 7, corr, gpid(pid), nid, nid, nid, 1, 1, 1, 128,
+                             1, 1))
         if launch is not None:
             ls, le = launch
             self.runtime.append((ls, le, 1, gtid(pid, tid), corr, self.string(api), 0, None))
@@ -119,7 +120,7 @@ def demo(path: Path) -> Path:
     t = 1_000_000
     s.range("warmup", t - 10, t + 999_000)
     s.range("measure", t + 1_000_000 - 10, t + 3_000_000)
-    for step in range(3):  # one warmup step, then two measured steps
+    for _ in range(3):  # one warmup step, then two measured steps
         s.range("step", t, t + 900_000)
         s.range("forward", t + 1_000, t + 300_000)
         for layer in range(2):

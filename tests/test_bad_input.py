@@ -1,4 +1,5 @@
-"""Bad input: one clear ``Error: ...`` line on stderr, exit code 1, no traceback, input untouched."""
+"""Bad input: one clear ``Error: ...`` line on stderr, exit code 1, no traceback, input
+untouched."""
 
 from __future__ import annotations
 

@@ -163,7 +163,8 @@ def test_ctrl_c_keeps_the_finished_rows(monkeypatch):
 def test_progress_is_reported_per_config():
     seen = []
     benchmark(configs(mode="forward", steps=1, precision="fp32,bf16"),
-              progress=lambda done, total, label: seen.append((done, total, label and label.split()[5])))
+              progress=lambda done, total, label: seen.append(
+                  (done, total, label and label.split()[5])))
     assert seen == [(0, 2, "fp32"), (1, 2, "bf16"), (2, 2, None)]
 
 

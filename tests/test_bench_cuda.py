@@ -16,8 +16,7 @@ torch = pytest.importorskip("torch")
 from nvtx_model import harness, sweep  # noqa: E402
 from nvtx_model.bench import benchmark  # noqa: E402
 from nvtx_model.memory import profile_memory  # noqa: E402
-from nvtx_model.runtime import (CpuRuntime, CudaRuntime, peak_tflops,  # noqa: E402
-                                resolve_runtime)
+from nvtx_model.runtime import CpuRuntime, CudaRuntime, peak_tflops, resolve_runtime  # noqa: E402
 from nvtx_model.workload import WorkloadSpec  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"

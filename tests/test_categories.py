@@ -517,7 +517,7 @@ def test_fixture_kernel_names() -> None:
         cats = categorize_many(names)
         assert cats == [categorize(n) for n in names]  # never raises, same answer
         counts = collections.Counter(cats)
-        other = sorted(n for n, c in zip(names, cats) if c == "other")
+        other = sorted(n for n, c in zip(names, cats, strict=True) if c == "other")
         share = len(other) / len(names) if names else 0.0
         print(f"\n{path.name}: {len(names)} distinct kernels, other {share:.0%}, {dict(counts)}")
         for name in other:

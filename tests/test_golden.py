@@ -3,13 +3,11 @@ and for kmeans against the author's own `nsys --stats` output kept beside the fi
 
 from __future__ import annotations
 
-
-
 import pytest
 
 from nsys_parsers.export import open_export
-from tests.conftest import KNOWN
 from reports.analysis import ExportAnalysis
+from tests.conftest import KNOWN
 
 
 def test_kmeans_matches_authors_stats_output(fx):

@@ -8,11 +8,23 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvtx_model.config import (PRESETS, ModelConfig, forward_flops, memory_estimate,  # noqa: E402
-                               param_counts, step_flops)
+from nvtx_model.config import (  # noqa: E402
+    PRESETS,
+    ModelConfig,
+    forward_flops,
+    memory_estimate,
+    param_counts,
+    step_flops,
+)
 from nvtx_model.errors import BadShape  # noqa: E402
-from nvtx_model.model import (RotaryEmbedding, TransformerLM, cross_entropy,  # noqa: E402
-                              fused_attention, scaled_dot_product_attention, softmax)
+from nvtx_model.model import (  # noqa: E402
+    RotaryEmbedding,
+    TransformerLM,
+    cross_entropy,
+    fused_attention,
+    scaled_dot_product_attention,
+    softmax,
+)
 
 TINY = ModelConfig.from_shape(PRESETS["tiny"], vocab_size=97, context_length=16)
 

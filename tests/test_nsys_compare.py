@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from nsys_parsers.errors import MissingData
-from tests.conftest import KNOWN
 from reports.analysis import ExportAnalysis
+from tests.conftest import KNOWN
 
 DUPLICATE_LAUNCHES = {"pipit_saxpy_mpi_a100_nsys2022.2.sqlite"}
 

@@ -1,4 +1,5 @@
-"""End to end: real nsys captures the range contract of ``python -m profile_cli.run_workload`` on CPU."""
+"""End to end: real nsys captures the range contract of
+``python -m profile_cli.run_workload`` on CPU."""
 
 from __future__ import annotations
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from nsys_parsers.errors import BadOption, NsysNotFound
-from profile_cli import profiler
 from nsys_parsers import nsys_tool
+from nsys_parsers.errors import BadOption, NsysNotFound
 from nsys_parsers.nsys_tool import locate_nsys
-from profile_cli import mining
+from nvtx_model.workload import WorkloadSpec
+from profile_cli import mining, profiler
 from profile_cli.process import ProcessOutcome, marked_pids, run_with_timeout
 from profile_cli.profiler import NsysSpec, classify, default_trace, nsys_argv
-from nvtx_model.workload import WorkloadSpec
 
 
 def tiny_cfg(**kw):
@@ -128,7 +127,8 @@ def _outcome(code=0, out="", err="", timed_out=False):
 def test_classify_outcomes():
     cfg = tiny_cfg()
     ok_row = json.dumps({"status": "ok", "mean_s": 0.1})
-    assert classify(_outcome(out="Generating...\n" + ok_row), cfg, json.loads(ok_row)) == ("ok", None)
+    assert classify(_outcome(out="Generating...\n" + ok_row), cfg,
+                    json.loads(ok_row)) == ("ok", None)
     status, why = classify(_outcome(code=1, err="Traceback ...\ntorch.OutOfMemoryError: CUDA out "
                                     "of memory. Tried to allocate 2 GiB"), cfg, None)
     assert status == "oom" and why == "out of memory at size tiny context 32"
@@ -157,7 +157,8 @@ def test_profile_refuses_to_overwrite_and_many_configs(tmp_path, cli):
     out = tmp_path / "out"
     out.mkdir()
     (out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w2s3.sqlite").write_bytes(b"x")
-    res = cli("profile", "--size", "tiny", "--context", "32", "--out-dir", out, "--nsys", "/bin/true")
+    res = cli("profile", "--size", "tiny", "--context", "32", "--out-dir", out,
+              "--nsys", "/bin/true")
     assert res.exit_code == 1 and "--force" in res.stderr
     res = cli("profile", "--size", "tiny", "--context", "32,64", "--out-dir", out)
     assert res.exit_code == 1 and "nsys-mine sweep" in res.stderr

@@ -1,11 +1,12 @@
-"""`.nsys-rep` input: exported with real nsys into the user cache, reused, never beside the report."""
+"""`.nsys-rep` input: exported with real nsys into the user cache, reused, never beside the
+report."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from reports.analysis import ExportAnalysis
 
+from reports.analysis import ExportAnalysis
 
 
 def test_nsys_rep_is_exported_cached_and_reused(fx, nsys_bin, monkeypatch):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.synth import Synth
 from reports.analysis import ExportAnalysis
+from tests.synth import Synth
 
 
 def rows_by(report, *keys):
@@ -19,7 +19,7 @@ def nested(tmp_path):
     """step > forward > attention, two steps; one kernel outside any range; one kernel
     without a launch row."""
     s = Synth()
-    for i, t0 in enumerate((0, 10_000)):
+    for t0 in (0, 10_000):
         s.range("step", t0, t0 + 9_000)
         s.range("forward", t0 + 100, t0 + 5_000)
         s.range("attention", t0 + 1_000, t0 + 2_000)
@@ -100,7 +100,8 @@ def test_correlation_ids_repeat_across_processes(tmp_path):
     s.range("p2_range", 0, 1_000, pid=2, tid=5)
     s.kernel("k1", 100, 200, launch=(10, 20), pid=1, tid=1, corr=7)
     s.kernel("k2", 100, 400, launch=(30, 40), pid=2, tid=5, corr=7)
-    rows = rows_by(ExportAnalysis(s.write(tmp_path / "procs.sqlite")).nvtx_kernels(), "range", "kernel")
+    rows = rows_by(ExportAnalysis(s.write(tmp_path / "procs.sqlite")).nvtx_kernels(),
+                   "range", "kernel")
     assert set(rows) == {("p1_range", "k1"), ("p2_range", "k2")}
     assert rows[("p2_range", "k2")]["pid"] == 2 and rows[("p2_range", "k2")]["tid"] == 5
 
@@ -127,7 +128,8 @@ def test_unclosed_range_ends_at_end_of_capture(tmp_path):
     p = s.write(tmp_path / "open.sqlite")
     ranges = rows_by(ExportAnalysis(p).ranges(), "range")
     assert ranges[("open",)]["total_ns"] == 6_000 - 100
-    assert rows_by(ExportAnalysis(p).nvtx_kernels(), "range", "kernel")[("open", "late")]["total_ns"] == 1000
+    kernels = rows_by(ExportAnalysis(p).nvtx_kernels(), "range", "kernel")
+    assert kernels[("open", "late")]["total_ns"] == 1000
     assert any("never closed" in n for n in ExportAnalysis(p).ranges().notes)
 
 
@@ -218,7 +220,8 @@ def test_merge_op_ids_aggregates_pytorch_calls(tmp_path, cli):
     p = s.write(tmp_path / "ops.sqlite")
     ranges = rows_by(ExportAnalysis(p, merge_op_ids=True).ranges(), "range")
     assert set(ranges) == {("aten::mm",), ("aten::add_",)}
-    assert ranges[("aten::mm",)]["instances"] == 3 and ranges[("aten::mm",)]["kernel_instances"] == 3
+    mm = ranges[("aten::mm",)]
+    assert mm["instances"] == 3 and mm["kernel_instances"] == 3
     dom = ExportAnalysis(p, merge_op_ids=True).dominant(range_names=["aten::mm"])
     assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[1]["instances"] == 3
     rows = rows_by(ExportAnalysis(p, merge_op_ids=True).nvtx_kernels(), "range", "kernel")
