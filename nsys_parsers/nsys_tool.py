@@ -180,7 +180,7 @@ def export_report(report: Path, *, nsys: str | os.PathLike | None = None,
         tmp.unlink(missing_ok=True)
         version = nsys_version(binary)
         recorded = report_version(report)
-        if too_new(recorded, version):
+        if recorded is not None and too_new(recorded, version):
             year_minor = ".".join(version.split(".")[:2])
             raise ExportFailed(
                 f"{report.name} was recorded by nsys {recorded}; the nsys here ({year_minor}) "

@@ -67,6 +67,9 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
+    cos: Tensor  # buffers, (T_max, dh/2)
+    sin: Tensor
+
     """RoPE: rotate each pair (x[2k], x[2k+1]) at position i by the angle i * theta^(-2k/dh).
 
     Equivalently, with z_k = x[2k] + i x[2k+1], RoPE(x)_k = z_k * exp(i * pos * theta^(-2k/dh)).
@@ -181,6 +184,8 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerLM(nn.Module):
+    causal_mask: Tensor  # buffer, (T_max, T_max)
+
     def __init__(self, vocab_size: int, context_length: int, d_model: int, num_layers: int,
                  num_heads: int, d_ff: int, rope_theta: float = 10_000.0,
                  attention: str = "naive") -> None:

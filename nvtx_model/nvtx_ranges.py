@@ -127,8 +127,8 @@ class TorchCudaBackend:
     def __init__(self) -> None:
         import torch.cuda.nvtx as tnvtx
 
-        self.push = tnvtx.range_push  # type: ignore[method-assign]
-        self.pop = tnvtx.range_pop  # type: ignore[method-assign]
+        self.push = tnvtx.range_push
+        self.pop = tnvtx.range_pop
 
 
 class PyNvtxBackend:

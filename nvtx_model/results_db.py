@@ -83,10 +83,10 @@ class ResultsDb:
 
         try:
             self.db = sqlite_utils.Database(path)
-            self.db["runs"].create(RUN_COLUMNS, pk="id", if_not_exists=True)
-            self.db[table].create({"id": int, "run_id": int, **columns}, pk="id",
+            self.db.table("runs").create(RUN_COLUMNS, pk="id", if_not_exists=True)
+            self.db.table(table).create({"id": int, "run_id": int, **columns}, pk="id",
                                   foreign_keys=[("run_id", "runs", "id")], if_not_exists=True)
-            self.run_id = self.db["runs"].insert(meta, alter=True).last_pk
+            self.run_id = self.db.table("runs").insert(meta, alter=True).last_pk
         except (sqlite3.Error, OSError) as exc:
             raise ResultsDbError(f"cannot write the results database {path}: {exc}; "
                                  "check the path, or give another file with --db") from exc
@@ -95,4 +95,4 @@ class ResultsDb:
     def append(self, row: dict[str, Any]) -> None:
         from nsys_parsers.plain import jsonable
 
-        self.db[self.table].insert({"run_id": self.run_id, **jsonable(row)}, alter=True)
+        self.db.table(self.table).insert({"run_id": self.run_id, **jsonable(row)}, alter=True)

@@ -170,6 +170,7 @@ def resolve_shapes(spec: WorkloadSpec) -> list[tuple[str, Shape]]:
         if missing:
             raise BadOption(f"a custom shape needs {', '.join(missing)} (or --size PRESET to "
                             "start from)")
+        assert spec.d_model is not None  # checked just above
         values = {"d_ff": 4 * spec.d_model, **custom}
     shape = Shape(**values)
     if any(shape == preset for preset in PRESETS.values()):

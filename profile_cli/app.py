@@ -20,7 +20,7 @@ from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
 from profile_cli.common import (
     ExportArg,
     OutputSpec,
-    choice_enum,
+    choice,
     emit_report,
     option_group,
     output_options,
@@ -36,9 +36,6 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-NameKind = choice_enum("NameKind", NAME_KINDS)
-Attribution = choice_enum("Attribution", ATTRIBUTIONS)
-MergeMode = choice_enum("MergeMode", MERGE_MODES)
 ANALYSIS_PANEL = "What to look at"
 
 RulesOpt = Annotated[Optional[Path], typer.Option(
@@ -48,13 +45,13 @@ WithinOpt = Annotated[Optional[str], typer.Option(
     "--within", metavar="RANGE", rich_help_panel=ANALYSIS_PANEL,
     help="Only what ran inside instances of this NVTX range (e.g. `measure`, to leave warmup "
          "steps out).")]
-MergeOpt = Annotated[MergeMode, typer.Option(
-    "--merge-op-ids", rich_help_panel=ANALYSIS_PANEL,
+MergeOpt = Annotated[str, typer.Option(
+    "--merge-op-ids", rich_help_panel=ANALYSIS_PANEL, **choice(MERGE_MODES),
     help="One name per PyTorch operator: drop the per-call suffixes (`, seq = N`, "
          "`, op_id = N`, `, sizes = ...`) from range names. auto: when the names look like "
          "an emit_nvtx capture.")]
-NameKindOpt = Annotated[NameKind, typer.Option(
-    "--name-kind", rich_help_panel=ANALYSIS_PANEL,
+NameKindOpt = Annotated[str, typer.Option(
+    "--name-kind", rich_help_panel=ANALYSIS_PANEL, **choice(NAME_KINDS),
     help="Kernel names: short, demangled (as nsys prints them) or mangled.")]
 NsysOpt = Annotated[Optional[str], typer.Option(
     "--nsys", metavar="PATH", rich_help_panel=ANALYSIS_PANEL,
@@ -66,8 +63,8 @@ DepthOpt = Annotated[Optional[int], typer.Option(
 MatchOpt = Annotated[Optional[List[str]], typer.Option(
     "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
     help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
-AttributionOpt = Annotated[Attribution, typer.Option(
-    "--attribution", rich_help_panel=ANALYSIS_PANEL,
+AttributionOpt = Annotated[str, typer.Option(
+    "--attribution", rich_help_panel=ANALYSIS_PANEL, **choice(ATTRIBUTIONS),
     help="all: a kernel counts in every range that encloses its launch (as nsys "
          "nvtx_kern_sum); innermost: only in its deepest range.")]
 
@@ -152,7 +149,7 @@ def nvtx_kernels(
     export: ExportArg,
     analysis: AnalysisOptions,
     out: OutputSpec,
-    attribution: AttributionOpt = Attribution.all,
+    attribution: AttributionOpt = "all",
 ) -> None:
     """Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum).
 
@@ -162,9 +159,9 @@ def nvtx_kernels(
     from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
 
     with _analysis(export, analysis) as a:
-        result = a.nvtx_kernels(attribution=attribution.value)
+        result = a.nvtx_kernels(attribution=attribution)
     emit_report(result, NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW, out,
-                title=f"CUDA kernels by NVTX range ({attribution.value})")
+                title=f"CUDA kernels by NVTX range ({attribution})")
 
 
 @app.command()
@@ -177,7 +174,7 @@ def dominant(
     range_names: Annotated[Optional[List[str]], typer.Option(
         "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
         help="Only these ranges (repeat the option for several).")] = None,
-    attribution: AttributionOpt = Attribution.all,
+    attribution: AttributionOpt = "all",
 ) -> None:
     """Which kernel dominates: for the whole export and for each NVTX range.
 
@@ -191,7 +188,7 @@ def dominant(
     from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
 
     with _analysis(export, analysis) as a:
-        result = a.dominant(range_names=range_names or None, attribution=attribution.value)
+        result = a.dominant(range_names=range_names or None, attribution=attribution)
     emit_report(result, DOMINANT_COLUMNS, DOMINANT_VIEW, out,
                 title="Dominant kernel per range")
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 import sys
-import typing
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -16,19 +14,26 @@ import typer
 from reports.render import FORMATS, Rendered
 
 
-def choice_enum(name: str, values: tuple[str, ...] | list[str]) -> Any:
-    """A str Enum for a Typer choice option, built from the tuple of values it mirrors
-    (so a new value in the library cannot be missing from the CLI)."""
-    return enum.Enum(name, {v: v for v in values}, type=str)
+def choice(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``typer.Option`` arguments for a choice among ``values`` (the library's own tuple, so
+    a new value cannot be missing from the CLI): the metavar lists them, and anything else
+    is a usage error naming them."""
+    allowed = tuple(values)
 
+    def check(value: Any) -> Any:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if item is not None and item not in allowed:
+                raise typer.BadParameter(f"{item!r} is not one of {', '.join(allowed)}")
+        return value
 
-Format = choice_enum("Format", FORMATS)
+    return {"callback": check, "metavar": "|".join(allowed)}
 
 
 OUTPUT_PANEL = "Output"
 FormatOpt = Annotated[
-    Format,
-    typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL,
+    str,
+    typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL, **choice(FORMATS),
                  help="table (for people), md, csv, json, latex, or text (plain: one sentence "
                       "per row where the report has them)."),
 ]
@@ -94,10 +99,10 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
     ``cls`` (declared in ``option_types``, in --help order) and hands them to the command as
     one ``param: cls`` argument. ``@group(field=value)`` changes a default for one command;
     ``annotate(field, default)`` may return a per-command declaration (e.g. a help text that
-    names that default); ``convert`` maps a field's CLI value to the dataclass value. Enum
-    values become their ``.value``. Groups stack: outer groups' options come first."""
+    names that default); ``convert`` maps a field's CLI value to the dataclass value. Groups
+    stack: outer groups' options come first."""
     names = list(option_types)
-    field_defaults = {f.name: (f.default_factory() if f.default_factory is not MISSING  # type: ignore[misc]
+    field_defaults = {f.name: (f.default_factory() if f.default_factory is not MISSING
                                else f.default) for f in fields(cls)}
     convert = convert or {}
 
@@ -118,9 +123,6 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
             for name in declared:
                 default = defaults.get(name, field_defaults[name])
                 annotation = option_types[name]
-                enum_type = _enum_of(annotation)
-                if enum_type is not None and default is not None:
-                    default = enum_type(default)
                 if annotate is not None:
                     annotation = annotate(name, default) or annotation
                 params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
@@ -129,9 +131,7 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
             @functools.wraps(fn)
             def command(**kwargs: Any) -> Any:
                 values = {n: kwargs.pop(n) for n in declared}
-                values = {k: convert[k](v) if k in convert else
-                          (v.value if isinstance(v, enum.Enum) else v)
-                          for k, v in values.items()}
+                values = {k: convert[k](v) if k in convert else v for k, v in values.items()}
                 return fn(**{param: cls(**fixed, **values)}, **kwargs)
 
             all_params = params + own
@@ -143,12 +143,6 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
         return decorate
 
     return factory
-
-
-def _enum_of(annotation: Any) -> Any:
-    """The Enum type of an ``Annotated[SomeEnum, typer.Option(...)]`` declaration, if any."""
-    base = typing.get_args(annotation)[0] if typing.get_args(annotation) else annotation
-    return base if isinstance(base, type) and issubclass(base, enum.Enum) else None
 
 
 TopOpt = Annotated[Optional[int], typer.Option(

@@ -14,14 +14,13 @@ import typer
 
 from nsys_parsers.errors import BadOption
 from nvtx_model.workload import WorkloadSpec
-from profile_cli.common import OutputSpec, choice_enum, join_rendered, option_group, output_options
+from profile_cli.common import OutputSpec, choice, join_rendered, option_group, output_options
 from profile_cli.profiler import NsysSpec
 from profile_cli.progress import progress_bar
 from profile_cli.workload import workload_options
 
 NSYS_PANEL = "Nsight Systems"
 SWEEP_TABLES = ("runs", "dominant", "mix", "ranges")
-SweepTable = choice_enum("SweepTable", SWEEP_TABLES + ("all",))
 
 OutOpt = Annotated[Path, typer.Option(
     "--out-dir", "--out", file_okay=False, metavar="DIR",
@@ -152,8 +151,8 @@ def sweep(
         help="Only re-render the tables of an existing sweep folder; run nothing.")] = None,
     retry: Annotated[bool, typer.Option(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
-    table: Annotated[SweepTable, typer.Option(
-        "--table", help="Which table to show.")] = SweepTable.all,
+    table: Annotated[str, typer.Option(
+        "--table", help="Which table to show.", **choice(SWEEP_TABLES + ("all",)))] = "all",
 ) -> None:
     """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
 
@@ -166,7 +165,7 @@ def sweep(
     """
     from profile_cli.sweeper import run_sweep, sweep_tables
 
-    tables_wanted = list(SWEEP_TABLES) if table.value == "all" else [table.value]
+    tables_wanted = list(SWEEP_TABLES) if table == "all" else [table]
     if report is None:
         from nvtx_model.errors import require_torch
 

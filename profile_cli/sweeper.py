@@ -107,7 +107,7 @@ def open_index(out_dir: Path):
     out_dir.mkdir(parents=True, exist_ok=True)
     db = sqlite_utils.Database(out_dir / INDEX_NAME)
     if "runs" not in db.table_names():
-        db["runs"].create({
+        db.table("runs").create({
             "name": str, "size": str, "context": int, "batch": int, "mode": str,
             "precision": str, "attention": str, "nvtx": str, "device": str, "warmup": int,
             "steps": int, "status": str, "reason": str, "sqlite": str, "nsys_rep": str,
@@ -115,12 +115,12 @@ def open_index(out_dir: Path):
             "forward_kernel": str, "forward_share_pct": float, "backward_kernel": str,
             "backward_share_pct": float, "optimizer_kernel": str, "optimizer_share_pct": float,
         }, pk="name")
-        db["dominant"].create({"name": str, "range": str, "kernel": str, "category": str,
+        db.table("dominant").create({"name": str, "range": str, "kernel": str, "category": str,
                                "share_pct": float, "per_range_instance": float,
                                "range_kernel_ns": int}, pk=("name", "range"))
-        db["mix"].create({"name": str, "scope": str, "category": str, "share_pct": float},
+        db.table("mix").create({"name": str, "scope": str, "category": str, "share_pct": float},
                          pk=("name", "scope", "category"))
-        db["range_times"].create({"name": str, "range": str, "instances": int,
+        db.table("range_times").create({"name": str, "range": str, "instances": int,
                                   "avg_ns": float, "gpu_inclusive_ns": int},
                                  pk=("name", "range"))
     return db

@@ -16,13 +16,10 @@ import typer
 from nvtx_model.config import ADAMW_IMPLS, DEVICES, PRESETS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
-from profile_cli.common import choice_enum, option_group
+from profile_cli.common import choice, option_group
 
 PANEL = "Workload"
 
-NvtxLevel = choice_enum("NvtxLevel", LEVELS)
-DeviceChoice = choice_enum("DeviceChoice", DEVICES)
-AdamwImpl = choice_enum("AdamwImpl", ADAMW_IMPLS)
 
 
 def _size_option(default: str | None) -> Any:
@@ -59,19 +56,20 @@ AttentionOpt = Annotated[str, typer.Option(
     "--attention", rich_help_panel=PANEL,
     help="Comma list of naive (written-out softmax, CS336 reference) and sdpa "
          "(torch.nn.functional.scaled_dot_product_attention).")]
-NvtxOpt = Annotated[NvtxLevel, typer.Option(
-    "--nvtx", rich_help_panel=PANEL,
+NvtxOpt = Annotated[str, typer.Option(
+    "--nvtx", rich_help_panel=PANEL, **choice(LEVELS),
     help="NVTX ranges: off, coarse (warmup/measure/step/phases), fine (+ per block and "
          "attention internals). See docs/MODEL.md.")]
-DeviceOpt = Annotated[DeviceChoice, typer.Option(
-    "--device", rich_help_panel=PANEL, help="auto: cuda when available, else cpu.")]
+DeviceOpt = Annotated[str, typer.Option(
+    "--device", rich_help_panel=PANEL, **choice(DEVICES),
+    help="auto: cuda when available, else cpu.")]
 WarmupOpt = Annotated[int, typer.Option(
     "--warmup", min=0, rich_help_panel=PANEL,
     help="Steps run first and excluded from the results (0 is allowed and flagged).")]
 StepsOpt = Annotated[int, typer.Option("--steps", min=1, rich_help_panel=PANEL,
                                        help="Measured steps.")]
-AdamwOpt = Annotated[AdamwImpl, typer.Option(
-    "--adamw", rich_help_panel=PANEL,
+AdamwOpt = Annotated[str, typer.Option(
+    "--adamw", rich_help_panel=PANEL, **choice(ADAMW_IMPLS),
     help="AdamW implementation (train mode): auto (torch's choice), for-loop, foreach, fused.")]
 SeedOpt = Annotated[int, typer.Option("--seed", rich_help_panel=PANEL,
                                       help="Seed for the weights and the random batch.")]

@@ -53,8 +53,8 @@ class ExportAnalysis:
         self.options = replace(options or AnalysisOptions(), **kwargs)
         self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
         self._owned = not isinstance(export, Export)
-        self.export = (open_export(export, nsys=self.options.nsys) if self._owned
-                       else export)  # type: ignore[arg-type]
+        self.export: Export = (export if isinstance(export, Export)
+                               else open_export(export, nsys=self.options.nsys))
         self._raw: Activity | None = None
         self._raw_names: RangeNames | None = None  # complete names of the raw ranges
         self._view: Activity | None = None
@@ -229,13 +229,13 @@ class ExportAnalysis:
         durations, codes = k.duration, k.name_code
         if range_name is not None:
             p = self._shown_pairs(self.pairs("all"))
-            names = self.names(rows=sorted_unique(p.range_idx))
-            code = names.index(range_name)
+            rnames = self.names(rows=sorted_unique(p.range_idx))
+            code = rnames.index(range_name)
             if code is None:  # no kernels in it: does it exist at all?
                 check_range_names([range_name], self.names().names)
                 select = np.zeros(0, dtype=np.int64)
             else:
-                select = sorted_unique(p.kernel_idx[names.code[p.range_idx] == code])
+                select = sorted_unique(p.kernel_idx[rnames.code[p.range_idx] == code])
             if select.size == 0:
                 notes.append(f"no kernel was launched inside a range named {range_name!r}.")
             durations, codes = durations[select], codes[select]

@@ -568,11 +568,12 @@ def plain_text(parts: list[Any], width: int | None) -> str:
     """rich renderables as plain text (no colour, no styles), laid out for ``width``."""
     from rich.console import Console
 
-    console = Console(file=io.StringIO(), width=width or 100_000, no_color=True,
-                      color_system=None, soft_wrap=False)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width or 100_000, no_color=True, color_system=None,
+                      soft_wrap=False)
     for part in parts:
         console.print(part)
-    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
 def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None,
