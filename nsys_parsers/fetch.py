@@ -27,7 +27,7 @@ TEXT_SEP = "\x1f"  # ASCII unit separator: never part of a kernel or range name
 CHUNK_ROWS = 1 << 19
 
 
-def parse_ints(text: str | None) -> np.ndarray:
+def ints_from_text(text: str | None) -> np.ndarray:
     if not text:
         return np.zeros(0, dtype=np.int64)
     return np.fromstring(text, dtype=np.int64, sep=",")
@@ -38,7 +38,7 @@ def int_columns(conn: sqlite3.Connection, source_sql: str, columns: Sequence[str
     """``SELECT group_concat(col), ... FROM (source_sql)``, each column parsed to int64."""
     select = ", ".join(f"group_concat({c}, ',')" for c in columns)
     row = conn.execute(f"SELECT {select} FROM ({source_sql})", params).fetchone()
-    return [parse_ints(v) for v in row]
+    return [ints_from_text(v) for v in row]
 
 
 def text_column(conn: sqlite3.Connection, source_sql: str, column: str,

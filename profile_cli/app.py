@@ -36,7 +36,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-ANALYSIS_PANEL = "What to look at"
+ANALYSIS_PANEL = "Reading the export"
 
 RulesOpt = Annotated[Optional[Path], typer.Option(
     "--rules", dir_okay=False, metavar="FILE", rich_help_panel=ANALYSIS_PANEL,

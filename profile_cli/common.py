@@ -45,7 +45,7 @@ OutputOpt = Annotated[
 ExportArg = Annotated[
     Path,
     typer.Argument(help="An nsys export: .sqlite, or .nsys-rep/.qdrep (exported with nsys).",
-                   show_default=False),
+                   show_default=False, metavar="EXPORT"),
 ]
 
 

@@ -90,7 +90,9 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
     if column.endswith("_pct"):
         return _fmt_num(value, 1)
     if isinstance(value, float):
-        return _fmt_num(value, 1 if not value.is_integer() else 0)
+        if value.is_integer():
+            return _fmt_num(value, 0)
+        return f"{value:,.2f}".rstrip("0").rstrip(".")  # 0.38, 1.5, 12.25
     if isinstance(value, str):
         if human and (column in NAME_COLUMNS or _is_signature(column)):
             return str(shorten(value, signature=_is_signature(column)))

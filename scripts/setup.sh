@@ -15,6 +15,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
     spec="."
     [ -n "$extras" ] && spec=".[$extras]"
     .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-    .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e "$spec"
+    log="$(mktemp)"  # pip's build warnings only matter when the install fails
+    if ! .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt \
+            -e "$spec" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        exit 1
+    fi
+    rm -f "$log"
     touch "$stamp"
 fi

@@ -214,3 +214,9 @@ def test_commands_never_modify_the_export(tmp_path, cli, fx):
     assert cli("kernels", copy, "--range", "aten::conv2d, seq = 0").exit_code == 0
     assert digest(copy) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.sqlite"]  # no -wal/-journal
+
+
+def test_dominant_range_on_an_export_without_nvtx(cli, fx):
+    """dominant used the export after closing it on this path: now a clear error."""
+    assert_error(cli("dominant", fx("gtls_rtx3060_nsys2023.1.sqlite"), "--range", "forward"),
+                 "no NVTX_EVENTS table", "--trace=nvtx")

@@ -94,3 +94,19 @@ def test_the_model_package_does_not_need_typer_or_torch_to_plan():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.strip()
     assert out == ""
+
+
+def test_one_definition_of_each_public_function():
+    """Two different functions named alike (two `run_sweep`s) make readers guess: a public
+    top-level function name is defined once across the packages."""
+    seen: dict[str, str] = {}
+    allowed = {"main", "register"}  # entry points by convention
+    clashes = []
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") \
+                    and node.name not in allowed:
+                if node.name in seen:
+                    clashes.append(f"{node.name}: {seen[node.name]} and {name}")
+                seen.setdefault(node.name, name)
+    assert not clashes, clashes
