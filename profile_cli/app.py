@@ -94,12 +94,14 @@ def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
 
     Example: `nsys-mine info run.sqlite --format json`
     """
+    from reports.info import info_for_people
     from reports.render import render_object
 
     with _analysis(export, analysis) as a:
         data = a.info()
+    human, notes = info_for_people(data)
     out.emit(render_object(data, out.format, title=f"nsys export {export.name}",
-                           width=out.width))
+                           width=out.width, human=human, notes=notes))
 
 
 @app.command()

@@ -53,17 +53,24 @@ PIPE_WIDTH = 120  # tables written to a pipe or file when COLUMNS is not set
 
 
 def output_width(output: Path | None = None) -> int:
-    """The width tables are laid out for: the terminal's, else ``COLUMNS``, else PIPE_WIDTH
-    (a table is never wider than its data needs, whatever this says)."""
+    """The width tables are laid out for: the terminal's (also when stdout is piped into
+    `head` or `less` from a terminal: stderr or stdin still is one), else ``COLUMNS``, else
+    PIPE_WIDTH; a table is never wider than its data needs, whatever this says. Files
+    written with --output take ``COLUMNS`` or PIPE_WIDTH."""
     import os
-    import shutil
 
-    if output is None and sys.stdout.isatty():
-        return shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
     try:
         return max(20, int(os.environ["COLUMNS"]))
     except (KeyError, ValueError):
-        return PIPE_WIDTH
+        pass
+    if output is None:
+        for stream in (sys.stdout, sys.stderr, sys.stdin):
+            try:
+                if stream is not None and stream.isatty():
+                    return max(20, os.get_terminal_size(stream.fileno()).columns)
+            except (OSError, ValueError, AttributeError):
+                continue
+    return PIPE_WIDTH
 
 
 def emit(rendered: Rendered, output: Path | None) -> None:

@@ -31,3 +31,22 @@ def export_info(ex: Export) -> dict[str, Any]:
         "capture_time": meta.capture_time,
         "version_source": meta.version_source,
     }
+
+
+def info_for_people(info: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``info`` for a table: identical GPUs counted (``8 x NVIDIA H100``), only the tables
+    that hold rows and are not nsys's ENUM_ lookup tables; and notes saying what was left out."""
+    from collections import Counter
+
+    out = dict(info)
+    gpus = Counter(info.get("gpus") or [])
+    out["gpus"] = ", ".join(f"{n} x {g}" if n > 1 else g for g, n in gpus.items()) or "none listed"
+    tables = info.get("tables") or {}
+    shown = {t: n for t, n in tables.items() if n and not t.startswith("ENUM_")}
+    out["tables"] = shown
+    notes = []
+    hidden = len(tables) - len(shown)
+    if hidden:
+        notes.append(f"{len(tables)} tables; {hidden} empty or ENUM_ lookup tables not shown "
+                     f"(--format json lists every table)")
+    return out, notes

@@ -579,11 +579,14 @@ def plain_text(parts: list[Any], width: int | None) -> str:
 
 
 def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None,
-                  width: int | None = None) -> Rendered:
-    """Render one object (e.g. ``info``): JSON as an object, others as a key/value table."""
+                  width: int | None = None, human: dict[str, Any] | None = None,
+                  notes: Iterable[str] = ()) -> Rendered:
+    """Render one object (e.g. ``info``): JSON as an object, others as a key/value table
+    (of ``human``, a version for people, when given)."""
     check_format(fmt)
     if fmt == "json":
         return Rendered(text=to_json(obj))
+    obj = human if human is not None else obj
     rows = []
     for k, v in obj.items():
         if isinstance(v, dict):
@@ -594,7 +597,8 @@ def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None,
         elif isinstance(v, int) and not isinstance(v, bool):
             v = f"{v:,}"
         rows.append({"key": k, "value": v})
-    return render_rows(rows, ["key", "value"], fmt, title=title, top=0, width=width)
+    return render_rows(rows, ["key", "value"], fmt, title=title, top=0, width=width,
+                       notes=notes)
 
 
 def check_format(fmt: str) -> None:
