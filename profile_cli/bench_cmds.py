@@ -31,6 +31,11 @@ MEMORY_TABLE = ["size", "params", "context", "batch", "mode", "precision", "atte
                 "optimizer_bytes", "activations_est_bytes", "total_est_bytes", "snapshot",
                 "status", "note"]
 
+# Columns that give way first in a narrow terminal (bench and memory tables).
+BENCH_DROP = ("note", "min_s", "median_s", "loss_s", "std_s", "params", "mfu_pct", "tflops",
+              "params_bytes", "grads_bytes", "optimizer_bytes", "activations_est_bytes",
+              "adamw", "threads")
+
 PeakOpt = Annotated[Optional[float], typer.Option(
     "--peak-tflops", min=0.001,
     help="Peak TFLOP/s of the device for the mfu_pct column (default: from a table of NVIDIA "
@@ -119,8 +124,8 @@ def _emit(result: Any, columns: list[str], table_columns: list[str], out: Output
         shown, sentence = _table_columns(rows, table_columns)
         caption = [sentence] if sentence else []
         rows = [_humanize(r) for r in rows]
-        view = View(columns=shown, noun="configs",
-                    drop=("note", "min_s", "median_s", "loss_s", "adamw", "threads"))
+        view = View(columns=shown, noun="configs", drop=BENCH_DROP,
+                    hide_if_constant=("status",))
     notes = list(result.notes)
     if result.run_id is not None:
         notes.append(f"rows appended to the results database as run {result.run_id}")

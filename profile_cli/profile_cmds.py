@@ -203,13 +203,13 @@ def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[st
     data: dict[str, tuple[list[dict[str, Any]], list[str], str, Any]] = {
         "runs": (tables.runs, RUN_COLUMNS, "Configs", RUN_VIEW),
         "dominant": (tables.dominant, DOMINANT_COLUMNS, "Dominant kernel per config and range",
-                     View(columns=["name", "range", "share_pct", "per_range_instance",
+                     View(columns=["config", "range", "share_pct", "per_range_instance",
                                    "category", "kernel"], noun="rows")),
         "mix": (tables.mix, MIX_COLUMNS, "Kernel-category mix: forward vs the whole step (%)",
-                View(columns=MIX_COLUMNS, noun="rows",
+                View(columns=["config", *MIX_COLUMNS[1:]], noun="rows",
                      hide_if_zero=tuple(c for c in MIX_COLUMNS if c.endswith("_pct")))),
         "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)",
-                   View(columns=RANGE_TIME_COLUMNS, noun="rows",
+                   View(columns=["config", *RANGE_TIME_COLUMNS[1:]], noun="rows",
                         hide_if_zero=("gpu_inclusive_ns",))),
     }
     if fmt == "json":

@@ -44,7 +44,7 @@ RUN_VIEW = View(
              "optimizer_share_pct", "optimizer_kernel", "reason"],
     drop=(("optimizer_share_pct", "optimizer_kernel"), ("backward_share_pct",
                                                          "backward_kernel")),
-    noun="configs",
+    noun="configs", hide_if_constant=("context", "mode", "precision", "attention"),
     hide_if_zero=("forward_share_pct", "forward_kernel", "backward_share_pct",
                   "backward_kernel", "optimizer_share_pct", "optimizer_kernel", "reason",
                   "wall_s"))
@@ -241,11 +241,16 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     try:
         runs = conn.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
         order = {r["name"]: i for i, r in enumerate(runs)}
+        nesting = {n: i for i, n in enumerate(nv.HEADLINE_RANGES)}  # step > forward > ...
+
+        def by_run_then_nesting(d: dict[str, Any]) -> tuple[int, int, str]:
+            return order.get(d["name"], 0), nesting.get(d["range"], len(nesting)), d["range"]
+
         dominant = sorted(conn.execute("SELECT * FROM dominant").fetchall(),
-                          key=lambda d: (order.get(d["name"], 0), d["range"]))
+                          key=by_run_then_nesting)
         mix_rows = conn.execute("SELECT * FROM mix").fetchall()
         times = sorted(conn.execute("SELECT * FROM range_times").fetchall(),
-                       key=lambda d: (order.get(d["name"], 0), d["range"]))
+                       key=by_run_then_nesting)
     finally:
         conn.close()
     mix: dict[tuple[str, str], dict[str, Any]] = {}
@@ -261,8 +266,26 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     if runs and not dominant:
         notes.append("no CUDA kernels in these runs (CPU profiles): dominant-kernel and category "
                      "tables are empty; range_times holds the CPU range times.")
+    label = config_labels(runs)
+
+    def labelled(rows: list[dict[str, Any]], columns: list[str]) -> list[dict[str, Any]]:
+        return [{"config": label.get(r["name"], r["name"]), **{c: r.get(c) for c in columns}}
+                for r in rows]
+
     return SweepTables(runs=[{c: r.get(c) for c in RUN_COLUMNS} for r in runs],
-                       dominant=[{c: d.get(c) for c in DOMINANT_COLUMNS} for d in dominant],
-                       mix=mix_list,
-                       range_times=[{c: t.get(c) for c in RANGE_TIME_COLUMNS} for t in times],
+                       dominant=labelled(dominant, DOMINANT_COLUMNS),
+                       mix=labelled(mix_list, MIX_COLUMNS),
+                       range_times=labelled(times, RANGE_TIME_COLUMNS),
                        notes=notes)
+
+
+LABEL_FIELDS = ("size", "context", "batch", "mode", "precision", "attention", "nvtx")
+
+
+def config_labels(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """A short label per run for people: only the config fields that vary in this sweep
+    (``tiny ctx32 train``), so that the runs can be told apart at a glance."""
+    varying = [f for f in LABEL_FIELDS if len({r.get(f) for r in runs}) > 1] or ["size"]
+    prefix = {"context": "ctx", "batch": "b"}
+    return {r["name"]: " ".join(f"{prefix.get(f, '')}{r.get(f)}" for f in varying)
+            for r in runs}

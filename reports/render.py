@@ -116,6 +116,7 @@ HEADERS = {
     "gpu_exclusive_ns": "gpu excl", "gpu_span_ns": "gpu span", "kernel_instances": "kernels",
     "range_instances": "ranges", "runner_up": "runner-up", "runner_up_share_pct": "runner-up %",
     "throughput_gbps": "GB/s", "total_bytes": "bytes", "range_kernel_ns": "range gpu",
+    "params_bytes": "params mem", "grads_bytes": "grads mem", "optimizer_bytes": "optimizer mem",
 }
 
 
@@ -211,7 +212,6 @@ DEFAULT_DROP = ("stddev_ns", "max_ns", "min_ns", "med_ns")
 TABLE_GAP = 2  # rich SIMPLE_HEAD with collapsed padding: two spaces between columns
 MIN_NAME = 16
 MIN_TEXT = 20
-LABEL_COLUMNS = {"style", "category", "status", "scope", "level", "verdict", "source"}
 
 
 def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
@@ -312,8 +312,8 @@ def _kind(column: str, rows: list[dict[str, Any]], cells: list[str]) -> str:
         return "num"
     if column in NAME_COLUMNS or _is_signature(column):
         return "name"
-    if column in LABEL_COLUMNS and max((len(c) for c in cells), default=0) <= 16:
-        return "label"
+    if max((len(c) for c in cells), default=0) <= 16:
+        return "label"  # short text (a status, a size, a preformatted number): never wraps
     return "text"
 
 
@@ -392,6 +392,17 @@ def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, li
     layout = attempt(MINIMUM, True)
     if layout:
         return layout
+    # still too wide: leave out columns from the right (the first column and names stay),
+    # rather than let the terminal cut or wrap them
+    while len(cols) > 1:
+        victim = next((c for c in reversed(cols[1:]) if kinds[c] != "name"), None)
+        if victim is None:
+            break
+        cols.remove(victim)
+        dropped.append(victim)
+        layout = attempt(MINIMUM, True)
+        if layout:
+            return layout
     head_w = {c: longest_word[c] for c in cols}  # nothing left to give: minimum, rich folds
     widths = {c: max(content[c], head_w[c], 1) for c in cols}
     widths.update({c: min(widths[c], max(head_w[c], MINIMUM[kinds[c]])) for c in cols
