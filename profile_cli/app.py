@@ -16,16 +16,9 @@ from typing import Annotated, Any, Iterator, List, Optional
 import typer
 
 from nsys_parsers.errors import NsysMineError
-from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
-from profile_cli.common import (
-    ExportArg,
-    OutputSpec,
-    choice,
-    emit_report,
-    option_group,
-    output_options,
-)
-from reports.options import MERGE_MODES, AnalysisOptions
+from profile_cli.common import ExportArg, OutputSpec, emit_report, output_options
+from profile_cli.options import ANALYSIS_PANEL, AttributionOpt, analysis_options
+from reports.options import AnalysisOptions
 
 app = typer.Typer(
     name="nsys-mine",
@@ -35,46 +28,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-
-ANALYSIS_PANEL = "Reading the export"
-
-RulesOpt = Annotated[Optional[Path], typer.Option(
-    "--rules", dir_okay=False, metavar="FILE", rich_help_panel=ANALYSIS_PANEL,
-    help="TOML file with extra kernel-category rules (tried before the built-in ones).")]
-WithinOpt = Annotated[Optional[str], typer.Option(
-    "--within", metavar="RANGE", rich_help_panel=ANALYSIS_PANEL,
-    help="Only what ran inside instances of this NVTX range (e.g. `measure`, to leave warmup "
-         "steps out).")]
-MergeOpt = Annotated[str, typer.Option(
-    "--merge-op-ids", rich_help_panel=ANALYSIS_PANEL, **choice(MERGE_MODES),
-    help="One name per PyTorch operator: drop the per-call suffixes (`, seq = N`, "
-         "`, op_id = N`, `, sizes = ...`) from range names. auto: when the names look like "
-         "an emit_nvtx capture.")]
-NameKindOpt = Annotated[str, typer.Option(
-    "--name-kind", rich_help_panel=ANALYSIS_PANEL, **choice(NAME_KINDS),
-    help="Kernel names: short, demangled (as nsys prints them) or mangled.")]
-NsysOpt = Annotated[Optional[str], typer.Option(
-    "--nsys", metavar="PATH", rich_help_panel=ANALYSIS_PANEL,
-    help="The nsys binary that exports a .nsys-rep report to SQLite (default: $NSYS, PATH, "
-         "CUDA/Nsight folders, cached installs).")]
-DepthOpt = Annotated[Optional[int], typer.Option(
-    "--depth", min=1, metavar="N", rich_help_panel=ANALYSIS_PANEL,
-    help="Only range instances at nesting depth <= N (1 = outermost on its thread).")]
-MatchOpt = Annotated[Optional[List[str]], typer.Option(
-    "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
-    help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
-AttributionOpt = Annotated[str, typer.Option(
-    "--attribution", rich_help_panel=ANALYSIS_PANEL, **choice(ATTRIBUTIONS),
-    help="all: a kernel counts in every range that encloses its launch (as nsys "
-         "nvtx_kern_sum); innermost: only in its deepest range.")]
-
-# Give a command the analysis options it names (``only=``); it receives ``analysis``.
-analysis_options = option_group(AnalysisOptions, {
-    "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
-    "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
-}, "analysis", convert={"match": lambda v: tuple(v or ()),
-                        "rules": lambda v: v})
-
 
 @contextlib.contextmanager
 def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
@@ -233,7 +186,8 @@ def _register_optional_commands() -> None:
     """Commands that live in their own modules (model benchmarks, profiling)."""
     import importlib
 
-    for module in ("profile_cli.bench_cmds", "profile_cli.profile_cmds"):
+    for module in ("profile_cli.gate_cmds", "profile_cli.bench_cmds",
+                   "profile_cli.profile_cmds"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -183,7 +183,7 @@ class ExportAnalysis:
             parts.append("named like " + " or ".join(repr(m) for m in o.match))
         return [f"only {noun} {' and '.join(parts)} are shown."] if parts else []
 
-    def _merge_notes(self) -> list[str]:
+    def merge_notes(self) -> list[str]:
         if self.options.merge_op_ids == "auto" and self.merges_op_ids():
             return ["PyTorch operator calls are grouped per operator (an emit_nvtx capture: "
                     "`aten::mm, seq = 7` counts as `aten::mm`); --merge-op-ids off lists "
@@ -252,7 +252,7 @@ class ExportAnalysis:
         act = self.activity
         pairs = self.pairs("all") if act.kernels is not None and len(act.kernels) else None
         report = range_report(act, self.names(), pairs, shown=self.shown())
-        report.notes += self._merge_notes() + self._filter_notes()
+        report.notes += self.merge_notes() + self._filter_notes()
         return report
 
     def nvtx_kernels(self, *, attribution: str = "all") -> Report:
@@ -265,7 +265,7 @@ class ExportAnalysis:
         shown = self._shown_pairs(p)
         names = self.names(rows=sorted_unique(shown.range_idx))
         report = nvtx_kernel_report(self.activity, names, p, shown=shown)
-        report.notes += self._merge_notes() + self._filter_notes()
+        report.notes += self.merge_notes() + self._filter_notes()
         return report
 
     def dominant(self, *, range_names: list[str] | None = None,
@@ -287,8 +287,69 @@ class ExportAnalysis:
         report = dominant_report(act, names, self._shown_pairs(self.pairs(attribution)),
                                  range_names=range_names, attribution=attribution,
                                  rules=self.rules, instances=self._shown_instances(names))
-        report.notes += self._merge_notes() + self._filter_notes()
+        report.notes += self.merge_notes() + self._filter_notes()
         return report
+
+    # -- building blocks for compare / diff / check -------------------------------------
+    def range_code(self, range_name: str) -> int:
+        """The name code of ``range_name`` (RangeNotFound with the closest names if absent)."""
+        names = self.names()
+        code = names.index(range_name)
+        if code is None:
+            check_range_names([range_name], names.names)
+            raise AssertionError("unreachable")
+        return code
+
+    def instances_of(self, range_name: str) -> np.ndarray:
+        """Indices (into ``activity.ranges``) of the shown instances of ``range_name``."""
+        names = self.names()
+        mask = names.code == self.range_code(range_name)
+        shown = self.shown()
+        if shown is not None:
+            mask &= shown
+        return np.flatnonzero(mask)
+
+    def kernels_in(self, range_name: str | None) -> np.ndarray:
+        """Indices of the kernels launched inside (shown instances of) ``range_name``, each
+        once; ``None``: every kernel."""
+        k = self.activity.kernels
+        assert k is not None
+        if range_name is None:
+            return np.arange(len(k))
+        p = self.pairs("all")
+        inst = np.zeros(len(self.activity.ranges or ()), dtype=bool)
+        inst[self.instances_of(range_name)] = True
+        return sorted_unique(p.kernel_idx[inst[p.range_idx]])
+
+    def kernels_outside_ranges(self) -> np.ndarray:
+        """Indices of the kernels whose launch lies in no NVTX range (or has no launch row)."""
+        k = self.activity.kernels
+        assert k is not None
+        inside = np.zeros(len(k), dtype=bool)
+        if self.activity.ranges is not None:
+            inside[self.pairs("all").kernel_idx] = True
+        return np.flatnonzero(~inside)
+
+    def instance_gpu_ns(self, range_name: str, attribution: str = "innermost") -> np.ndarray:
+        """GPU time of the kernels attributed to each shown instance of ``range_name`` (one
+        value per instance, 0 for an instance without kernels). ``innermost`` (default):
+        time of the range itself, not of the ranges nested in it."""
+        k = self.activity.kernels
+        assert k is not None
+        inst = self.instances_of(range_name)
+        pos = np.full(len(self.activity.ranges or ()), -1, dtype=np.int64)
+        pos[inst] = np.arange(inst.size)
+        p = self.pairs(attribution)
+        sel = pos[p.range_idx] >= 0
+        return np.bincount(pos[p.range_idx[sel]], weights=k.duration[p.kernel_idx[sel]],
+                           minlength=inst.size).astype(np.int64)
+
+    def instance_cpu_ns(self, range_name: str) -> np.ndarray:
+        """CPU duration of each shown instance of ``range_name``."""
+        r = self.activity.ranges
+        assert r is not None
+        inst = self.instances_of(range_name)
+        return (r.end - r.start)[inst]
 
     def _shown_instances(self, names: RangeNames) -> np.ndarray:
         """Shown instances per range name code."""

@@ -21,7 +21,7 @@ FORMATS = ("table", "md", "csv", "json", "latex", "text")
 HUMAN_FORMATS = ("table", "md", "latex", "text")
 NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation", "key"}
 # Name columns that hold C++ kernel signatures (shortened by structure, see shorten_name).
-SIGNATURE_COLUMNS = {"name", "kernel", "runner_up"}
+SIGNATURE_COLUMNS = {"name", "kernel", "runner_up", "key"}
 # Integer columns shown with thousands separators (others are ids or sizes: pid, context).
 COUNT_SUFFIXES = ("instances", "count", "calls", "rows")
 
@@ -116,6 +116,10 @@ HEADERS = {
     "gpu_exclusive_ns": "gpu excl", "gpu_span_ns": "gpu span", "kernel_instances": "kernels",
     "range_instances": "ranges", "runner_up": "runner-up", "runner_up_share_pct": "runner-up %",
     "throughput_gbps": "GB/s", "total_bytes": "bytes", "range_kernel_ns": "range gpu",
+    "a_instance_ns": "a per inst", "b_instance_ns": "b per inst",
+    "a_per_instance": "a calls/inst", "b_per_instance": "b calls/inst",
+    "base_per_instance_ns": "base per inst", "cand_per_instance_ns": "cand per inst",
+    "base_instances": "base inst", "cand_instances": "cand inst",
     "params_bytes": "params mem", "grads_bytes": "grads mem", "optimizer_bytes": "optimizer mem",
 }
 
@@ -259,9 +263,11 @@ def _collapse_params(text: str) -> str:
 
 
 def _drop_return_type(text: str) -> str:
-    """``void ns::f(…)`` -> ``ns::f(…)``: a leading word before a space, outside brackets."""
-    head = text.split("<", 1)[0].split("(", 1)[0]
-    return text[head.index(" ") + 1:] if " " in head.strip() else text
+    """``void ns::f(…)`` -> ``ns::f(…)`` (only C++ return types, not words of a range name)."""
+    for head in ("void ", "static ", "__global__ ", "__device__ "):
+        if text.startswith(head):
+            return text[len(head):]
+    return text
 
 
 def _drop_namespaces(text: str) -> str:

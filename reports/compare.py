@@ -1,0 +1,200 @@
+"""``compare``: how the kernel mix changes between two ranges or two exports.
+
+A *side* is a range of an export (its instances, as ``within``/``depth``/``match`` show them)
+or the whole export. For each side: the GPU time of every kernel launched inside it (each
+kernel once, ``all`` attribution), summed by kernel category and by kernel, as a share of the
+side's time, with calls per range instance so that runs with different step counts compare.
+Categories of a side add up to 100. When a side is a whole export that has NVTX ranges, the
+kernels launched outside every range are their own category row, ``(no range)``.
+
+Kernels are matched across sides on a normalised name (``kernel_family``): template
+arguments, parameter lists, the return type and tile/launch-shape suffixes set aside
+(``ampere_sgemm_128x64_nn`` and ``ampere_sgemm_64x64_nn`` are one family), the exact names
+kept in ``a_name``/``b_name``. Without kernels on either side (CPU-only captures) the sides'
+ranges are compared by CPU time instead, and a note says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from reports.common import Report, r1
+from reports.render import View
+
+# a_per_instance / b_per_instance: calls per range instance (kernels: of the family;
+# categories: of their kernels; CPU-only ranges: instances); ratio: b/a of the GPU (or CPU)
+# time per range instance, which a_instance_ns / b_instance_ns give.
+COMPARE_COLUMNS = [
+    "level", "key", "a_share_pct", "b_share_pct", "a_total_ns", "b_total_ns",
+    "a_per_instance", "b_per_instance", "delta_share_pct", "ratio", "a_instance_ns",
+    "b_instance_ns", "category", "a_name", "b_name", "only_in",
+]
+COMPARE_VIEW = View(
+    columns=["level", "a_share_pct", "b_share_pct", "delta_share_pct", "a_instance_ns",
+             "b_instance_ns", "ratio", "a_per_instance", "b_per_instance", "only_in",
+             "key"],
+    drop=("only_in", ("a_per_instance", "b_per_instance"),
+          ("a_instance_ns", "b_instance_ns")),
+    noun="rows", hide_if_zero=("only_in",))
+NO_RANGE = "(no range)"
+
+_SHAPE_TOKEN = re.compile(r"^(?:[a-z]*\d+x\d+(?:x\d+)*|nn|nt|tn|tt|stage\d+|v\d+)$")
+
+
+def kernel_family(name: str) -> str:
+    """A kernel name without what differs between builds and tile choices: template
+    arguments, the parameter list, the return type, and underscore-separated shape tokens
+    (``128x64``, ``tilesize128x128x8``, ``nn``/``tn``, ``stage3``) and a trailing instance
+    number (``triton_poi_fused_add_0``)."""
+    text = name
+    while True:  # innermost template argument lists first
+        stripped = re.sub(r"<[^<>]*>", "", text)
+        if stripped == text:
+            break
+        text = stripped
+    text = re.sub(r"\(.*\)\s*$", "", text).strip()
+    text = re.sub(r"^(?:void|static|__global__)\s+", "", text)
+    tokens = text.split("_")
+    kept = [t for t in tokens if not _SHAPE_TOKEN.match(t)]
+    while len(kept) > 1 and kept[-1].isdigit():
+        kept.pop()
+    return "_".join(kept) or name
+
+
+@dataclass
+class Side:
+    """One side of a comparison: its label, and per kernel (exact name) the time, calls and
+    category of the kernels inside it; or, without kernels, per range its CPU time."""
+
+    label: str
+    instances: int
+    kernels: dict[str, tuple[float, int, str]]  # exact name -> (total ns, calls, category)
+    ranges: dict[str, tuple[float, int]]  # CPU-only: range -> (total ns, instances)
+    no_range_ns: float = 0.0
+
+
+def side_of(analysis: Any, range_name: str | None, label: str) -> Side:
+    """The kernels (or, without kernels, the ranges) of one side of a comparison."""
+    from reports.categories import categorize_many
+
+    act = analysis.activity
+    k = act.kernels
+    if k is None or len(k) == 0:
+        cpu: dict[str, tuple[float, int]] = {}
+        if act.ranges is not None:
+            names = analysis.names()
+            rows = (analysis.instances_of(range_name) if range_name is not None
+                    else np.arange(len(act.ranges)))
+            if range_name is not None:  # the ranges nested in its instances, itself included
+                r = act.ranges
+                keep = np.zeros(len(r), dtype=bool)
+                for i in rows:
+                    keep |= (r.tid == r.tid[i]) & (r.start >= r.start[i]) & (r.end <= r.end[i])
+                rows = np.flatnonzero(keep)
+            dur = (act.ranges.end - act.ranges.start)[rows]
+            codes = names.code[rows]
+            for code in np.unique(codes[codes >= 0]):
+                sel = codes == code
+                cpu[names.names[code]] = (float(dur[sel].sum()), int(sel.sum()))
+        inst = len(analysis.instances_of(range_name)) if range_name is not None else 1
+        return Side(label, inst, {}, cpu)
+    idx = analysis.kernels_in(range_name)
+    no_range = 0.0
+    if range_name is None and act.ranges is not None and len(act.ranges):
+        outside = analysis.kernels_outside_ranges()
+        no_range = float(k.duration[outside].sum())
+        idx = np.setdiff1d(idx, outside, assume_unique=True)
+    totals = np.bincount(k.name_code[idx], weights=k.duration[idx], minlength=len(k.names))
+    calls = np.bincount(k.name_code[idx], minlength=len(k.names))
+    used = np.flatnonzero(calls)
+    cats = categorize_many([k.names[i] for i in used], analysis.rules)
+    kernels = {k.names[i]: (float(totals[i]), int(calls[i]), c) for i, c in zip(used, cats,
+                                                                                 strict=True)}
+    inst = len(analysis.instances_of(range_name)) if range_name is not None else 1
+    return Side(label, max(inst, 1), kernels, {}, no_range)
+
+
+def compare_sides(a: Side, b: Side) -> Report:
+    """Category rows (shares add up to 100 per side), then kernel-family rows, each sorted by
+    the larger share of the two sides."""
+    notes = [f"a = {a.label} ({a.instances:,} instance{'s' if a.instances != 1 else ''}), "
+             f"b = {b.label} ({b.instances:,} instance{'s' if b.instances != 1 else ''})"]
+    if not a.kernels and not b.kernels:
+        notes.append("no CUDA kernels on either side (CPU-only captures): ranges are compared "
+                     "by CPU time; shares are of the side's summed range time.")
+        return Report(rows=_rows("range", _cpu_items(a), _cpu_items(b), a, b), notes=notes,
+                      columns=COMPARE_COLUMNS)
+    cat_a, cat_b = _categories(a), _categories(b)
+    rows = _rows("category", cat_a, cat_b, a, b)
+    rows += _rows("kernel", _families(a), _families(b), a, b)
+    only_a = sum(1 for r in rows if r["level"] == "kernel" and r["only_in"] == "a")
+    only_b = sum(1 for r in rows if r["level"] == "kernel" and r["only_in"] == "b")
+    if only_a or only_b:
+        notes.append(f"kernel families on one side only: {only_a} in a, {only_b} in b "
+                     f"(only_in); ratio is b/a per instance where both have it.")
+    return Report(rows=rows, columns=COMPARE_COLUMNS, notes=notes)
+
+
+# (total ns, calls, category, exact name) per key
+Items = dict[str, tuple[float, int, str, str]]
+
+
+def _categories(side: Side) -> Items:
+    out: dict[str, list[Any]] = {}
+    for _name, (total, calls, cat) in side.kernels.items():
+        item = out.setdefault(cat, [0.0, 0, cat, ""])
+        item[0] += total
+        item[1] += calls
+    if side.no_range_ns:
+        out[NO_RANGE] = [side.no_range_ns, 0, "", ""]  # calls unknown: kernels outside
+    return {key: (v[0], v[1], v[2], v[3]) for key, v in out.items()}
+
+
+def _families(side: Side) -> Items:
+    out: dict[str, list[Any]] = {}
+    for name, (total, calls, cat) in side.kernels.items():
+        fam = kernel_family(name)
+        item = out.setdefault(fam, [0.0, 0, cat, name, 0.0])
+        item[0] += total
+        item[1] += calls
+        if total > item[4]:  # the exact name shown is the family's biggest member
+            item[3], item[4] = name, total
+    return {key: (v[0], v[1], v[2], v[3]) for key, v in out.items()}
+
+
+def _cpu_items(side: Side) -> Items:
+    return {name: (total, n, "", name) for name, (total, n) in side.ranges.items()}
+
+
+def _rows(level: str, a: Items, b: Items, side_a: Side, side_b: Side) -> list[dict[str, Any]]:
+    grand_a = sum(v[0] for v in a.values())
+    grand_b = sum(v[0] for v in b.values())
+    rows = []
+    for key in set(a) | set(b):
+        ta, ca, cat_a, name_a = a.get(key, (0.0, 0, "", ""))
+        tb, cb, cat_b, name_b = b.get(key, (0.0, 0, "", ""))
+        share_a = r1(100 * ta / grand_a) if grand_a and key in a else None
+        share_b = r1(100 * tb / grand_b) if grand_b and key in b else None
+        per_a = ta / side_a.instances if key in a else None
+        per_b = tb / side_b.instances if key in b else None
+        rows.append({
+            "level": level, "key": key,
+            "a_share_pct": share_a, "b_share_pct": share_b,
+            "a_total_ns": int(ta) if key in a else None,
+            "b_total_ns": int(tb) if key in b else None,
+            "a_per_instance": round(ca / side_a.instances, 2) if key in a else None,
+            "b_per_instance": round(cb / side_b.instances, 2) if key in b else None,
+            "delta_share_pct": r1((share_b or 0.0) - (share_a or 0.0)),
+            "ratio": round(per_b / per_a, 3) if per_a and per_b is not None else None,
+            "a_instance_ns": round(per_a, 1) if per_a is not None else None,
+            "b_instance_ns": round(per_b, 1) if per_b is not None else None,
+            "category": cat_a or cat_b or None,
+            "a_name": name_a or None, "b_name": name_b or None,
+            "only_in": None if key in a and key in b else ("a" if key in a else "b"),
+        })
+    rows.sort(key=lambda r: (-max(r["a_share_pct"] or 0, r["b_share_pct"] or 0), r["key"]))
+    return rows

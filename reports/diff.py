@@ -1,0 +1,238 @@
+"""``diff BASE CAND``: run-to-run changes of the same workload, with a verdict per row.
+
+Rows (all times in ns per instance of the thing named):
+
+- ``overall``: the *scope*, ``step`` when both exports have it (this project's model), else
+  the whole export; time per instance (GPU time of the kernels launched inside it, or CPU time
+  without kernels; the whole export: all kernel time).
+- ``range``: every range name in both exports (as shown by ``within``/``depth``/``match``),
+  the GPU time of the kernels whose innermost range it is, per instance: a range's own time, so
+  a change inside ``forward`` is not counted again in ``step`` (CPU time without kernels).
+- ``kernel``: every kernel family (``compare.kernel_family``): its GPU time per scope instance.
+
+Verdicts: ``reports.stats.judge`` on samples: range and overall rows on per-instance values;
+kernel rows on per-scope-instance totals when the scope has enough instances, else on the
+durations of the calls. ``regression`` needs the change past ``threshold_pct`` AND a
+Mann-Whitney p-value below ``alpha``; see reports/stats.py for too few samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nsys_parsers.errors import NsysMineError
+from nvtx_model.nvtx_ranges import STEP
+from reports.common import Report, r1
+from reports.compare import kernel_family
+from reports.render import View
+from reports.stats import MIN_SAMPLES, VERDICTS, judge
+
+DIFF_COLUMNS = [
+    "level", "key", "base_per_instance_ns", "cand_per_instance_ns", "change_pct", "p_value",
+    "verdict", "base_instances", "cand_instances", "reason",
+]
+DIFF_VIEW = View(
+    columns=["level", "verdict", "change_pct", "base_per_instance_ns", "cand_per_instance_ns",
+             "p_value", "base_instances", "cand_instances", "key"],
+    drop=("reason", ("base_instances", "cand_instances"), "p_value"),
+    noun="rows", pinned=1)
+SEVERITY = {v: i for i, v in enumerate(VERDICTS)}  # regression first
+
+
+class NotComparable(NsysMineError):
+    """diff --strict: the two exports differ in GPU, workload config or kernels."""
+
+
+def comparability(base: Any, cand: Any, min_common_pct: float = 50.0) -> list[str]:
+    """What differs between two exports that should be runs of one workload."""
+    problems = []
+    gb, gc = Counter(base.export.meta.gpus), Counter(cand.export.meta.gpus)
+    if gb and gc and gb != gc:
+        problems.append(f"GPUs differ: {_gpus(gb)} vs {_gpus(gc)}")
+    cb, cc = _sidecar_config(base.export.source), _sidecar_config(cand.export.source)
+    if cb is not None and cc is not None:
+        keys = sorted(k for k in set(cb) | set(cc) if cb.get(k) != cc.get(k)
+                      and k not in ("device",))
+        if keys:
+            problems.append("workload configs differ: " + ", ".join(
+                f"{k} {cb.get(k)} vs {cc.get(k)}" for k in keys))
+    kb, kc = base.activity.kernels, cand.activity.kernels
+    if kb is not None and kc is not None and len(kb) and len(kc):
+        fb, fc = _family_time(kb), _family_time(kc)
+        common = set(fb) & set(fc)
+        for label, fam in (("base", fb), ("candidate", fc)):
+            total = sum(fam.values())
+            pct = 100.0 * sum(fam[f] for f in common) / total if total else 100.0
+            if pct < min_common_pct:
+                problems.append(f"only {pct:.0f}% of the {label}'s kernel time is in kernels "
+                                f"the other export also has")
+    elif (kb is None or not len(kb)) != (kc is None or not len(kc)):
+        problems.append("one export has CUDA kernels, the other none")
+    return problems
+
+
+def _gpus(c: Counter) -> str:
+    return ", ".join(f"{n} x {g}" if n > 1 else g for g, n in c.items())
+
+
+def _sidecar_config(source: Path) -> dict[str, Any] | None:
+    """The workload config of an export made by ``nsys-mine profile`` (NAME.json beside it)."""
+    side = source.with_suffix(".json")
+    try:
+        data = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return None
+    cfg = data.get("config") if isinstance(data, dict) else None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _family_time(k: Any) -> dict[str, float]:
+    totals = np.bincount(k.name_code, weights=k.duration, minlength=len(k.names))
+    out: dict[str, float] = {}
+    for i, name in enumerate(k.names):
+        fam = kernel_family(name)
+        out[fam] = out.get(fam, 0.0) + float(totals[i])
+    return out
+
+
+def _has_kernels(a: Any) -> bool:
+    k = a.activity.kernels
+    return k is not None and len(k) > 0
+
+
+def _has_range(a: Any, name: str) -> bool:
+    return a.activity.ranges is not None and a.names().index(name) is not None
+
+
+def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: float = 0.05,
+                scope: str | None = None, strict: bool = False) -> Report:
+    """Rows of DIFF_COLUMNS (overall first, then ranges and kernels, regressions first)."""
+    notes = []
+    problems = comparability(base, cand)
+    if problems:
+        if strict:
+            raise NotComparable("the exports are not comparable: " + "; ".join(problems)
+                                + ". Compare runs of one workload on one machine, or drop "
+                                  "--strict to diff anyway.")
+        notes += [f"warning: {p}" for p in problems]
+    gpu = _has_kernels(base) and _has_kernels(cand)
+    if scope is None and _has_range(base, STEP) and _has_range(cand, STEP):
+        scope = STEP
+    unit = "GPU" if gpu else "CPU"
+
+    def verdict_row(level: str, key: str, b: np.ndarray, c: np.ndarray, bv: float,
+                    cv: float, nb: int, nc: int) -> dict[str, Any]:
+        v = judge(b, c, base_value=bv, cand_value=cv, threshold_pct=threshold_pct, alpha=alpha)
+        return {"level": level, "key": key, "base_per_instance_ns": round(bv, 1),
+                "cand_per_instance_ns": round(cv, 1),
+                "change_pct": r1(v.change_pct) if v.change_pct is not None else None,
+                "p_value": float(f"{v.p_value:.3g}") if v.p_value is not None else None,
+                "verdict": v.verdict, "base_instances": nb, "cand_instances": nc,
+                "reason": v.reason}
+
+    # overall
+    if scope is not None:
+        if gpu:
+            sb, sc = base.instance_gpu_ns(scope, "all"), cand.instance_gpu_ns(scope, "all")
+        else:
+            sb, sc = base.instance_cpu_ns(scope), cand.instance_cpu_ns(scope)
+        overall = verdict_row("overall", scope, sb, sc, _mean(sb), _mean(sc), sb.size, sc.size)
+        notes.append(f"overall: {unit} time per {scope!r} instance ({sb.size} vs {sc.size} "
+                     f"instances).")
+    elif gpu:
+        kb, kc = base.activity.kernels, cand.activity.kernels
+        overall = verdict_row("overall", "(whole export)", kb.duration, kc.duration,
+                              float(kb.duration.sum()), float(kc.duration.sum()), 1, 1)
+        notes.append("overall: all kernel time of each export; tested on kernel durations.")
+    else:
+        raise NotComparable("neither export has CUDA kernels or a `step` range to compare: "
+                            "pass --scope RANGE (a range both exports have).")
+    rows = [overall]
+    # ranges
+    if base.activity.ranges is not None and cand.activity.ranges is not None:
+        nb, nc = base.names(), cand.names()
+        common = sorted(set(nb.names) & set(nc.names))
+        for name in common:
+            ib, ic = base.instances_of(name), cand.instances_of(name)
+            if ib.size == 0 or ic.size == 0:  # filtered out
+                continue
+            if gpu:
+                b, c = base.instance_gpu_ns(name), cand.instance_gpu_ns(name)
+            else:
+                b, c = base.instance_cpu_ns(name), cand.instance_cpu_ns(name)
+            rows.append(verdict_row("range", name, b, c, _mean(b), _mean(c), b.size, c.size))
+        only = len(set(nb.names) ^ set(nc.names))
+        if only:
+            notes.append(f"{only} range name(s) exist in one export only: not diffed.")
+    # kernels
+    if gpu:
+        rows += _kernel_rows(base, cand, scope, verdict_row)
+    head, rest = rows[:1], rows[1:]
+    rest.sort(key=lambda r: (SEVERITY[r["verdict"]], -abs(r["change_pct"] or 0), r["level"],
+                             r["key"]))
+    counts = Counter(r["verdict"] for r in rest)
+    notes.append(f"overall: {overall['verdict']}; rows: " + ", ".join(
+        f"{counts[v]} {v}" for v in VERDICTS if counts[v]) + f" (threshold {threshold_pct:g}%, "
+        f"Mann-Whitney U at alpha {alpha:g}; docs/CI.md)")
+    return Report(rows=head + rest, columns=DIFF_COLUMNS, notes=notes,
+                  sentences=[_sentence(r) for r in head + rest])
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else 0.0
+
+
+def _kernel_rows(base: Any, cand: Any, scope: str | None, verdict_row: Any) -> list[dict]:
+    per_instance = (scope is not None and base.instances_of(scope).size >= MIN_SAMPLES
+                    and cand.instances_of(scope).size >= MIN_SAMPLES)
+    sb, sc = _family_samples(base, scope, per_instance), _family_samples(cand, scope,
+                                                                         per_instance)
+    nb = base.instances_of(scope).size if scope else 1
+    nc = cand.instances_of(scope).size if scope else 1
+    rows = []
+    for fam in sorted(set(sb) & set(sc)):
+        (tb, b), (tc, c) = sb[fam], sc[fam]
+        rows.append(verdict_row("kernel", fam, b, c, tb / max(nb, 1), tc / max(nc, 1), nb, nc))
+    return rows
+
+
+def _family_samples(a: Any, scope: str | None, per_instance: bool
+                    ) -> dict[str, tuple[float, np.ndarray]]:
+    """Per kernel family: (total ns inside the scope, samples): per-scope-instance totals, or
+    the call durations."""
+    k = a.activity.kernels
+    idx = a.kernels_in(scope)
+    fam_of = np.array([kernel_family(n) for n in k.names], dtype=object)
+    fams = fam_of[k.name_code[idx]]
+    dur = k.duration[idx]
+    out: dict[str, tuple[float, np.ndarray]] = {}
+    if per_instance:
+        inst = a.instances_of(scope)
+        pos = np.full(len(a.activity.ranges), -1, dtype=np.int64)
+        pos[inst] = np.arange(inst.size)
+        p = a.pairs("all")
+        sel = pos[p.range_idx] >= 0
+        kernel_inst = np.full(len(k), -1, dtype=np.int64)
+        kernel_inst[p.kernel_idx[sel]] = pos[p.range_idx[sel]]
+        ki = kernel_inst[idx]
+        for fam in np.unique(fams):
+            m = fams == fam
+            samples = np.bincount(ki[m], weights=dur[m], minlength=inst.size)
+            out[str(fam)] = (float(dur[m].sum()), samples)
+    else:
+        for fam in np.unique(fams):
+            m = fams == fam
+            out[str(fam)] = (float(dur[m].sum()), dur[m])
+    return out
+
+
+def _sentence(row: dict[str, Any]) -> str:
+    change = f"{row['change_pct']:+.1f}%" if row["change_pct"] is not None else "new"
+    p = f", p = {row['p_value']:.2g}" if row["p_value"] is not None else ""
+    where = "overall" if row["level"] == "overall" else f"{row['level']} {row['key']}"
+    return f"{where}: {row['verdict']} ({change}{p}; {row['reason']})"
