@@ -161,7 +161,7 @@ def check(
         step_summary,
     )
 
-    rule_list = load_rules(rules)  # a bad rules file fails before any export is read
+    rule_list = load_check_rules(rules)  # a bad rules file fails before any export is read
     with _open(export, analysis) as a:
         if baseline is not None:
             with _open(baseline, analysis) as b:

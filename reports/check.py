@@ -64,7 +64,7 @@ class Outcome:
     message: str
 
 
-def load_rules(path: str | os.PathLike[str]) -> list[Rule]:
+def load_check_rules(path: str | os.PathLike[str]) -> list[Rule]:
     """Parse and validate a rules file; BadRules names the rule and the key at fault."""
     from reports.categories import CATEGORIES
 
