@@ -71,7 +71,7 @@ def bench(
 
     with progress_bar("bench") as progress:
         result = benchmark(configs, progress=progress, db=db, peak_tflops=peak_tflops)
-    _emit(result, BENCH_COLUMNS, BENCH_TABLE, format, output, "Step time per config")
+    emit_sweep(result, BENCH_COLUMNS, BENCH_TABLE, format, output, "Step time per config")
 
 
 @workload_options(warmup=1, steps=1)
@@ -99,20 +99,23 @@ def memory(
     with progress_bar("memory") as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
-    _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, format, output, "Peak memory per config")
+    emit_sweep(result, MEMORY_COLUMNS, MEMORY_TABLE, format, output, "Peak memory per config")
 
 
 # ---- rendering helpers ----------------------------------------------------------------------
-def _emit(result: Any, columns: list[str], table_columns: list[str], fmt: Format,
-          output: Path | None, title: str) -> None:
-    """Render a sweep; human formats get compact columns and human units. Exit 130 if the
-    sweep was interrupted (after writing the rows it finished)."""
+def emit_sweep(result: Any, columns: list[str], table_columns: list[str], fmt: Format,
+               output: Path | None, title: str, *,
+               settings: tuple[str, ...] = SETTING_COLUMNS,
+               sentences: list[str] | None = None) -> None:
+    """Render a sweep (bench, memory, infer, micro); human formats get compact columns, human
+    units, the ``settings`` equal in every row as one sentence, then ``sentences``. Exit 130
+    if the sweep was interrupted (after writing the rows it finished)."""
     from reports.render import render_rows
 
-    rows, sentences = result.rows, []
+    rows, extra, sentences = result.rows, list(sentences or []), []
     if fmt in HUMAN_FORMATS and rows:
-        columns, sentence = _table_columns(rows, table_columns)
-        sentences = [sentence] if sentence else []
+        columns, sentence = _table_columns(rows, table_columns, settings)
+        sentences = ([sentence] if sentence else []) + extra
         rows = [_humanize(r) for r in rows]
     notes = list(result.notes)
     if result.run_id is not None:
@@ -123,19 +126,20 @@ def _emit(result: Any, columns: list[str], table_columns: list[str], fmt: Format
         raise typer.Exit(130)
 
 
-def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list[str], str]:
+def _table_columns(rows: list[dict[str, Any]], columns: list[str],
+                   settings: tuple[str, ...] = SETTING_COLUMNS) -> tuple[list[str], str]:
     """Drop columns empty in every row; settings equal in every row move into one sentence
     (with the device names) instead of repeating in each row."""
-    shown, settings = [], []
+    shown, constant = [], []
     for col in columns:
         values = [r.get(col) for r in rows]
         if all(v is None or v == "" for v in values):
             continue
-        if col in SETTING_COLUMNS and len({str(v) for v in values}) == 1:
-            settings.append(f"{col} {values[0]}")
+        if col in settings and len({str(v) for v in values}) == 1:
+            constant.append(f"{col} {values[0]}")
         else:
             shown.append(col)
-    sentence = ", ".join(settings)
+    sentence = ", ".join(constant)
     names = sorted({r["device_name"] for r in rows if r.get("device_name")})
     if names:
         sentence += f" ({'; '.join(names)})"
@@ -143,8 +147,8 @@ def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list
 
 
 def _humanize(row: dict[str, Any]) -> dict[str, Any]:
-    """Parameter counts in millions, TFLOP/s to 3 digits (reports.render formats the _s and
-    _bytes columns for people)."""
+    """Parameter counts in millions, TFLOP/s to 3 digits, fitted exponents to 2 decimals
+    (reports.render formats the _s and _bytes columns for people)."""
     out = dict(row)
     for key, value in row.items():
         if value is None or isinstance(value, bool):
@@ -153,4 +157,6 @@ def _humanize(row: dict[str, Any]) -> dict[str, Any]:
             out[key] = f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.2f} M"
         elif key == "tflops":
             out[key] = f"{value:.3g}"
+        elif key in ("exponent", "local_exponent"):
+            out[key] = f"{value:.2f}"
     return out

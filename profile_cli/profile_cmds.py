@@ -13,6 +13,7 @@ import typer
 
 from nsys_parsers.errors import BadOption
 from profile_cli.common import Format, FormatOpt, OutputOpt, choice_enum, emit, option_group
+from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
 from profile_cli.profiler import NsysSpec
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.progress import progress_bar
@@ -51,6 +52,14 @@ nsys_options = option_group(NsysSpec, {
     "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
 }, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
+WorkloadKind = choice_enum("WorkloadKind", WORKLOAD_KINDS)
+WorkloadKindOpt = Annotated[WorkloadKind, typer.Option(
+    "--workload",
+    help="bench: warmup + measured steps of --mode; infer: KV-cache generation (NVTX prefill, "
+         "decode, decode step) of --batch prompts of --context tokens, --output-length new "
+         "tokens, --steps measured generate calls.")]
+OutputLengthOpt = Annotated[int, typer.Option(
+    "--output-length", min=1, help="--workload infer: tokens generated per prompt.")]
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="Top kernels to list.")]
 
 
@@ -67,6 +76,8 @@ def profile(
     out: OutOpt = Path("profiles"),
     force: ForceOpt = False,
     top: TopOpt = 15,
+    workload_kind: WorkloadKindOpt = WorkloadKind.bench,
+    output_length: OutputLengthOpt = DEFAULT_PROFILE_OUTPUT_LENGTH,
     format: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
@@ -75,11 +86,18 @@ def profile(
     Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out, then mines the
     export: ranges (CPU and GPU time), the dominant kernel of step/forward/backward/optimizer
     and the attention parts, and the top kernels, measured steps only (warmup left out).
+    --workload infer profiles KV-cache generation instead: ranges prefill, decode and (fine)
+    decode step, so the dominant kernel of each phase shows.
     """
     from profile_cli.mining import mine_profile
     from profile_cli.profiler import ProfileFailed, profile_config
 
-    configs = workload.configs()
+    if workload_kind.value == "infer":
+        from nvtx_model.infer_config import infer_configs_from_workload
+
+        configs = infer_configs_from_workload(workload, output_length)
+    else:
+        configs = workload.configs()
     if len(configs) != 1:
         raise BadOption(f"profile runs one config; these options give {len(configs)} "
                         f"({', '.join(c.label() for c in configs[:4])}...). Use `nsys-mine "
@@ -108,18 +126,26 @@ def render_profile(report, fmt: str):
             "kernels": [{c: r.get(c) for c in KERNEL_COLUMNS} for r in report.kernels],
             "notes": report.notes}))
     cfg = report.config
-    head = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
-            f"heads), context {cfg['context']}, batch {cfg['batch']}, {cfg['mode']}, "
-            f"{cfg['precision']}, {cfg['attention']} attention, NVTX {cfg['nvtx']}, "
-            f"{cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured steps")
+    shape = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
+             f"heads)")
+    if cfg.get("mode") == "infer":
+        what = (f"generating {cfg['output_length']} tokens after {cfg['batch']} prompts of "
+                f"{cfg['input_length']} tokens")
+        runs = "generate calls"
+    else:
+        what = f"context {cfg['context']}, batch {cfg['batch']}, {cfg['mode']}"
+        runs = "steps"
+    head = (f"{shape}, {what}, {cfg['precision']}, {cfg['attention']} attention, NVTX "
+            f"{cfg['nvtx']}, {cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured "
+            f"{runs}")
     cpu_only = not report.kernels and not report.dominant
     parts = [
-        render_rows(report.ranges, RANGE_COLUMNS, fmt, title="NVTX ranges (measured steps)",
+        render_rows(report.ranges, RANGE_COLUMNS, fmt, title=f"NVTX ranges (measured {runs})",
                     sentences=[f"export: {report.export}", head], notes=report.notes,
                     human_columns=RANGE_COLUMNS[:9] if cpu_only else None),
         render_rows(report.dominant, DOMINANT_COLUMNS, fmt, title="Dominant kernel per range",
                     sentences=report.sentences, human_columns=DOMINANT_HUMAN_COLUMNS,
-                    null_labels={"range": "(measured steps)"}),
+                    null_labels={"range": f"(measured {runs})"}),
         render_rows(report.kernels, KERNEL_COLUMNS, fmt, title="Top kernels"),
     ]
     if not report.dominant:

@@ -77,6 +77,8 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
         return ", ".join(str(shorten(v)) for v in value)
     if human and column.endswith("_ns") and not isinstance(value, str):
         return human_ns(value)
+    if human and column.endswith("_per_s") and isinstance(value, (int, float)):
+        return _fmt_num(value, 1)  # a rate (tokens_per_s), not seconds
     if human and column.endswith("_s") and isinstance(value, (int, float)):
         return human_ns(float(value) * 1e9)
     if human and column.endswith("_bytes") and isinstance(value, (int, float)):
