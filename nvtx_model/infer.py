@@ -220,6 +220,11 @@ def measure_inference(cfg: InferConfig, runtime: Runtime, instrumentation: nv.In
     """Generate ``warmup`` (range ``warmup``) then ``runs`` (range ``measure``) times; put
     the metric and peak-memory columns into ``row``."""
     model = build_model(cfg, runtime)
+    if cfg.hf_path is not None:  # the shape formula does not know this architecture's extras
+        params = model.num_parameters()
+        weights = params * (2 if cfg.precision == "bf16" else 4)
+        row.update(params=params, weights_bytes=weights, memory_est_bytes=weights
+                   + row["kv_cache_bytes"] + row["activations_est_bytes"])
     generator = torch.Generator(device=runtime.device).manual_seed(cfg.seed)
     prompt = torch.randint(0, cfg.model.vocab_size, (cfg.batch, cfg.input_length),
                            generator=generator, device=runtime.device)
@@ -268,11 +273,11 @@ def run_inference(
         if cfg.precision == "bf16" and not runtime.bf16_supported():
             return f"bf16 is not supported on {runtime.name}; use --precision fp32"
         if limit is not None:
-            free, label = limit, "given memory limit"
+            free, label = limit, "(the given limit)"
         else:
             free = runtime.free_bytes()
             free = None if free is None else int(free * CPU_MEMORY_SHARE)
-            label = f"{CPU_MEMORY_SHARE:.0%} {runtime.free_label}"
+            label = f"= {CPU_MEMORY_SHARE:.0%} {runtime.free_label}"
         return skip_reason(cfg, max_batch_input_product=max_batch_input_product,
                            free_bytes=free, free_label=label)
 

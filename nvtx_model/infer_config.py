@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from nsys_parsers.errors import BadOption
 from nvtx_model.config import (ATTENTIONS, BF16, DEFAULT_SEED, DEFAULT_VOCAB, DEVICES, FP32,
-                               PRECISIONS, ModelConfig, param_counts)
+                               PRECISIONS, ModelConfig, format_bytes, param_counts)
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import (WorkloadSpec, _did_you_mean, parse_choices, parse_ints,
                                  resolve_shapes)
@@ -30,7 +30,6 @@ DEFAULT_MAX_BATCH_INPUT_PRODUCT = 131_072
 DEFAULT_RUNS = 3
 DEFAULT_WARMUP = 1
 DEFAULT_INFER_SIZE = "small"
-GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -362,14 +361,24 @@ def expand_infer(spec: InferSpec) -> tuple[list[InferConfig], InferPlan]:
     grid, source, limit = spec.grid()
     check_sampling(spec.temperature, spec.top_p)
     hf = spec.hf_path()
-    shapes = resolve_shapes(WorkloadSpec(size=spec.size or DEFAULT_INFER_SIZE,
-                                         d_model=spec.d_model, d_ff=spec.d_ff,
-                                         layers=spec.layers, heads=spec.heads))
-    if hf is not None:
+    vocab = spec.vocab
+    if hf is None:
+        shapes = resolve_shapes(WorkloadSpec(size=spec.size or DEFAULT_INFER_SIZE,
+                                             d_model=spec.d_model, d_ff=spec.d_ff,
+                                             layers=spec.layers, heads=spec.heads))
+    else:
         if spec.size is not None or spec.d_model is not None:
             raise BadOption("--model hf:PATH brings its own shape; leave out --size and "
                             "--d-model/--d-ff/--layers/--heads")
-        shapes = shapes[:1]
+        from nvtx_model.hf_model import hf_shape, require_transformers
+
+        require_transformers()
+        shape, vocab, max_positions = hf_shape(hf)
+        longest = max(grid.input_lengths) + grid.output_length
+        if max_positions is not None and longest > max_positions:
+            raise BadOption(f"--model hf:{hf} takes at most {max_positions} positions; the "
+                            f"grid needs {longest} (input + output length)")
+        shapes = [(f"hf:{Path(hf).name}", shape)]
     precisions = parse_choices(spec.precision, PRECISIONS, "--precision")
     attentions = parse_choices(spec.attention, ATTENTIONS, "--attention")
     configs = []
@@ -379,10 +388,10 @@ def expand_infer(spec: InferSpec) -> tuple[list[InferConfig], InferPlan]:
                 for batch in grid.batch_sizes:
                     for input_length in grid.input_lengths:
                         model = ModelConfig.from_shape(
-                            shape, vocab_size=spec.vocab,
+                            shape, vocab_size=vocab,
                             context_length=input_length + grid.output_length)
                         configs.append(InferConfig(
-                            size="hf" if hf else label, model=model, batch=batch,
+                            size=label, model=model, batch=batch,
                             input_length=input_length, output_length=grid.output_length,
                             precision=precision, attention=attention, nvtx=spec.nvtx,
                             device=spec.device, warmup=spec.warmup, runs=spec.runs,
@@ -440,23 +449,23 @@ def memory_of(cfg: InferConfig) -> InferenceMemory:
 
 def skip_reason(cfg: InferConfig, *, max_batch_input_product: int,
                 free_bytes: int | None, free_label: str = "free memory") -> str | None:
-    """Why ``cfg`` should not run (the note of a ``skipped`` row), or None.
+    """Why ``cfg`` should not run (the note of a ``skipped`` row, short enough for a table
+    cell), or None.
 
     ``max_batch_input_product`` 0 means no limit; ``free_bytes`` None means no memory check
-    (the device could not say)."""
+    (the device could not say); ``free_label`` says what ``free_bytes`` is."""
     product = cfg.batch * cfg.input_length
     if max_batch_input_product and product > max_batch_input_product:
-        return (f"batch {cfg.batch} x input {cfg.input_length} = {product:,} tokens exceeds "
-                f"max_batch_input_product {max_batch_input_product:,}; raise "
-                "--max-batch-input-product (0: no limit) to run it")
+        return (f"batch {cfg.batch} x input {cfg.input_length} = {product:,} tokens > "
+                f"--max-batch-input-product {max_batch_input_product:,}")
     if free_bytes is not None:
         need = memory_of(cfg)
         if need.total_bytes > free_bytes:
-            return (f"estimated {need.total_bytes / GIB:.2f} GiB (weights "
-                    f"{need.weights_bytes / GIB:.2f} + KV cache {need.kv_cache_bytes / GIB:.2f}"
-                    f" + activations {need.activations_bytes / GIB:.2f}) exceeds the "
-                    f"{free_bytes / GIB:.2f} GiB {free_label}; use smaller batch sizes, input "
-                    "lengths or --size")
+            return (f"est. {format_bytes(need.total_bytes)} (weights "
+                    f"{format_bytes(need.weights_bytes)} + KV "
+                    f"{format_bytes(need.kv_cache_bytes)} + activations "
+                    f"{format_bytes(need.activations_bytes)}) > {format_bytes(free_bytes)} "
+                    f"{free_label}")
     return None
 
 

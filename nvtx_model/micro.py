@@ -25,13 +25,13 @@ from typing import Any, Callable
 
 import torch
 
+from nvtx_model.config import format_bytes
 from nvtx_model.micro_config import MatmulConfig, MLPConfig, fit_exponent
 from nvtx_model.sweep import (CPU_MEMORY_SHARE, STATUS_COLUMNS, STATUS_OK, Progress,
                               SweepResult, run_configs)
 
 MIN_SAMPLE_S = 2e-3
 MAX_REPEATS = 10_000
-GIB = 1024**3
 
 
 # ---- fitting (pure) -------------------------------------------------------------------------
@@ -93,12 +93,12 @@ def _check(cfg: Any, runtime: Any, limit: int | None) -> str | None:
         free = runtime.free_bytes()
         if free is None:
             return None
-        limit, label = int(free * CPU_MEMORY_SHARE), f"{CPU_MEMORY_SHARE:.0%} {runtime.free_label}"
+        limit = int(free * CPU_MEMORY_SHARE)
+        label = f"= {CPU_MEMORY_SHARE:.0%} {runtime.free_label}"
     else:
-        label = "given memory limit"
+        label = "(the given limit)"
     if cfg.bytes_needed > limit:
-        return (f"needs {cfg.bytes_needed / GIB:.2f} GiB, more than the {limit / GIB:.2f} GiB "
-                f"{label}; use smaller sizes")
+        return f"needs {format_bytes(cfg.bytes_needed)} > {format_bytes(limit)} {label}"
     return None
 
 

@@ -8,7 +8,7 @@ commands only (it is the optional extra ``nsys-mine[torch]``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -106,24 +106,84 @@ def memory(
 def emit_sweep(result: Any, columns: list[str], table_columns: list[str], fmt: Format,
                output: Path | None, title: str, *,
                settings: tuple[str, ...] = SETTING_COLUMNS,
-               sentences: list[str] | None = None) -> None:
+               sentences: list[str] | None = None,
+               headers: dict[str, str] | None = None,
+               drop_order: tuple[str, ...] = (),
+               row_label: Callable[[dict[str, Any]], str] | None = None) -> None:
     """Render a sweep (bench, memory, infer, micro); human formats get compact columns, human
     units, the ``settings`` equal in every row as one sentence, then ``sentences``. Exit 130
-    if the sweep was interrupted (after writing the rows it finished)."""
+    if the sweep was interrupted (after writing the rows it finished).
+
+    The rich table only: ``headers`` gives short headers (column -> header key, keeping the
+    unit suffix, e.g. ``prefill_s`` -> ``TTFT_s``), and the columns of ``drop_order`` are
+    hidden, first to last, until the table fits the terminal (a note names them; when the
+    ``note`` column is hidden, the rows' notes follow the table, named by ``row_label``)."""
     from reports.render import render_rows
 
     rows, extra, sentences = result.rows, list(sentences or []), []
+    notes = list(result.notes)
     if fmt in HUMAN_FORMATS and rows:
         columns, sentence = _table_columns(rows, table_columns, settings)
         sentences = ([sentence] if sentence else []) + extra
         rows = [_humanize(r) for r in rows]
-    notes = list(result.notes)
+        if fmt == Format.table and (headers or drop_order):
+            rows, columns, hidden = _fit_table(rows, columns, headers or {}, drop_order,
+                                               _table_width(output))
+            if hidden:
+                notes.append(f"hidden to fit the terminal: {', '.join(hidden)} (widen it, or "
+                             "use --format md/csv/json)")
+                if "note" in hidden:
+                    notes = [n for n in notes if not n.endswith("see the note column")]
+                    notes += [f"{row_label(r) + ': ' if row_label else ''}{r['status']}: "
+                              f"{r['note']}" for r in result.rows if r.get("note")]
     if result.run_id is not None:
         notes.append(f"rows appended to the results database as run {result.run_id}")
     emit(render_rows(rows, columns, fmt.value, title=title, notes=notes, sentences=sentences),
          output)
     if result.interrupted:
         raise typer.Exit(130)
+
+
+NOTE_WIDTH = 30  # the narrowest a folded note column may get when fitting a table
+
+
+def _table_width(output: Path | None) -> int:
+    """The width ``emit`` renders a rich table at."""
+    import shutil
+    import sys
+
+    if output is not None:
+        return 160
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 200
+
+
+def _fit_table(rows: list[dict[str, Any]], columns: list[str], headers: dict[str, str],
+               drop_order: tuple[str, ...], width: int
+               ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Rows and columns under their short headers, without the columns of ``drop_order``
+    needed to fit ``width``; and the hidden columns."""
+    from rich.console import Console
+
+    from reports.render import rich_table
+
+    console = Console(width=10_000)  # measure the natural width, unconstrained
+    shown, hidden = list(columns), []
+    for col in (None, *drop_order):
+        if col is not None:
+            if col not in shown:
+                continue
+            shown.remove(col)
+            hidden.append(col)
+        keys = [headers.get(c, c) for c in shown]
+        renamed = [{headers.get(k, k): v for k, v in r.items()} for r in rows]
+        # a note column folds its text: give it NOTE_WIDTH, measure the rest at full width
+        fixed = [k for k in keys if k != "note"]
+        need = console.measure(rich_table(renamed, fixed)).maximum
+        if "note" in keys and any(r.get("note") for r in renamed):
+            need += NOTE_WIDTH + 3
+        if need <= width:
+            break
+    return renamed, keys, hidden
 
 
 def _table_columns(rows: list[dict[str, Any]], columns: list[str],

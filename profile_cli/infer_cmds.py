@@ -43,6 +43,17 @@ MLP_TABLE = ["param", "value", "precision", "num_steps", "num_layers", "batch_si
              "mean_s", "std_s", "min_s", "tflops", "local_exponent", "exponent", "device",
              "threads", "warmup", "runs", "status", "note"]
 MICRO_SETTINGS = ("precision", "device", "threads", "warmup", "runs")
+# Short headers for the rich table (JSON, CSV and markdown keep the column names).
+INFER_HEADERS = {"input_length": "input", "output_length": "output", "prefill_s": "TTFT_s",
+                 "decode_per_token_s": "TPOT_s", "itl_p50_s": "ITL_p50_s",
+                 "itl_p90_s": "ITL_p90_s", "itl_p99_s": "ITL_p99_s", "tokens_per_s": "tok_per_s",
+                 "peak_allocated_bytes": "peak_bytes", "rss_growth_bytes": "rss_growth_bytes",
+                 "memory_est_bytes": "estimate_bytes"}
+INFER_DROP = ("memory_est_bytes", "rss_growth_bytes", "peak_allocated_bytes", "itl_p50_s",
+              "itl_p90_s", "total_s", "note", "sampling", "attention", "precision", "size")
+MICRO_HEADERS = {"local_exponent": "local_k", "exponent": "k", "num_steps": "steps",
+                 "num_layers": "layers", "batch_size": "batch"}
+MICRO_DROP = ("min_s", "repeats", "num_steps", "num_layers", "batch_size", "dim", "note")
 
 # ---- options --------------------------------------------------------------------------------
 PresetOpt = Annotated[Optional[str], typer.Option(
@@ -157,8 +168,14 @@ def infer(
                      "max_batch_input_product": plan.max_batch_input_product})
         result.notes.append(f"wrote {len(outputs.files)} files to {out_dir}/, the report is "
                             f"{outputs.report}")
+    if format == Format.table:
+        sentences.append("TTFT = prefill_s, TPOT = decode_per_token_s, ITL = inter-token "
+                         "latency, tok per s = generated tokens per second (the JSON/CSV keys: "
+                         "docs/MODEL.md)")
     emit_sweep(result, INFER_COLUMNS, INFER_TABLE, format, output,
-               "Inference latency per config", settings=INFER_SETTINGS, sentences=sentences)
+               "Inference latency per config", settings=INFER_SETTINGS, sentences=sentences,
+               headers=INFER_HEADERS, drop_order=INFER_DROP,
+               row_label=lambda r: f"batch {r['batch']}, input {r['input_length']}")
 
 
 # ---- micro ----------------------------------------------------------------------------------
@@ -250,4 +267,7 @@ def _finish(kind: str, result: Any, columns: list[str], table: list[str], out_di
         result.notes.append(f"wrote {len(files)} files to {out_dir}/"
                             + (f" (plots: {', '.join(plots)})" if plots else ""))
     emit_sweep(result, columns, table, fmt, output, title, settings=MICRO_SETTINGS,
-               sentences=exponent_sentences(result.rows, series, x) if result.rows else [])
+               sentences=exponent_sentences(result.rows, series, x) if result.rows else [],
+               headers=MICRO_HEADERS, drop_order=MICRO_DROP,
+               row_label=lambda r: (f"dim {r['dim']}" if kind == "matmul"
+                                    else f"{r['param']} {r['value']}"))

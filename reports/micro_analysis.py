@@ -96,8 +96,10 @@ def mlp_plots(rows: list[dict[str, Any]], base: Path) -> list[Path]:
         fixed = ", ".join(f"{MLP_TITLES[k]} {first[k]}" for k in MLP_TITLES if k != param)
         panel = plots.LinePanel(
             title=f"others fixed: {fixed}", series=_series(members, "value", colors),
-            x_title=MLP_TITLES[param], y_title=f"time of {first['num_steps']} step(s) ({unit})"
-            if param != "num_steps" else f"time of all steps ({unit})",
+            x_title=MLP_TITLES[param],
+            y_title=(f"time of all steps ({unit})" if param == "num_steps" else
+                     f"time of {first['num_steps']} step{'s' if first['num_steps'] > 1 else ''}"
+                     f" ({unit})"),
             x_ticks=values, y_scale=scale)
         out.append(plots.line_plot(
             Path(f"{base}_{param}.png"), [panel],

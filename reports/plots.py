@@ -105,8 +105,7 @@ def heatmap(path: Path, panels: list[HeatPanel], title: str) -> Path:
     fig_h = max(3.2, 0.5 * rows + 2.0)
     fig, axes = plt.subplots(1, len(panels), figsize=(panel_w * len(panels), fig_h),
                              squeeze=False, constrained_layout=True)
-    cmap = plt.get_cmap(HEATMAP_CMAP).copy()
-    cmap.set_bad(MISSING_COLOR)
+    cmap = plt.get_cmap(HEATMAP_CMAP).with_extremes(bad=MISSING_COLOR)
     font = 9 if cols <= 6 else 7
     for ax, panel in zip(axes[0], panels):
         data = np.array([[np.nan if v is None else v for v in row] for row in panel.values],
