@@ -165,7 +165,8 @@ def infer(
         outputs = write_inference_outputs(
             result.rows, INFER_COLUMNS, out_dir, notes=result.notes,
             context={"grid_source": plan.grid_source,
-                     "max_batch_input_product": plan.max_batch_input_product})
+                     "max_batch_input_product": plan.max_batch_input_product,
+                     "planned": result.planned, "interrupted": result.interrupted})
         result.notes.append(f"wrote {len(outputs.files)} files to {out_dir}/, the report is "
                             f"{outputs.report}")
     if format == Format.table:

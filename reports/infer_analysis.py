@@ -111,6 +111,11 @@ def _rate_panel(rows, metric, title, batches, inputs) -> plots.HeatPanel:
                            y_title="batch size", colorbar_label=title, missing=missing)
 
 
+def _with_data(panels: list[plots.HeatPanel]) -> list[plots.HeatPanel]:
+    """The panels with at least one value (TPOT has none with one output token)."""
+    return [p for p in panels if any(v is not None for row in p.values for v in row)]
+
+
 SCALING_METRICS = (("prefill_s", "TTFT"), ("decode_per_token_s", "TPOT"),
                    ("tokens_per_s", "throughput"))
 
@@ -198,14 +203,15 @@ def write_plots(rows: list[dict[str, Any]], base: Path) -> list[tuple[str, Path]
         batches = sorted({r["batch"] for r in members})
         inputs = sorted({r["input_length"] for r in members})
         output = members[0]["output_length"]
-        sub = f"{label}; {output} output tokens"
+        sub = f"{label}; {output} output token{'s' if output != 1 else ''}"
         if any(_ok(r) for r in members):
+            latency = _with_data([
+                _time_panel(members, "prefill_s", "TTFT", batches, inputs),
+                _time_panel(members, "decode_per_token_s", "TPOT", batches, inputs),
+                _time_panel(members, "total_s", "total latency", batches, inputs)])
             out.append((f"Latency over the grid ({label})", plots.heatmap(
-                Path(f"{base}{suffix}_latency.png"),
-                [_time_panel(members, "prefill_s", "TTFT", batches, inputs),
-                 _time_panel(members, "decode_per_token_s", "TPOT", batches, inputs),
-                 _time_panel(members, "total_s", "total latency", batches, inputs)],
-                f"Latency: time to first token, time per output token, total ({sub})")))
+                Path(f"{base}{suffix}_latency.png"), latency,
+                f"Latency: {', '.join(p.title.split(' (')[0] for p in latency)} ({sub})")))
             out.append((f"Throughput over the grid ({label})", plots.heatmap(
                 Path(f"{base}{suffix}_throughput.png"),
                 [_rate_panel(members, "tokens_per_s", "generated tokens/s", batches, inputs),
@@ -312,8 +318,11 @@ def markdown_report(rows: list[dict[str, Any]], context: dict[str, Any],
               else "- max_batch_input_product: ?",
               f"- data: {', '.join(p.name for p in data_files)}", ""]
     counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "skipped", "oom")}
-    lines += [f"{counts['ok']} of {len(rows)} configs ran"
-              + "".join(f", {n} {s}" for s, n in counts.items() if s != "ok" and n) + ".", ""]
+    planned = context.get("planned") or len(rows)
+    lines += [f"{counts['ok']} of {planned} configs ran"
+              + "".join(f", {n} {s}" for s, n in counts.items() if s != "ok" and n) + "."
+              + (f" Interrupted (Ctrl-C) after {len(rows)} configs: the rest did not run."
+                 if context.get("interrupted") else ""), ""]
     lines += ["## Results", ""]
     columns = [c for c in REPORT_COLUMNS if any(r.get(c) not in (None, "") for r in rows)]
     for fixed in ("size", "precision", "attention", "output_length"):

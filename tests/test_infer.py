@@ -321,3 +321,31 @@ def test_hf_model_without_transformers_says_what_to_install(monkeypatch):
                         lambda name, *a: None if name == "transformers" else real(name, *a))
     with pytest.raises(BadOption, match="needs the transformers package; pip install"):
         InferSpec(model="hf:/some/folder").configs()
+
+
+# ---- the CUDA path, against mocked torch.cuda calls (tests/test_bench_cuda.py) ---------------
+def test_cuda_path_synchronizes_every_token_and_checks_free_gpu_memory(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    from tests.test_bench_cuda import FakeCuda
+    from nvtx_model.infer import run_inference
+
+    cuda = FakeCuda(monkeypatch, tmp_path)
+    free = {"bytes": 80 * 1024**3}
+    monkeypatch.setattr(torch.cuda, "mem_get_info",
+                        lambda device=None: (free["bytes"], 80 * 1024**3))
+    configs, _ = expand_infer(InferSpec(size="tiny", vocab=64, device="cuda", batch_sizes="2",
+                                        input_lengths="8", output_length=4, runs=2, warmup=1))
+    (row,) = run_inference(configs).rows
+    assert row["status"] == "ok" and row["device"] == "cuda"
+    assert row["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert (row["peak_allocated_bytes"], row["peak_reserved_bytes"]) == (123_000_000,
+                                                                         456_000_000)
+    assert row["rss_growth_bytes"] is None
+    # per generate call: before the clock starts, after the first token, after each of the 3
+    # later tokens; 3 calls (1 warmup + 2 runs), plus one after the prompts are drawn
+    assert cuda.names().count("synchronize") == 1 + 3 * (1 + 1 + 3)
+    assert cuda.names().index("reset_peak_memory_stats") > cuda.names().index("synchronize")
+    free["bytes"] = 256 * 1024  # the tiny model's weights alone are 514 KiB
+    (row,) = run_inference(configs).rows
+    assert row["status"] == "skipped"
+    assert row["note"].endswith("> 230.4 KiB = 90% of free GPU memory")

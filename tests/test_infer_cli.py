@@ -105,13 +105,13 @@ def test_micro_matmul_cli(tmp_path, cli):
 
 def test_micro_mlp_cli_a_plot_per_parameter(tmp_path, cli):
     res = cli("micro", "mlp", "--device", "cpu", "--base-dim", "16", "--base-batch", "8",
-              "--base-layers", "1", "--base-steps", "1", "--scales", "1,2,3", "--runs", "2",
+              "--base-layers", "1", "--base-steps", "1", "--scales", "1,3", "--runs", "2",
               "--warmup", "1", "--threads", "1", "--out-dir", tmp_path, "--format", "json")
     assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [(r["param"], r["value"]) for r in rows] == [
         (p, b * s) for p, b in (("num_steps", 1), ("num_layers", 1), ("batch_size", 8),
-                                ("dim", 16)) for s in (1, 2, 3)]
+                                ("dim", 16)) for s in (1, 3)]
     assert all({"param", "value", "mean_s", "std_s", "exponent"} <= set(r) for r in rows)
     for param in ("num_steps", "num_layers", "batch_size", "dim"):
         exps = {r["exponent"] for r in rows if r["param"] == param}
@@ -157,3 +157,41 @@ def test_help_lists_the_new_commands(cli):
                    "--runs", "--warmup", "--max-batch-input-product", "--temperature",
                    "--top-p", "--out-dir", "--db", "--size", "--precision", "--device"):
         assert option in infer, option
+
+
+def test_ctrl_c_keeps_finished_rows_and_their_files(tmp_path, cli, monkeypatch):
+    import nvtx_model.infer as infer
+
+    real, calls = infer.measure_inference, []
+
+    def interrupted_on_the_third(cfg, *args):
+        calls.append(cfg)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        real(cfg, *args)
+
+    monkeypatch.setattr(infer, "measure_inference", interrupted_on_the_third)
+    res = cli(*INFER, "--out-dir", tmp_path, "--format", "json")
+    assert res.exit_code == 130
+    rows = json.loads(res.stdout)
+    assert [(r["batch"], r["input_length"]) for r in rows] == [(1, 8), (1, 24)]
+    (saved,) = tmp_path.glob("infer_*.json")
+    assert json.loads(saved.read_text()) == rows
+    assert ("2 of 4 configs ran. Interrupted (Ctrl-C) after 2 configs: the rest did not run."
+            in next(tmp_path.glob("*_report.md")).read_text())
+
+
+def test_edge_grids_one_output_token_and_nothing_that_fits(tmp_path, cli):
+    res = cli(*INFER[:-6], "--output-length", "1", "--runs", "1", "--warmup", "0",
+              "--out-dir", tmp_path / "one", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert all(r["decode_per_token_s"] is None and r["itl_p99_s"] is None for r in rows)
+    assert all("no decode phase" in r["note"] for r in rows)
+    assert len(list((tmp_path / "one").glob("*.png"))) >= 4
+    res = cli(*INFER, "--max-batch-input-product", "4", "--out-dir", tmp_path / "none")
+    assert res.exit_code == 0, res.stderr
+    files = sorted(p.name.split("_", 2)[-1] for p in (tmp_path / "none").iterdir())
+    assert [f for f in files if f.endswith(".png")] == []  # nothing ran: nothing to plot
+    report = next((tmp_path / "none").glob("*_report.md")).read_text()
+    assert "0 of 4 configs ran, 4 skipped." in report
