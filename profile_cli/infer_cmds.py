@@ -22,8 +22,7 @@ from profile_cli.bench_cmds import emit_sweep
 from profile_cli.common import Format, FormatOpt, OutputOpt, option_group
 from profile_cli.progress import progress_bar
 from profile_cli.workload import (AttentionOpt, DbOpt, DeviceOpt, DffOpt, DModelOpt, HeadsOpt,
-                                  LayersOpt, NvtxOpt, PrecisionOpt, SeedOpt, SizeOpt,
-                                  ThreadsOpt, VocabOpt)
+                                  LayersOpt, NvtxLevel, SeedOpt, SizeOpt, ThreadsOpt, VocabOpt)
 
 GRID = "Grid"
 GENERATION = "Generation"
@@ -53,15 +52,31 @@ INFER_DROP = ("memory_est_bytes", "rss_growth_bytes", "peak_allocated_bytes", "i
               "itl_p90_s", "total_s", "note", "sampling", "attention", "precision", "size")
 MICRO_HEADERS = {"local_exponent": "local_k", "exponent": "k", "num_steps": "steps",
                  "num_layers": "layers", "batch_size": "batch"}
-MICRO_DROP = ("min_s", "repeats", "num_steps", "num_layers", "batch_size", "dim", "note")
+MICRO_DROP = ("min_s", "repeats", "num_steps", "num_layers", "batch_size", "dim", "note",
+              "tflops", "local_exponent", "std_s")
 
 # ---- options --------------------------------------------------------------------------------
+def _values(values: tuple[int, ...]) -> str:
+    """``1/4/16`` or, for a doubling series, ``64..16384 (x2)`` (short enough to wrap)."""
+    if len(values) >= 4 and all(b == 2 * a for a, b in zip(values, values[1:])):
+        return f"{values[0]}..{values[-1]} (x2)"
+    return "/".join(map(str, values))
+
+
 PresetOpt = Annotated[Optional[str], typer.Option(
     "--preset", rich_help_panel=GRID, show_default=DEFAULT_PRESET,
     help="Grid of batch sizes x input lengths: "
-         + "; ".join(f"{name} ({'/'.join(map(str, g.batch_sizes))} x "
-                     f"{'/'.join(map(str, g.input_lengths))}, {g.output_length} out)"
-                     for name, g in INFER_PRESETS.items()) + ".")]
+         + "; ".join(f"{name} ({_values(g.batch_sizes)} x {_values(g.input_lengths)}, "
+                     f"{g.output_length} out)" for name, g in INFER_PRESETS.items()) + ".")]
+InferPrecisionOpt = Annotated[str, typer.Option(
+    "--precision", rich_help_panel="Workload",
+    help="Comma list of fp32, bf16 (bf16: the weights and the KV cache are cast to bf16).")]
+InferNvtxOpt = Annotated[NvtxLevel, typer.Option(
+    "--nvtx", rich_help_panel="Workload",
+    help="NVTX ranges: off, coarse (warmup/measure/prefill/decode), fine (+ decode step and "
+         "the model's per-block ranges). See docs/MODEL.md.")]
+MicroPrecisionOpt = Annotated[str, typer.Option(
+    "--precision", help="Comma list of fp32, bf16 (tensors and weights in that dtype).")]
 GridOpt = Annotated[Optional[Path], typer.Option(
     "--grid", rich_help_panel=GRID, dir_okay=False, metavar="FILE",
     help="A JSON or TOML grid file: batch_sizes, input_lengths, output_length and optionally "
@@ -102,8 +117,9 @@ SaveOpt = Annotated[bool, typer.Option(
 
 infer_options = option_group(InferSpec, {
     "size": SizeOpt, "d_model": DModelOpt, "d_ff": DffOpt, "layers": LayersOpt,
-    "heads": HeadsOpt, "vocab": VocabOpt, "precision": PrecisionOpt, "attention": AttentionOpt,
-    "nvtx": NvtxOpt, "device": DeviceOpt, "seed": SeedOpt, "threads": ThreadsOpt,
+    "heads": HeadsOpt, "vocab": VocabOpt, "precision": InferPrecisionOpt,
+    "attention": AttentionOpt, "nvtx": InferNvtxOpt, "device": DeviceOpt, "seed": SeedOpt,
+    "threads": ThreadsOpt,
     "preset": PresetOpt, "grid_file": GridOpt, "batch_sizes": BatchSizesOpt,
     "input_lengths": InputLengthsOpt, "output_length": OutputLengthOpt, "runs": RunsOpt,
     "warmup": WarmupOpt, "max_batch_input_product": MaxProductOpt,
@@ -111,7 +127,7 @@ infer_options = option_group(InferSpec, {
 }, "spec")
 
 micro_options = option_group(MicroSpec, {
-    "precision": PrecisionOpt, "device": DeviceOpt,
+    "precision": MicroPrecisionOpt, "device": DeviceOpt,
     "warmup": Annotated[int, typer.Option("--warmup", min=0, rich_help_panel=MEASURE,
                                           help="Untimed repetitions first.")],
     "runs": Annotated[int, typer.Option("--runs", min=1, rich_help_panel=MEASURE,
@@ -139,13 +155,16 @@ def infer(
     output: OutputOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Inference latency over a grid of batch sizes x input lengths (KV-cache generation).
+    """Inference latency over a grid of batch sizes x input lengths.
 
-    Per config: TTFT (prefill_s), TPOT (decode_per_token_s), inter-token latency p50/p90/p99,
-    total latency, tokens/s and peak memory, means over --runs after --warmup, the device
-    synchronized after every token. Configs over --max-batch-input-product or the free memory
-    are skipped with the reason. Writes JSON, CSV, heatmaps, scaling, breakdown and memory
-    plots and a markdown report into --out-dir.
+    KV-cache generation of --output-length tokens after random prompts.
+    Per config: TTFT (prefill_s), TPOT (decode_per_token_s), inter-token
+    latency p50/p90/p99, total latency, tokens/s and peak memory: means
+    over --runs after --warmup, synchronized after every token.
+
+    Configs over --max-batch-input-product or the free memory are skipped
+    with the reason. Writes JSON, CSV, heatmaps, scaling, breakdown and
+    memory plots and a markdown report into --out-dir.
     """
     from nvtx_model.errors import require_torch
     from nvtx_model.infer_config import expand_infer
@@ -200,8 +219,10 @@ def matmul(
     output: OutputOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Square matmul time and TFLOP/s vs dimension, and the fitted exponent (~3 once
-    compute-bound)."""
+    """Square matmul time and TFLOP/s vs dimension.
+
+    Fits the exponent of time vs dimension (~3 once compute-bound).
+    """
     from nvtx_model.errors import require_torch
 
     require_torch("nsys-mine micro matmul")
@@ -238,9 +259,12 @@ def mlp(
     output: OutputOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """MLP (Linear + GELU layers) forward + backward time as num_steps, num_layers,
-    batch_size and dim each scale from a base config, with the fitted exponent per parameter
-    (~1 for steps, layers, batch; ~2 for dim once large enough) and a plot per parameter."""
+    """MLP (Linear + GELU) forward + backward time vs steps, layers, batch, dim.
+
+    Each parameter scales from the base config with the others fixed; the
+    fitted exponent per parameter (~1 for steps, layers and batch, ~2 for
+    dim once large enough) and a plot per parameter.
+    """
     from nvtx_model.errors import require_torch
 
     base = {"num_steps": base_steps, "num_layers": base_layers, "batch_size": base_batch,
