@@ -261,6 +261,14 @@ FP32 = 4
 BF16 = 2
 
 
+def format_bytes(n: float) -> str:
+    """Bytes for a message: ``1.23 GiB``, ``45.6 MiB``, ``12.0 KiB``, ``512 B``."""
+    for scale, unit in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if abs(n) >= scale:
+            return f"{n / scale:.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{n:.0f} B"
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Bytes a step needs: exact for parameters/gradients/optimizer, rough for activations."""

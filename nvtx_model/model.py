@@ -8,8 +8,15 @@ Attention is causal multi-head self-attention with rotary position embeddings (R
 No biases anywhere; the LM head is not tied to the embedding. Parameter names follow the CS336
 reference (``token_embeddings``, ``layers.{i}.attn.q_proj``, ``ln1``, ``ffn.w1`` ...).
 
-Shapes in signatures use: B batch, T sequence, d d_model, h heads, dh = d / h, f d_ff, V vocab.
-NVTX ranges (``nvtx_model.nvtx_ranges``) cost nothing unless instrumentation is activated.
+Shapes in signatures use: B batch, T sequence, d d_model, h heads, dh = d / h, f d_ff, V vocab,
+S positions in a KV cache. NVTX ranges (``nvtx_model.nvtx_ranges``) cost nothing unless
+instrumentation is activated.
+
+Incremental decoding: ``TransformerLM.forward_cached(token_ids, cache)`` runs only the new
+positions, appending their keys and values to a ``KVCache`` (``model.new_kv_cache(batch,
+max_length)``); RoPE rotates them at their absolute positions and they attend to every cached
+position up to their own, so the logits equal those of ``forward`` on the whole sequence.
+Training calls ``forward`` and never touches a cache.
 """
 
 from __future__ import annotations
@@ -113,11 +120,67 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) 
             return probs @ v
 
 
-def fused_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
     """Causal attention by ``torch.nn.functional.scaled_dot_product_attention`` (flash,
-    memory-efficient or math kernel, as torch picks). Same shapes as the naive version."""
+    memory-efficient or math kernel, as torch picks). Same shapes as the naive version.
+
+    Without ``mask`` the causal mask is implied (queries and keys at the same positions);
+    with a KV cache the queries are the last T of S positions, so the (T, S) mask is given."""
     with nv.nvtx_range(nv.SDPA):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class LayerKVCache:
+    """One layer's keys and values for incremental decoding: (B, h, max_length, dh) each,
+    allocated once and filled up to ``length`` (positions 0 .. length - 1)."""
+
+    def __init__(self, keys: Tensor, values: Tensor) -> None:
+        self.keys = keys
+        self.values = values
+        self.length = 0
+
+    @property
+    def max_length(self) -> int:
+        return self.keys.shape[-2]
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store the T new positions' k, v (B, h, T, dh); return all S = length + T so far."""
+        end = self.length + k.shape[-2]
+        if end > self.max_length:
+            raise ValueError(f"KV cache holds {self.max_length} positions; {end} needed")
+        self.keys[:, :, self.length:end] = k
+        self.values[:, :, self.length:end] = v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+
+class KVCache:
+    """The keys and values of every layer (``layers[i]`` belongs to block i)."""
+
+    def __init__(self, layers: list[LayerKVCache]) -> None:
+        self.layers = layers
+
+    @classmethod
+    def allocate(cls, num_layers: int, batch: int, num_heads: int, max_length: int,
+                 d_head: int, *, dtype: torch.dtype, device: torch.device | str) -> KVCache:
+        shape = (batch, num_heads, max_length, d_head)
+        return cls([LayerKVCache(torch.empty(shape, dtype=dtype, device=device),
+                                 torch.empty(shape, dtype=dtype, device=device))
+                    for _ in range(num_layers)])
+
+    @property
+    def length(self) -> int:
+        """Positions already cached (the next token's position)."""
+        return self.layers[0].length
+
+    @property
+    def max_length(self) -> int:
+        return self.layers[0].max_length
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for c in self.layers for t in (c.keys, c.values))
 
 
 class CausalMultiHeadSelfAttention(nn.Module):
@@ -140,16 +203,22 @@ class CausalMultiHeadSelfAttention(nn.Module):
         B, T, d = x.shape
         return x.view(B, T, self.num_heads, d // self.num_heads).transpose(1, 2)
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:  # (B, T, d), (T, T) -> (B, T, d)
+    def forward(self, x: Tensor, mask: Tensor,
+                cache: LayerKVCache | None = None) -> Tensor:  # (B, T, d), (T, S) -> (B, T, d)
+        """Without ``cache``: positions 0..T-1, S = T. With one: x holds the T positions after
+        the ``cache.length`` cached ones; their k, v join the cache and S = cache.length + T."""
         B, T, d = x.shape
-        positions = torch.arange(T, device=x.device)
+        start = 0 if cache is None else cache.length
+        positions = torch.arange(start, start + T, device=x.device)
         q = self.rope(self._heads(self.q_proj(x)), positions)
         k = self.rope(self._heads(self.k_proj(x)), positions)
         v = self._heads(self.v_proj(x))
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, h, S, dh)
         if self.attention == "naive":
             out = scaled_dot_product_attention(q, k, v, mask)
         else:
-            out = fused_attention(q, k, v)
+            out = fused_attention(q, k, v, None if cache is None else mask)
         return self.output_proj(out.transpose(1, 2).reshape(B, T, d))
 
 
@@ -175,9 +244,10 @@ class TransformerBlock(nn.Module):
         self.ln2 = RMSNorm(d_model)
         self.ffn = SwiGLU(d_model, d_ff)
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:  # (B, T, d), (T, T) -> (B, T, d)
+    def forward(self, x: Tensor, mask: Tensor,
+                cache: LayerKVCache | None = None) -> Tensor:  # (B, T, d), (T, S) -> (B, T, d)
         with nv.nvtx_range(nv.ATTENTION):
-            x = x + self.attn(self.ln1(x), mask)
+            x = x + self.attn(self.ln1(x), mask, cache)
         with nv.nvtx_range(nv.FFN):
             x = x + self.ffn(self.ln2(x))
         return x
@@ -219,6 +289,40 @@ class TransformerLM(nn.Module):
         x = self.token_embeddings(token_ids)
         for layer in self.layers:
             x = layer(x, mask)
+        return self.lm_head(self.ln_final(x))
+
+    def new_kv_cache(self, batch: int, max_length: int | None = None,
+                     dtype: torch.dtype | None = None) -> KVCache:
+        """An empty cache for ``batch`` sequences of up to ``max_length`` (default: the
+        context length) positions, in the dtype of the weights unless given."""
+        max_length = self.context_length if max_length is None else max_length
+        if not 1 <= max_length <= self.context_length:
+            raise ValueError(f"KV cache length {max_length} must be 1..context_length "
+                             f"{self.context_length}")
+        weight = self.lm_head.weight
+        c = self.config
+        return KVCache.allocate(c.num_layers, batch, c.num_heads, max_length, c.d_head,
+                                dtype=dtype or weight.dtype, device=weight.device)
+
+    def forward_cached(self, token_ids: Tensor, cache: KVCache, *,
+                       last_only: bool = False) -> Tensor:  # (B, T) int -> (B, T or 1, V)
+        """Incremental forward pass: ``token_ids`` are the T positions after the
+        ``cache.length`` already cached (the whole prompt first, then one token at a time).
+
+        Their keys and values are appended to ``cache``; query i attends to cached positions
+        0..start+i (mask rows start..start+T-1 of the causal mask). ``last_only`` computes the
+        logits of the last position only (what generation needs after a prompt)."""
+        start, T = cache.length, token_ids.shape[-1]
+        end = start + T
+        if end > min(self.context_length, cache.max_length):
+            raise ValueError(f"position {end - 1} is beyond the context length "
+                             f"{self.context_length} or the cache ({cache.max_length})")
+        mask = self.causal_mask[start:end, :end]  # (T, S)
+        x = self.token_embeddings(token_ids)
+        for layer, layer_cache in zip(self.layers, cache.layers):
+            x = layer(x, mask, layer_cache)
+        if last_only:
+            x = x[:, -1:]
         return self.lm_head(self.ln_final(x))
 
     def param_counts(self) -> dict[str, int]:

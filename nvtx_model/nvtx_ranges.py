@@ -17,6 +17,16 @@ else (docs/MODEL.md lists them too). Nesting, per step::
         backward                  loss.backward() (not in mode forward)              coarse
         optimizer                 AdamW step + zero_grad (mode train only)           coarse
 
+Inference (``nsys-mine infer``, ``profile --workload infer``), per generate call::
+
+    warmup / measure              around the warmup / measured generate calls        coarse
+      prefill                     the prompt's forward pass + first token (TTFT)     coarse
+      decode                      every later token (output_length - 1 steps)        coarse
+        decode step               one token: forward of one position + sampling      fine
+
+The model's own ranges (``attention``, ``ffn`` and the attention internals) nest inside
+``prefill`` and ``decode step`` at level ``fine``.
+
 Backends: ``torch.cuda.nvtx`` when CUDA is available, the PyPI ``nvtx`` package otherwise
 (torch's CPU build cannot emit NVTX), a recording backend for tests, and nothing at all when
 the level is ``off``. Model code calls ``nvtx_range(NAME)``; which ranges come out depends on
@@ -42,15 +52,21 @@ SDPA = "scaled dot product attention"
 ATTENTION_SCORES = "computing attention scores"
 SOFTMAX = "computing softmax"
 FINAL_MATMUL = "final matmul"
+PREFILL = "prefill"
+DECODE = "decode"
+DECODE_STEP = "decode step"
 
 LEVELS = ("off", "coarse", "fine")
-COARSE_RANGES = (WARMUP, MEASURE, STEP, FORWARD, LOSS, BACKWARD, OPTIMIZER)
-FINE_RANGES = (ATTENTION, FFN, SDPA, ATTENTION_SCORES, SOFTMAX, FINAL_MATMUL)
+COARSE_RANGES = (WARMUP, MEASURE, STEP, FORWARD, LOSS, BACKWARD, OPTIMIZER, PREFILL, DECODE)
+FINE_RANGES = (ATTENTION, FFN, SDPA, ATTENTION_SCORES, SOFTMAX, FINAL_MATMUL, DECODE_STEP)
 # The phases of a step, in order (bench reports a mean time for each).
 PHASES = (FORWARD, LOSS, BACKWARD, OPTIMIZER)
-# The ranges reports lead with, outermost first (a step, its phases, then attention internals).
-HEADLINE_RANGES = (STEP, FORWARD, LOSS, BACKWARD, OPTIMIZER, SDPA, ATTENTION_SCORES, SOFTMAX,
-                   FINAL_MATMUL, ATTENTION, FFN)
+# The phases of a generate call (inference), in order.
+INFER_PHASES = (PREFILL, DECODE)
+# The ranges reports lead with, outermost first (a step, its phases, the inference phases,
+# then attention internals).
+HEADLINE_RANGES = (STEP, FORWARD, LOSS, BACKWARD, OPTIMIZER, PREFILL, DECODE, DECODE_STEP, SDPA,
+                   ATTENTION_SCORES, SOFTMAX, FINAL_MATMUL, ATTENTION, FFN)
 # The lowest level at which each range is emitted.
 RANGE_LEVEL: dict[str, int] = {
     **{name: LEVELS.index("coarse") for name in COARSE_RANGES},

@@ -96,3 +96,26 @@ class ResultsDb:
         from nsys_parsers.plain import jsonable
 
         self.db.table(self.table).insert({"run_id": self.run_id, **jsonable(row)}, alter=True)
+
+
+
+def update_rows(path: Path, table: str, run_id: int, rows: list[dict[str, Any]],
+                columns: tuple[str, ...]) -> None:
+    """Set ``columns`` of a run's rows after the fact (values known only once every row is
+    in, such as a fitted exponent). ``rows`` are the run's rows in the order they were
+    appended."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from nsys_parsers.plain import jsonable
+
+    try:
+        db = sqlite_utils.Database(path)
+        ids = [r["id"] for r in db.query(f"select id from [{table}] where run_id = ? "
+                                         "order by id", [run_id])]
+        with db.conn:
+            for pk, row in zip(ids, rows, strict=False):
+                db.table(table).update(pk, jsonable({c: row.get(c) for c in columns}), alter=True)
+    except (sqlite3.Error, OSError) as exc:
+        raise ResultsDbError(f"cannot update the results database {path}: {exc}") from exc

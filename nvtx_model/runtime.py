@@ -103,6 +103,12 @@ class Runtime:
         """Memory a run may use, for the check before running; None: no check (rely on OOM)."""
         return None
 
+    def free_bytes(self) -> int | None:
+        """Memory free on the device now (inference skip rule); None: unknown."""
+        return self.available_bytes()
+
+    free_label = "free memory"
+
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, torch.OutOfMemoryError)
 
@@ -135,6 +141,7 @@ class Runtime:
 class CpuRuntime(Runtime):
     kind = "cpu"
     memory_measure = "cpu rss growth"
+    free_label = "of MemAvailable"
 
     def __init__(self) -> None:
         super().__init__(torch.device("cpu"), cpu_name())
@@ -177,6 +184,7 @@ class CpuRuntime(Runtime):
 class CudaRuntime(Runtime):
     kind = "cuda"
     memory_measure = "cuda allocator peak"
+    free_label = "of free GPU memory"
 
     def __init__(self, index: int | None = None) -> None:
         index = torch.cuda.current_device() if index is None else index
@@ -187,6 +195,11 @@ class CudaRuntime(Runtime):
 
     def bf16_supported(self) -> bool:
         return bool(torch.cuda.is_bf16_supported())
+
+    def free_bytes(self) -> int | None:
+        """Free device memory (``torch.cuda.mem_get_info``), after giving back the cache."""
+        torch.cuda.empty_cache()
+        return int(torch.cuda.mem_get_info(self.device)[0])
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, torch.cuda.OutOfMemoryError)

@@ -1,8 +1,12 @@
-"""The sweep loop shared by ``bench`` and ``memory``: configs in, rows out.
+"""The sweep loop shared by ``bench``, ``memory``, ``infer`` and ``micro``: configs in, rows out.
 
 For every config: check the estimated footprint against available CPU RAM (``skipped``), run
 the measurement, turn an out-of-memory error into an ``oom`` row, free memory, append the row
 to the results database, go on. Ctrl-C stops the sweep and keeps the rows finished so far.
+
+Configs are ``RunConfig``s by default; other commands pass their own config objects (anything
+with ``device``, ``nvtx``, ``threads`` and ``label()``) together with the ``config_columns``
+and ``check`` functions that describe and pre-check them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from nvtx_model.runtime import Runtime, resolve_runtime
 # (configs done, configs in the sweep, the label of the config about to run or None at the end)
 Progress = Callable[[int, int, "str | None"], None]
 # Fills ``row`` with the measurement of one config; raises the device's OOM error on OOM.
-Measure = Callable[[RunConfig, Runtime, nv.Instrumentation, dict], None]
+Measure = Callable[[Any, Runtime, nv.Instrumentation, dict], None]
+# The columns that describe a config on a runtime (they start every row).
+ConfigColumns = Callable[[Any, Runtime], "dict[str, Any]"]
+# Why a config should not run on a runtime, given the memory limit (None: run it).
+Check = Callable[[Any, Runtime, "int | None"], "str | None"]
 
 GIB = 1024**3
 # Skip a CPU config when its estimate exceeds this share of MemAvailable: the estimate is rough
@@ -86,21 +94,25 @@ def oom_reason(exc: BaseException) -> str:
 
 
 def run_configs(
-    configs: list[RunConfig],
+    configs: list[RunConfig] | list[Any],
     measure: Measure,
     *,
-    static_columns: Callable[[RunConfig], dict[str, Any]] | None = None,
+    static_columns: Callable[[Any], dict[str, Any]] | None = None,
     progress: Progress | None = None,
     db: Path | None = None,
     table: str = "",
     column_types: dict[str, type] | None = None,
     memory_limit_bytes: int | None = None,
     nvtx_backend: nv.Backend | None = None,
+    config_columns: ConfigColumns = config_row,
+    check: Check = precheck,
 ) -> SweepResult:
     """Run ``measure`` for every config; each row ends with ``status`` and ``note``.
 
+    ``config_columns(cfg, runtime)`` starts each row (default: the RunConfig columns);
     ``static_columns(cfg)`` gives columns known without running (they appear in skipped and
-    OOM rows too).
+    OOM rows too); ``check(cfg, runtime, memory_limit_bytes)`` gives the reason of a
+    ``skipped`` row (default: ``precheck``, the training-step estimate vs available RAM).
     With ``db``, each row is appended to ``table`` of that results database as soon as it is
     done (so an interrupted sweep keeps it), under one ``runs`` row of metadata.
     ``memory_limit_bytes`` replaces the CPU check against MemAvailable (and applies on CUDA
@@ -125,7 +137,7 @@ def run_configs(
             progress(index, len(configs), cfg.label())
         try:
             row = _run_one(cfg, runtimes[cfg.device], instrumentations[cfg.nvtx], measure,
-                           static_columns, memory_limit_bytes)
+                           static_columns, memory_limit_bytes, config_columns, check)
         except KeyboardInterrupt:
             result.interrupted = True
             result.notes.append(f"interrupted: {index} of {len(configs)} configs finished; "
@@ -145,13 +157,14 @@ def run_configs(
     return result
 
 
-def _run_one(cfg: RunConfig, runtime: Runtime, instrumentation: nv.Instrumentation,
-             measure: Measure, static_columns: Callable[[RunConfig], dict[str, Any]] | None,
-             memory_limit_bytes: int | None) -> dict[str, Any]:
-    row = config_row(cfg, runtime)
+def _run_one(cfg: Any, runtime: Runtime, instrumentation: nv.Instrumentation,
+             measure: Measure, static_columns: Callable[[Any], dict[str, Any]] | None,
+             memory_limit_bytes: int | None, config_columns: ConfigColumns,
+             check: Check) -> dict[str, Any]:
+    row = config_columns(cfg, runtime)
     if static_columns is not None:
         row.update(static_columns(cfg))
-    reason = precheck(cfg, runtime, memory_limit_bytes)
+    reason = check(cfg, runtime, memory_limit_bytes)
     if reason is not None:
         return {**row, "status": STATUS_SKIPPED, "note": reason}
     status = STATUS_OK

@@ -183,11 +183,12 @@ def categories(
 
 
 def _register_optional_commands() -> None:
-    """Commands that live in their own modules (model benchmarks, profiling)."""
+    """Commands that live in their own modules (model benchmarks, profiling, inference and
+    micro-benchmarks)."""
     import importlib
 
     for module in ("profile_cli.gate_cmds", "profile_cli.bench_cmds",
-                   "profile_cli.profile_cmds"):
+                   "profile_cli.profile_cmds", "profile_cli.infer_cmds"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

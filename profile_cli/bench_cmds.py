@@ -8,7 +8,7 @@ commands only (it is the optional extra ``nsys-mine[torch]``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -78,7 +78,7 @@ def bench(
 
     with progress_bar("bench") as progress:
         result = benchmark(configs, progress=progress, db=db, peak_tflops=peak_tflops)
-    _emit(result, BENCH_COLUMNS, BENCH_TABLE, out, "Step time per config")
+    emit_sweep(result, BENCH_COLUMNS, BENCH_TABLE, out, "Step time per config")
 
 
 @workload_options(warmup=1, steps=1)
@@ -109,24 +109,37 @@ def memory(
     with progress_bar("memory") as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
-    _emit(result, MEMORY_COLUMNS, MEMORY_TABLE, out, "Peak memory per config")
+    emit_sweep(result, MEMORY_COLUMNS, MEMORY_TABLE, out, "Peak memory per config")
 
 
 # ---- rendering helpers ----------------------------------------------------------------------
-def _emit(result: Any, columns: list[str], table_columns: list[str], out: OutputSpec,
-          title: str) -> None:
-    """Render a sweep; human formats get compact columns and human units. Exit 130 if the
-    sweep was interrupted (after writing the rows it finished)."""
+def emit_sweep(result: Any, columns: list[str], table_columns: list[str], out: OutputSpec,
+               title: str, *, settings: tuple[str, ...] = SETTING_COLUMNS,
+               sentences: list[str] | None = None, headers: dict[str, str] | None = None,
+               drop: tuple[str, ...] = BENCH_DROP,
+               row_label: Callable[[dict[str, Any]], str] | None = None) -> None:
+    """Render the rows of a sweep of configs (bench, memory, infer, micro). Human formats:
+    compact columns in human units, the ``settings`` equal in every row said once, then
+    ``sentences``; ``headers`` gives short column labels (``prefill_s`` -> ``TTFT``) and
+    ``drop`` the columns that give way first in a narrow terminal. In the table, the rows'
+    notes (why a config was skipped, ...) follow the table, each named by ``row_label``,
+    instead of a wide note column. Exit 130 if the sweep was interrupted (after writing the
+    rows it finished)."""
     from reports.render import HUMAN_FORMATS, View, render_rows
 
     rows, caption, view = result.rows, [], None
-    if out.format in HUMAN_FORMATS and rows:
-        shown, sentence = _table_columns(rows, table_columns)
-        caption = [sentence] if sentence else []
-        rows = [_humanize(r) for r in rows]
-        view = View(columns=shown, noun="configs", drop=BENCH_DROP,
-                    hide_if_constant=("status",))
     notes = list(result.notes)
+    if out.format in HUMAN_FORMATS and rows:
+        shown, sentence = _table_columns(rows, table_columns, settings)
+        caption = ([sentence] if sentence else []) + list(sentences or [])
+        if out.format in ("table", "text") and "note" in shown:
+            shown = [c for c in shown if c != "note"]
+            notes = [n for n in notes if not n.endswith("see the note column")]
+            notes += [f"{row_label(r) + ': ' if row_label else ''}{r['status']}: {r['note']}"
+                      for r in rows if r.get("note")]
+        rows = [_humanize(r) for r in rows]
+        view = View(columns=shown, noun="configs", drop=drop, headers=headers or {},
+                    hide_if_constant=("status",))
     if result.run_id is not None:
         notes.append(f"rows appended to the results database as run {result.run_id}")
     out.emit(render_rows(rows, columns, out.format, title=title, notes=notes, caption=caption,
@@ -135,19 +148,20 @@ def _emit(result: Any, columns: list[str], table_columns: list[str], out: Output
         raise typer.Exit(130)
 
 
-def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list[str], str]:
+def _table_columns(rows: list[dict[str, Any]], columns: list[str],
+                   settings: tuple[str, ...] = SETTING_COLUMNS) -> tuple[list[str], str]:
     """Drop columns empty in every row; settings equal in every row move into one sentence
     (with the device names) instead of repeating in each row."""
-    shown, settings = [], []
+    shown, constant = [], []
     for col in columns:
         values = [r.get(col) for r in rows]
         if all(v is None or v == "" for v in values):
             continue
-        if col in SETTING_COLUMNS and len({str(v) for v in values}) == 1:
-            settings.append(f"{col} {values[0]}")
+        if col in settings and len({str(v) for v in values}) == 1:
+            constant.append(f"{col} {values[0]}")
         else:
             shown.append(col)
-    sentence = ", ".join(settings)
+    sentence = ", ".join(constant)
     names = sorted({r["device_name"] for r in rows if r.get("device_name")})
     if names:
         sentence += f" ({'; '.join(names)})"
@@ -155,8 +169,8 @@ def _table_columns(rows: list[dict[str, Any]], columns: list[str]) -> tuple[list
 
 
 def _humanize(row: dict[str, Any]) -> dict[str, Any]:
-    """Parameter counts in millions, TFLOP/s to 3 digits (reports.render formats the _s and
-    _bytes columns for people)."""
+    """Parameter counts in millions, TFLOP/s to 3 digits, fitted exponents to 2 decimals
+    (reports.render formats the _s and _bytes columns for people)."""
     out = dict(row)
     for key, value in row.items():
         if value is None or isinstance(value, bool):
@@ -165,4 +179,6 @@ def _humanize(row: dict[str, Any]) -> dict[str, Any]:
             out[key] = f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.2f} M"
         elif key == "tflops":
             out[key] = f"{value:.3g}"
+        elif key in ("exponent", "local_exponent"):
+            out[key] = f"{value:.2f}"
     return out

@@ -156,7 +156,7 @@ def check(
         CHECK_COLUMNS,
         CHECK_VIEW,
         junit_xml,
-        load_rules,
+        load_check_rules,
         run_checks,
         step_summary,
     )

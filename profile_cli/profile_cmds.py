@@ -13,6 +13,7 @@ from typing import Annotated, Any, List, Optional
 import typer
 
 from nsys_parsers.errors import BadOption
+from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.common import OutputSpec, choice, join_rendered, option_group, output_options
 from profile_cli.profiler import NsysSpec
@@ -51,6 +52,13 @@ nsys_options = option_group(NsysSpec, {
     "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
 }, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
+WorkloadKindOpt = Annotated[str, typer.Option(
+    "--workload", **choice(WORKLOAD_KINDS),
+    help="bench: warmup + measured steps of --mode; infer: KV-cache generation (NVTX prefill, "
+         "decode, decode step) of --batch prompts of --context tokens, --output-length new "
+         "tokens, --steps measured generate calls.")]
+OutputLengthOpt = Annotated[int, typer.Option(
+    "--output-length", min=1, help="--workload infer: tokens generated per prompt.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -67,20 +75,30 @@ def profile(
     out: OutputSpec,
     out_dir: OutOpt = Path("profiles"),
     force: ForceOpt = False,
+    workload_kind: WorkloadKindOpt = "bench",
+    output_length: OutputLengthOpt = DEFAULT_PROFILE_OUTPUT_LENGTH,
 ) -> None:
     """Profile one config of the Transformer under nsys and show what dominates each range.
 
     Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out-dir, then mines the
     export (measured steps only, warmup left out): range times, the dominant kernel of
     step/forward/backward/optimizer and the attention parts, and the top kernels.
+    --workload infer profiles KV-cache generation instead: ranges prefill, decode and (fine)
+    decode step, so the dominant kernel of each phase shows.
 
     Examples: `nsys-mine profile --size tiny --context 128 --mode train` ·
-    `nsys-mine profile --size small --precision bf16 --attention sdpa --out-dir runs/`
+    `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/`
     """
     from profile_cli.mining import mine_profile
     from profile_cli.profiler import ProfileFailed, profile_config
 
-    configs = workload.configs()
+    configs: list[Any]
+    if workload_kind == "infer":
+        from nvtx_model.infer_config import infer_configs_from_workload
+
+        configs = list(infer_configs_from_workload(workload, output_length))
+    else:
+        configs = list(workload.configs())
     if len(configs) != 1:
         raise BadOption(f"profile runs one config; these options give {len(configs)} "
                         f"({', '.join(c.label() for c in configs[:4])}...). Use `nsys-mine "
@@ -114,16 +132,24 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
             "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
             "notes": report.notes}))
     cfg = report.config
-    head = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
-            f"heads), context {cfg['context']}, batch {cfg['batch']}, {cfg['mode']}, "
-            f"{cfg['precision']}, {cfg['attention']} attention, NVTX {cfg['nvtx']}, "
-            f"{cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured steps")
+    shape = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
+             f"heads)")
+    if cfg.get("mode") == "infer":
+        what = (f"generating {cfg['output_length']} tokens after {cfg['batch']} prompts of "
+                f"{cfg['input_length']} tokens")
+        runs = "generate calls"
+    else:
+        what = f"context {cfg['context']}, batch {cfg['batch']}, {cfg['mode']}"
+        runs = "steps"
+    head = (f"{shape}, {what}, {cfg['precision']}, {cfg['attention']} attention, NVTX "
+            f"{cfg['nvtx']}, {cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured "
+            f"{runs}")
     opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
-    measured = replace(DOMINANT_VIEW, null_labels={"range": "(measured steps)"})
+    measured = replace(DOMINANT_VIEW, null_labels={"range": f"(measured {runs})"})
     # ranges keep the model's order (step > forward > ...), not the GPU-time ranking
     parts = [
         render_rows(report.ranges, RANGE_COLUMNS, out.format,
-                    title="NVTX ranges (measured steps)",
+                    title=f"NVTX ranges (measured {runs})",
                     caption=[f"export: {report.export}", head], notes=report.notes,
                     view=replace(RANGE_VIEW, rank_by=()), **opts),
     ]

@@ -32,6 +32,7 @@ from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig
+from nvtx_model.infer_config import InferConfig
 from nvtx_model.workload import config_args
 from profile_cli.process import ProcessOutcome, run_with_timeout
 
@@ -101,9 +102,13 @@ def nsys_argv(nsys: str | os.PathLike, out_base: Path, *, trace: str, quiet_samp
     return argv + list(extra_args) + list(child)
 
 
-def workload_argv(cfg: RunConfig) -> list[str]:
-    """The child process nsys runs: this Python, ``profile_cli.run_workload``, the config."""
-    return [sys.executable, "-m", "profile_cli.run_workload", *config_args(cfg)]
+def workload_argv(cfg: RunConfig | InferConfig) -> list[str]:
+    """The child process nsys runs: this Python, ``profile_cli.run_workload``, the config
+    (a bench step config, or an inference config: ``--workload infer``)."""
+    from nvtx_model.infer_config import infer_config_args
+
+    args = infer_config_args(cfg) if isinstance(cfg, InferConfig) else config_args(cfg)
+    return [sys.executable, "-m", "profile_cli.run_workload", *args]
 
 
 # --------------------------------------------------------------------------------------------

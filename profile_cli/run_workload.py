@@ -7,21 +7,29 @@ and print one JSON line per config.
 
 Takes the workload options of ``nsys-mine bench`` (``profile_cli.workload``; NVTX defaults to
 ``coarse`` here), runs the same harness, and prints each bench row as one JSON object on its
-own line of stdout. ``--dry-run`` prints the configs instead of running them. Errors go to
-stderr as ``Error: ...`` with exit code 1.
+own line of stdout. ``--workload infer`` generates ``--output-length`` tokens after ``--batch``
+prompts of ``--context`` tokens instead (``nvtx_model.infer``, NVTX ranges ``prefill``,
+``decode``, ``decode step``) and prints the inference rows. ``--dry-run`` prints the configs
+instead of running them. Errors go to stderr as ``Error: ...`` with exit code 1.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from nsys_parsers.errors import NsysMineError
 from nsys_parsers.plain import jsonable
+from nvtx_model.infer_config import (
+    DEFAULT_PROFILE_OUTPUT_LENGTH,
+    WORKLOAD_KINDS,
+    infer_configs_from_workload,
+)
 from nvtx_model.workload import WorkloadSpec
+from profile_cli.common import choice
 from profile_cli.workload import workload_options
 
 PROG = "python -m profile_cli.run_workload"
@@ -35,11 +43,19 @@ def run(
     workload: WorkloadSpec,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the configs as JSON lines; run nothing.")] = False,
+    kind: Annotated[str, typer.Option(
+        "--workload", help="bench: steps of --mode; infer: KV-cache generation.",
+        **choice(WORKLOAD_KINDS))] = "bench",
+    output_length: Annotated[int, typer.Option(
+        "--output-length", min=1, help="--workload infer: tokens to generate.")
+    ] = DEFAULT_PROFILE_OUTPUT_LENGTH,
 ) -> None:
     """Run the Transformer workload(s) with NVTX ranges; one JSON result line per config."""
     from dataclasses import asdict
 
-    configs = workload.configs()
+    infer_configs = (infer_configs_from_workload(workload, output_length)
+                     if kind == "infer" else None)
+    configs: list[Any] = infer_configs if infer_configs is not None else workload.configs()
     if dry_run:
         for cfg in configs:
             sys.stdout.write(json.dumps(jsonable(asdict(cfg))) + "\n")
@@ -47,9 +63,14 @@ def run(
     from nvtx_model.errors import require_torch
 
     require_torch(PROG)
-    from nvtx_model.bench import benchmark
+    if infer_configs is not None:
+        from nvtx_model.infer import run_inference
 
-    result = benchmark(configs)
+        result = run_inference(infer_configs)
+    else:
+        from nvtx_model.bench import benchmark
+
+        result = benchmark(workload.configs())
     for row in result.rows:
         sys.stdout.write(json.dumps(jsonable(row)) + "\n")
     sys.stdout.flush()

@@ -196,5 +196,6 @@ def _rows(level: str, a: Items, b: Items, side_a: Side, side_b: Side) -> list[di
             "a_name": name_a or None, "b_name": name_b or None,
             "only_in": None if key in a and key in b else ("a" if key in a else "b"),
         })
-    rows.sort(key=lambda r: (-max(r["a_share_pct"] or 0, r["b_share_pct"] or 0), r["key"]))
+    rows.sort(key=lambda r: (-max(float(r["a_share_pct"] or 0), float(r["b_share_pct"] or 0)),
+                             str(r["key"])))
     return rows

@@ -83,6 +83,8 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
         return ", ".join(str(shorten(v)) for v in value)
     if human and column.endswith("_ns") and not isinstance(value, str):
         return human_ns(value)
+    if human and column.endswith("_per_s") and isinstance(value, (int, float)):
+        return _fmt_num(value, 1)  # a rate (tokens_per_s), not seconds
     if human and column.endswith("_s") and isinstance(value, (int, float)):
         return human_ns(float(value) * 1e9)
     if human and column.endswith("_bytes") and isinstance(value, (int, float)):
@@ -208,6 +210,7 @@ class View:
     pinned: int = 0
     hide_if_zero: tuple[str, ...] = ()  # left out when 0 or empty in every row shown
     hide_if_constant: tuple[str, ...] = ()  # left out (and said once) when all rows agree
+    headers: dict[str, str] = field(default_factory=dict)  # short labels: column -> name
 
 
 DEFAULT_TOP = 20
@@ -447,15 +450,15 @@ def _share(flex: list[str], natural: dict[str, int], least: dict[str, int],
 
 
 def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None,
-               width: int | None = None, drop: tuple[str | tuple[str, ...], ...] = ()
-               ) -> tuple[Any, list[str]]:
+               width: int | None = None, drop: tuple[str | tuple[str, ...], ...] = (),
+               labels: dict[str, str] | None = None) -> tuple[Any, list[str]]:
     """A rich Table that fits ``width`` (None: natural width), and the columns left out."""
     from rich import box
     from rich.table import Table
 
     cells = {c: [_cell(c, r.get(c), human=True) for r in rows] for c in columns}
     kinds = {c: _kind(c, rows, cells[c]) for c in columns}
-    headers = {c: _header(c) for c in columns}
+    headers = {c: _header((labels or {}).get(c, c)) for c in columns}
     layout = fit_columns(columns, headers, cells, kinds, width, drop)
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, collapse_padding=True, header_style="bold")
@@ -568,11 +571,13 @@ def render_rows(
         drop = tuple(g for g in (view.drop or DEFAULT_DROP)
                      if any(c in columns for c in (g if isinstance(g, tuple) else (g,))))
         table, dropped = rich_table(rows, columns, title=title,
-                                    width=None if wide else width, drop=drop)
+                                    width=None if wide else width, drop=drop,
+                                    labels=view.headers)
         parts.append(table)
         if dropped:
             notes.append(f"left out to fit {width} columns: "
-                         f"{', '.join(_header(c) for c in dropped)}; --wide shows every "
+                         f"{', '.join(_header(view.headers.get(c, c)) for c in dropped)}; "
+                         f"--wide shows every "
                          f"column, --format csv or json gives everything")
     from rich.text import Text
 

@@ -33,10 +33,10 @@ def expected_tree(mode: str, level: str, warmup: int, steps: int, layers: int = 
 # ---- contract (no torch needed) ---------------------------------------------------------------
 def test_contract_names_are_the_documented_ones():
     assert nv.COARSE_RANGES == ("warmup", "measure", "step", "forward", "loss", "backward",
-                                "optimizer")
+                                "optimizer", "prefill", "decode")
     assert set(nv.FINE_RANGES) == {"attention", "ffn", "scaled dot product attention",
                                    "computing attention scores", "computing softmax",
-                                   "final matmul"}
+                                   "final matmul", "decode step"}
     assert nv.LEVELS == ("off", "coarse", "fine")
 
 

@@ -278,3 +278,73 @@ def test_sweep_ctrl_c_keeps_the_index_consistent(tmp_path, monkeypatch):
     resumed = sweeper.run_sweep(spec, tmp_path, NsysSpec())
     assert resumed.resumed == [runs[0]["name"]] and len(resumed.ran) == 2
     assert seen == ["already-interrupted", 64, 128]
+
+
+def test_mine_profile_of_an_inference_run_reports_kernels_per_phase(tmp_path):
+    """What `profile --workload infer` shows on a GPU: the dominant kernel of prefill, decode
+    and decode step (a synthetic export shaped like two measured generate calls)."""
+    from nvtx_model.infer_config import InferSpec
+    from profile_cli.common import OutputSpec
+    from profile_cli.profile_cmds import render_profile
+    from tests.synth import Synth
+
+    s = Synth()
+    t = 1_000_000
+    s.range("warmup", 0, t - 100)
+    s.kernel("warmup_gemm", 10, 500, launch=(5, 8))
+    s.range("measure", t, t + 2_000_000)
+    for call in range(2):
+        base = t + call * 1_000_000
+        s.range("prefill", base, base + 400_000)
+        for k in range(3):  # prefill: big GEMMs dominate
+            s.kernel("ampere_sgemm_128x128_tn", base + 100_000 + k * 50_000,
+                     base + 140_000 + k * 50_000, launch=(base + 1_000 + k * 10,
+                                                          base + 1_005 + k * 10))
+        s.kernel("cunn_SoftMaxForward", base + 300_000, base + 305_000,
+                 launch=(base + 2_000, base + 2_005))
+        s.range("decode", base + 400_000, base + 900_000)
+        for step in range(3):
+            sb = base + 400_000 + step * 150_000
+            s.range("decode step", sb, sb + 140_000)
+            s.kernel("gemv2T_kernel", sb + 10_000, sb + 30_000, launch=(sb + 100, sb + 105))
+            s.kernel("elementwise_kernel", sb + 30_000, sb + 32_000,
+                     launch=(sb + 200, sb + 205))
+    export = s.write(tmp_path / "infer.sqlite")
+    (cfg,) = InferSpec(size="tiny", batch_sizes="2", input_lengths="16", output_length=4,
+                       runs=2, nvtx="fine").configs()
+    result = profiler.ProfileResult(
+        name=cfg.name, config=cfg.to_dict("cuda"), status="ok", reason=None,
+        sqlite=str(export), nsys_rep=None, sidecar=str(tmp_path / "x.json"), wall_s=1.0,
+        command=["nsys"], nsys_version="2024.6", trace="cuda,nvtx,osrt", window="measure")
+    report = mining.mine_profile(result)
+    assert [r["range"] for r in report.ranges][:3] == ["prefill", "decode", "decode step"]
+    dom = {d["range"]: d for d in report.dominant}
+    assert dom["prefill"]["kernel"] == "ampere_sgemm_128x128_tn"
+    assert dom["prefill"]["per_range_instance"] == 3.0
+    assert dom["decode"]["kernel"] == "gemv2T_kernel"
+    assert dom["decode"]["per_range_instance"] == 3.0  # one per decode step, 3 steps
+    assert dom["decode step"]["kernel"] == "gemv2T_kernel"
+    assert "warmup_gemm" not in {k["name"] for k in report.kernels}
+    text = render_profile(report, OutputSpec(format="md")).text
+    assert "generating 4 tokens after 2 prompts of 16 tokens" in text
+    assert "NVTX ranges (measured generate calls)" in text
+
+
+def test_workload_argv_round_trips_an_inference_config():
+    from nvtx_model.infer_config import InferSpec
+
+    (cfg,) = InferSpec(size="tiny", batch_sizes="3", input_lengths="20", output_length=6,
+                       runs=2, warmup=1, precision="bf16", attention="sdpa", nvtx="fine",
+                       device="cpu").configs()
+    argv = profiler.workload_argv(cfg)
+    assert argv[:3] == [sys.executable, "-m", "profile_cli.run_workload"]
+    from typer.testing import CliRunner
+
+    from profile_cli.run_workload import app
+
+    res = CliRunner().invoke(app, argv[3:] + ["--dry-run"])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout.strip().splitlines()[0])
+    assert (row["batch"], row["input_length"], row["output_length"], row["runs"],
+            row["warmup"], row["precision"], row["attention"], row["nvtx"]) == (
+        3, 20, 6, 2, 1, "bf16", "sdpa", "fine")

@@ -60,3 +60,34 @@ def test_sweep_resumes_and_records_failures(tmp_path, cli, nsys_bin):
     times = json.loads(cli("sweep", "--report", tmp_path, "-f", "json", "--table",
                            "ranges").stdout)["ranges"]
     assert {t["range"]: t["instances"] for t in times}["forward"] == 1
+
+
+def test_profile_infer_workload_captures_prefill_and_decode(tmp_path, cli, nsys_bin):
+    """`profile --workload infer` under the real nsys: the measured generate calls' prefill,
+    decode and (fine) decode step ranges, with the model's ranges inside them."""
+    res = cli("profile", "--workload", "infer", "--size", "tiny", "--vocab", "256", "--context",
+              "16", "--batch", "2", "--output-length", "4", "--nvtx", "fine", "--warmup", "1",
+              "--steps", "2", "--device", "cpu", "--threads", "1", "--out-dir", tmp_path,
+              "--nsys", nsys_bin, "--timeout", "300", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    name = "tiny_b2_in16_out4_fp32_naive_nvtx-fine_w1r2"
+    assert data["export"] == str(tmp_path / f"{name}.sqlite")
+    ranges = {r["range"]: r["instances"] for r in data["ranges"]}
+    # 2 measured generate calls: 2 prefills, 2 decodes of 3 steps; 2 layers per forward pass
+    assert {k: ranges[k] for k in ("measure", "prefill", "decode", "decode step", "attention",
+                                   "ffn")} == {"measure": 1, "prefill": 2, "decode": 2,
+                                               "decode step": 6, "attention": 16, "ffn": 16}
+    assert [r["range"] for r in data["ranges"]][:3] == ["prefill", "decode", "decode step"]
+    assert "warmup" not in ranges and "step" not in ranges
+    side = json.loads((tmp_path / f"{name}.json").read_text())
+    assert side["config"]["mode"] == "infer" and side["config"]["output_length"] == 4
+    assert side["workload_row"]["status"] == "ok" and side["workload_row"]["prefill_s"] > 0
+    assert "--workload" in side["command"] and "infer" in side["command"]
+    assert data["dominant"] == [] and any("CPU times" in n for n in data["notes"])
+    # the miner's own commands on that export: the phases by name (kernels per phase need a
+    # GPU trace: test_profile.py shows dominant per prefill/decode on an export with kernels)
+    res = cli("ranges", tmp_path / f"{name}.sqlite", "--within", "measure", "-f", "json")
+    assert {r["range"]: r["instances"] for r in json.loads(res.stdout)}["decode step"] == 6
+    dom = cli("dominant", tmp_path / f"{name}.sqlite", "--range", "decode")
+    assert dom.exit_code == 1 and "CUDA kernels were not traced" in dom.stderr
