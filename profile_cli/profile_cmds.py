@@ -234,9 +234,10 @@ def sweep(
             if collect is not None:
                 outcome = collect_sweep(collect, executor, progress=board, confirm_cancel=ask)
             else:
-                from nvtx_model.errors import require_torch
+                if executor.executor == "local":  # Slurm jobs need torch on the nodes only
+                    from nvtx_model.errors import require_torch
 
-                require_torch("nsys-mine sweep")
+                    require_torch("nsys-mine sweep")
                 outcome = run_sweep(workload, out, nsys_spec, executor, retry=retry,
                                     progress=board, warn=_warn, confirm_cancel=ask)
     tables = sweep_tables(folder)
@@ -278,8 +279,9 @@ def sweep_notes(outcome, folder: Path) -> list[str]:
                      "command again to resume.")
     if outcome.submitted:
         jobs = ", ".join(outcome.job_ids)
-        notes.append(f"submitted {len(outcome.submitted)} config(s) to Slurm (job array "
-                     f"{jobs}); logs in {folder / 'slurm'}")
+        kind = "job array" if len(outcome.submitted) > 1 else "job"
+        notes.append(f"submitted {len(outcome.submitted)} config(s) to Slurm ({kind} {jobs}); "
+                     f"logs in {folder / 'slurm'}")
     if outcome.planned:
         notes.append(f"{len(outcome.ran)} config(s) run, {len(outcome.resumed)} already in the "
                      f"index (resumed), of {outcome.planned}; index: {folder / 'index.sqlite'}")

@@ -25,6 +25,7 @@ be on a filesystem the nodes share). See docs/CLUSTER.md.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -52,6 +53,7 @@ RECORD_POLL_S = 1.0  # result records are looked for this often; Slurm is asked 
 # know (any more) may be one that ended long ago on a cluster without accounting.
 RECORD_GRACE_S = 30.0
 QUERY_FAILURES_TOLERATED = 3
+_sleep = time.sleep  # the driver's wait between looks (tests interrupt it)
 
 # Slurm job state -> sweep status. COMPLETED means "look at the result record".
 STATE_STATUS = {
@@ -136,11 +138,6 @@ def _on_sigterm(signum, frame):  # pragma: no cover - runs in the job
     raise _SlurmSignal(f"signal {signum}")
 
 
-def _on_warning_signal(signum, frame):  # pragma: no cover - runs in the job
-    """submitit asks Slurm for USR2 before the time limit, to checkpoint and requeue; a
-    profiling run cannot resume, so it goes on until Slurm ends it (then: ``timeout``)."""
-
-
 def run_config_job(cfg, out_dir: str, nsys_spec, name: str, token: str) -> dict[str, Any]:
     """Profile and mine one config on this node and write its result record (the function
     each Slurm job runs). Slurm's SIGTERM ends the nsys run and its leftover processes, and the
@@ -161,8 +158,7 @@ def run_config_job(cfg, out_dir: str, nsys_spec, name: str, token: str) -> dict[
             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {s: signal.signal(s, h) for s, h in ((signal.SIGTERM, _on_sigterm),
-                                                         (signal.SIGUSR2, _on_warning_signal))}
+        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm)}
     try:
         result = report = None
         try:
@@ -307,12 +303,12 @@ def sbatch_parameters(ex: ExecutorSpec, nsys_timeout_s: float, token: str) -> di
     extra: dict[str, Any] = dict(slurm_extra_args(ex.slurm_args))
     if ex.slurm_mem:
         extra["mem"] = slurm_mem(ex.slurm_mem)
-    params: dict[str, Any] = {
-        "job_name": JOB_NAME_PREFIX + token, "time": minutes,
-        # submitit's USR2 warning; our jobs ignore it (nothing to checkpoint), but it must not
-        # come before the job has started its config (a 1-minute limit and the default 90 s)
-        "signal_delay_s": max(5, min(90, minutes * 60 // 4)),
-    }
+    # submitit asks Slurm for SIGUSR2 shortly before the time limit (to checkpoint and
+    # requeue). Slurm sends it to every process of the job, and USR2 ends a process that does
+    # not handle it: the nsys run would die before its time. A profile cannot checkpoint, so
+    # the warning becomes SIGURG, which every process ignores unless it asks for it.
+    extra["signal"] = f"URG@{max(5, min(90, minutes * 60 // 4))}"
+    params: dict[str, Any] = {"job_name": JOB_NAME_PREFIX + token, "time": minutes}
     if ex.slurm_partition:
         params["partition"] = ex.slurm_partition
     if ex.slurm_gpus_per_task:
@@ -373,11 +369,15 @@ def submit(db, todo: list[PlannedRun], out_dir: Path, nsys_spec, ex: ExecutorSpe
     write_rows(db, rows)  # queued, no job id yet: a driver killed during sbatch finds them
     with _sigint_deferred():
         try:
-            with executor.batch():
+            # submitit prints sbatch's complaints itself; they belong in our one error line
+            with contextlib.redirect_stderr(io.StringIO()), executor.batch():
                 jobs = [executor.submit(run_config_job, p.cfg, str(out_dir), nsys_spec, p.name,
                                         token) for p in todo]
         except (FailedJobError, FailedSubmissionError, OSError) as exc:
             _forget_submission(db, todo, existing)
+            folder = out_dir / SLURM_FOLDER  # what submitit left for jobs that never came
+            for leftover in [*folder.glob("*.pkl"), *folder.glob(".submission_file_*")]:
+                leftover.unlink(missing_ok=True)
             message = " ".join(str(exc).split())
             raise SlurmError(f"sbatch refused the sweep's jobs: {message}") from None
         ids = {p.name: job.job_id for p, job in zip(todo, jobs)}
@@ -500,7 +500,7 @@ def _collect(db, out_dir: Path, active: dict[str, dict[str, Any]], ex: ExecutorS
             progress(total - len(active), total, _board(active))
         if not active or not ex.wait:
             return
-        time.sleep(RECORD_POLL_S)
+        _sleep(RECORD_POLL_S)
 
 
 def _board(active: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
@@ -595,7 +595,7 @@ def _record_from_job(db, row: dict[str, Any], rec: dict[str, Any]) -> None:
     result = ProfileResult(**rec["result"]) if rec.get("result") else None
     report = ProfileReport(**rec["report"]) if rec.get("report") else None
     record(db, _planned(row), result, report, rec["status"], rec.get("reason"),
-           **_where(row, slurm_state="COMPLETED", node=rec.get("node"), gpu=rec.get("gpu"),
+           **_where(row, node=rec.get("node"), gpu=rec.get("gpu"),
                     job_id=rec.get("job_id") or row.get("job_id")))
 
 

@@ -55,7 +55,11 @@ for s in socks:
 print(*(s.getsockname()[1] for s in socks))
 EOF
 )
-    cpus="$(nproc)"
+    # SLURM_CLUSTER_CPUS lets the tests offer more job slots than cores (their jobs mostly
+    # sleep); slurmd then takes the configured count (SlurmdParameters=config_overrides)
+    cpus="${SLURM_CLUSTER_CPUS:-$(nproc)}"
+    overrides=""
+    [ "$cpus" != "$(nproc)" ] && overrides="SlurmdParameters=config_overrides"
     mem_mb="$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)"
     host="$(hostname -s)"
     cat > "$dir/slurm.conf" <<EOF
@@ -92,6 +96,7 @@ KillWait=5
 OverTimeLimit=0
 MinJobAge=600
 InactiveLimit=0
+$overrides
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -109,17 +114,30 @@ EOF
     ;;
 stop)
     [ -n "$dir" ] || die "usage: $0 stop DIR"
+    # end the cluster's jobs first: slurmstepd and the job processes outlive slurmd
+    if [ -f "$dir/slurm.conf" ] && [ -f "$dir/slurmctld.pid" ] \
+        && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+        export SLURM_CONF="$dir/slurm.conf"
+        scancel --user="$(id -un)" 2>/dev/null || true
+        for _ in $(seq 1 150); do
+            [ -z "$(squeue -h -t PD,R,CG,S -o %i 2>/dev/null)" ] && break
+            sleep 0.1
+        done
+    fi
+    # the three daemons each take ~2 s to exit: end them together
+    pids=""
     for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
         [ -f "$pidfile" ] || continue
         pid="$(cat "$pidfile")"
-        [ -n "$pid" ] || continue
-        kill "$pid" 2>/dev/null || continue
-        for _ in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$pid" 2>/dev/null || true
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null && pids="$pids $pid"
     done
+    for _ in $(seq 1 100); do
+        alive=""
+        for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+    done
+    for pid in $alive; do kill -9 "$pid" 2>/dev/null || true; done
     ;;
 *)
     die "usage: $0 install | start DIR | stop DIR"
