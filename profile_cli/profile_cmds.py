@@ -291,9 +291,6 @@ def sweep_notes(outcome, folder: Path) -> list[str]:
     if outcome.cancelled:
         notes.append(f"cancelled {len(outcome.cancelled)} Slurm job(s); --retry runs them "
                      f"again.")
-    if outcome.pending:
-        notes.append(f"{len(outcome.pending)} config(s) still queued or running on Slurm: "
-                     f"`nsys-mine sweep --collect {folder}` records them when they end.")
     return notes + list(outcome.notes)
 
 
@@ -320,9 +317,11 @@ def render_sweep(tables, wanted: list[str], fmt: str, notes: list[str]):
             parts.append(Rendered(text=f"# {key}\n" + render_rows(rows, cols, fmt).text))
             continue
         human = None
-        if key == "runs":  # people: the config, not its file name; no all-empty columns
+        if key == "runs":  # people: the config, not its file name; no all-empty columns,
+            # and where they ran only when that differs (one node, one GPU: the JSON says)
             human = [c for c in cols if c not in ("name", "sqlite", "batch")
-                     and any(r.get(c) not in (None, "") for r in rows)]
+                     and any(r.get(c) not in (None, "") for r in rows)
+                     and not (c in ("node", "gpu") and len({r.get(c) for r in rows}) < 2)]
         parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else (),
                                  human_columns=human))
     return _join(parts, fmt)

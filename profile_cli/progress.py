@@ -64,7 +64,7 @@ class Board:
     def __call__(self, done: int, total: int, active: list[tuple[str, str]]) -> None:
         more = len(active) - self._max if len(active) > self._max else 0
         self._overall.update(self._overall_task, completed=done, total=total,
-                             description=f"{len(active)} running or queued" if active else "")
+                             description=f"{len(active)} active" if active else "")
         shown = dict(active[:self._max - 1] if more else active)
         if more:
             shown["…"] = f"and {more + 1} more"

@@ -42,8 +42,8 @@ from nsys_parsers.errors import NsysMineError
 from profile_cli.executors import (ExecutorSpec, default_slurm_minutes, slurm_extra_args,
                                    slurm_mem, slurm_minutes)
 from profile_cli.sweep_index import (ACTIVE, PlannedRun, SweepOutcome, config_row,
-                                     finished_names, record, run_rows, update_rows, utc_now,
-                                     write_rows)
+                                     finished_names, record, run_rows, short_label,
+                                     update_rows, utc_now, write_rows)
 
 SLURM_FOLDER = "slurm"
 RECORD_SUFFIX = ".result.json"
@@ -84,6 +84,11 @@ STATE_MEANING = {
 
 class SlurmError(NsysMineError):
     """Slurm refused the submission, or its commands cannot be run here."""
+
+
+class DriverTerminated(KeyboardInterrupt):
+    """SIGTERM to the driver (a script or a scheduler ending it): like Ctrl-C, but nobody is
+    asked; --cancel-on-exit decides."""
 
 
 @dataclass
@@ -323,19 +328,21 @@ def sbatch_parameters(ex: ExecutorSpec, nsys_timeout_s: float, token: str) -> di
 
 
 @contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Ctrl-C waits until the job ids are in the index (it then interrupts as usual)."""
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the job ids are in the index (then interrupt as usual)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda s, f: caught.append(s))
+    previous = {s: signal.signal(s, lambda num, frame: caught.append(num))
+                for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
     if caught:
-        raise KeyboardInterrupt
+        raise DriverTerminated if caught[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 def submit(db, todo: list[PlannedRun], out_dir: Path, nsys_spec, ex: ExecutorSpec,
@@ -367,7 +374,7 @@ def submit(db, todo: list[PlannedRun], out_dir: Path, nsys_spec, ex: ExecutorSpe
     except ValueError as exc:
         raise SlurmError(f"submitit refused the Slurm options: {exc}") from None
     write_rows(db, rows)  # queued, no job id yet: a driver killed during sbatch finds them
-    with _sigint_deferred():
+    with _signals_deferred():
         try:
             # submitit prints sbatch's complaints itself; they belong in our one error line
             with contextlib.redirect_stderr(io.StringIO()), executor.batch():
@@ -431,43 +438,74 @@ def recover_submissions(db, out_dir: Path) -> list[str]:
 Progress = Callable[[int, int, list[tuple[str, str]]], None]
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise DriverTerminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def drive(db, out_dir: Path, plan: list[PlannedRun] | None, nsys_spec, ex: ExecutorSpec, *,
           retry: bool = False, progress: Progress | None = None,
           confirm_cancel: Callable[[int, int], bool] | None = None) -> SweepOutcome:
     """Submit the planned configs that are not in the index yet (``plan=None``: only collect),
     then collect every job of the index until none is queued or running (or once, with
-    ``ex.wait`` False)."""
+    ``ex.wait`` False). Ctrl-C or SIGTERM: cancel the unfinished jobs or leave them
+    (``ex.cancel_on_exit``, else ``confirm_cancel(queued, running)`` on Ctrl-C)."""
+    out_dir = Path(out_dir).resolve()  # jobs may start in another directory
     outcome = SweepOutcome(out_dir=out_dir, planned=len(plan) if plan is not None else 0)
-    recover_submissions(db, out_dir)
-    rows = run_rows(db)
-    if plan is not None:
-        done = finished_names(db, retry)
-        active_names = {n for n, r in rows.items() if r["status"] in ACTIVE and r["job_id"]}
-        outcome.resumed = [p.name for p in plan if p.name in done]
-        todo = [p for p in plan if p.name not in done and p.name not in active_names]
-        for planned in (p for p in todo if p.cfg is None):  # impossible shapes: no job
-            record(db, planned, None, None, "failed", planned.error, executor="slurm")
-            outcome.ran.append(planned.name)
-        runnable = [p for p in todo if p.cfg is not None]
-        if runnable:
-            ids = submit(db, runnable, out_dir, nsys_spec, ex, rows)
-            outcome.submitted = list(ids)
-            outcome.job_ids = sorted(set(j.split("_")[0] for j in ids.values()), key=int)
-        if ex.slurm_gpus_per_task is None and any(
-                p.cfg.device in ("cuda", "auto") for p in runnable):
-            outcome.notes.append("no GPUs requested (--slurm-gpus-per-task): the jobs profile "
-                                 "on CPU unless the partition gives GPUs without asking.")
-        rows = run_rows(db)
-    active = {n: r for n, r in rows.items() if r["status"] in ACTIVE and r["job_id"]}
-    names = [p.name for p in plan] if plan is not None else list(rows)
-    total = len(set(names) | set(active))
-    try:
-        _collect(db, out_dir, active, ex, outcome, progress, total)
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        _on_exit(db, active, ex, outcome, confirm_cancel)
+    active: dict[str, dict[str, Any]] = {}
+    with _sigterm_interrupts():
+        try:
+            recover_submissions(db, out_dir)
+            rows = run_rows(db)
+            if plan is not None:
+                _submit_plan(db, out_dir, plan, nsys_spec, ex, retry, rows, outcome)
+                rows = run_rows(db)
+            active.update({n: r for n, r in rows.items()
+                           if r["status"] in ACTIVE and r["job_id"]})
+            names = [p.name for p in plan] if plan is not None else list(rows)
+            total = len(set(names) | set(active))
+            _collect(db, out_dir, active, ex, outcome, progress, total)
+        except KeyboardInterrupt as exc:
+            outcome.interrupted = True
+            if not active:  # interrupted while submitting: the index has the job ids
+                active.update({n: r for n, r in run_rows(db).items()
+                               if r["status"] in ACTIVE and r["job_id"]})
+            _on_exit(db, active, ex, outcome,
+                     None if isinstance(exc, DriverTerminated) else confirm_cancel)
     outcome.pending = list(active)
     return outcome
+
+
+def _submit_plan(db, out_dir: Path, plan: list[PlannedRun], nsys_spec, ex: ExecutorSpec,
+                 retry: bool, rows: dict[str, dict[str, Any]], outcome: SweepOutcome) -> None:
+    """Submit the planned configs that neither finished nor have a job (one job array)."""
+    done = finished_names(db, retry)
+    held = {n for n, r in rows.items() if r["status"] in ACTIVE and r["job_id"]}
+    outcome.resumed = [p.name for p in plan if p.name in done]
+    todo = [p for p in plan if p.name not in done and p.name not in held]
+    for planned in (p for p in todo if p.cfg is None):  # impossible shapes: no job
+        record(db, planned, None, None, "failed", planned.error, executor="slurm")
+        outcome.ran.append(planned.name)
+    runnable = [p for p in todo if p.cfg is not None]
+    if ex.slurm_gpus_per_task is None and any(p.cfg.device in ("cuda", "auto")
+                                              for p in runnable):
+        outcome.notes.append("no GPUs requested (--slurm-gpus-per-task): the jobs profile on "
+                             "CPU unless the partition gives GPUs without asking.")
+    if runnable:
+        ids = submit(db, runnable, out_dir, nsys_spec, ex, rows)
+        outcome.submitted = list(ids)
+        outcome.job_ids = sorted({j.split("_")[0] for j in ids.values()}, key=int)
 
 
 def _collect(db, out_dir: Path, active: dict[str, dict[str, Any]], ex: ExecutorSpec,
@@ -508,7 +546,8 @@ def _board(active: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     for name, row in sorted(active.items(), key=lambda kv: kv[1]["status"] != "running"):
         where = f" on {row['node']}" if row["status"] == "running" and row["node"] else ""
         why = f" ({row['reason']})" if row["status"] == "queued" and row["reason"] else ""
-        lines.append((name, f"{row['status']}{where}{why}, job {row['job_id']}"))
+        label = short_label(row)
+        lines.append((label, f"job {row['job_id']} {row['status']}{where}{why}"))
     return lines
 
 
@@ -554,8 +593,7 @@ def _apply_states(db, out_dir: Path, active: dict[str, dict[str, Any]],
 def _slurm_reason(out_dir: Path, row: dict[str, Any], st: SlurmJobState) -> str:
     said = ", ".join(x for x in (st.reason, st.detail) if x and x != st.state)
     text = (f"Slurm {st.state}{f' ({said})' if said else ''}: "
-            f"{STATE_MEANING.get(st.state, 'the job ended')}; job {row['job_id']}"
-            f"{f' on {st.node}' if st.node else ''}")
+            f"{STATE_MEANING.get(st.state, 'the job ended')}")  # job id, node: own columns
     if st.state in ("FAILED", "SPECIAL_EXIT", "NODE_FAIL", "OUT_OF_MEMORY"):
         text += _log_tail(out_dir, row)
     return text
@@ -619,7 +657,7 @@ def _on_exit(db, active: dict[str, dict[str, Any]], ex: ExecutorSpec, outcome: S
     scancel([r["job_id"] for r in active.values()])
     for name, row in list(active.items()):
         record(db, _planned(row), None, None, "cancelled",
-               f"cancelled by nsys-mine when its driver was interrupted (job {row['job_id']})",
+               "cancelled when the sweep's driver was interrupted",
                **_where(row, slurm_state="CANCELLED"))
         outcome.cancelled.append(name)
         del active[name]

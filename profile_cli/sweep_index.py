@@ -76,6 +76,13 @@ class PlannedRun:
     error: str | None = None
 
 
+def short_label(config: dict[str, Any]) -> str:
+    """A config as people read it in a progress line: ``tiny ctx32 b4 forward fp32 naive``."""
+    return " ".join(str(x) for x in (
+        config.get("size"), f"ctx{config.get('context')}", f"b{config.get('batch')}",
+        config.get("mode"), config.get("precision"), config.get("attention")))
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

@@ -30,7 +30,7 @@ from profile_cli.mining import mine_profile
 from profile_cli.profiler import NsysSpec, profile_config, resolve_device
 from profile_cli.sweep_index import (ACTIVE, FINISHED, HEADLINE, INDEX_NAME, MIX_SCOPES,
                                      STATUSES, PlannedRun, SweepOutcome, finished_names,
-                                     index_lock, open_index, record, run_rows)
+                                     index_lock, open_index, record, run_rows, short_label)
 from reports.categories import CATEGORIES
 
 __all__ = ["ACTIVE", "FINISHED", "HEADLINE", "INDEX_NAME", "MIX_SCOPES", "STATUSES",
@@ -186,7 +186,7 @@ def _run_serial(db, out_dir: Path, plan: list[PlannedRun], runnable: list[Planne
     for planned in runnable:
         if progress:
             progress(len(outcome.resumed) + len(outcome.ran), len(plan),
-                     [(planned.name, "running")])
+                     [(short_label(planned.config), "running")])
         result = profile_config(planned.cfg, out_dir, nsys_spec, force=True, nsys=nsys)
         report, status, reason = _mined(result)
         record(db, planned, result, report, status, reason, executor="local")
@@ -207,7 +207,8 @@ def _run_pool(db, out_dir: Path, plan: list[PlannedRun], runnable: list[PlannedR
     def work(planned: PlannedRun):
         gpu = pool.acquire() if pool else None
         with lock:
-            running[planned.name] = "running" + (f" on GPU {gpu}" if gpu is not None else "")
+            running[short_label(planned.config)] = "running" + (
+                f" on GPU {gpu}" if gpu is not None else "")
         try:
             if stop.is_set():
                 raise KeyboardInterrupt
@@ -216,7 +217,7 @@ def _run_pool(db, out_dir: Path, plan: list[PlannedRun], runnable: list[PlannedR
             return (result, *_mined(result))
         finally:
             with lock:
-                running.pop(planned.name, None)
+                running.pop(short_label(planned.config), None)
             if pool:
                 pool.release(gpu)
 
@@ -319,7 +320,7 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     if waiting:
         notes.append(f"{waiting} config(s) are Slurm jobs still queued or running: `nsys-mine "
                      f"sweep --collect {out_dir}` records them when they end.")
-    if runs and not dominant:
+    if any(r["status"] == "ok" for r in runs) and not dominant:
         notes.append("no CUDA kernels in these runs (CPU profiles): dominant-kernel and category "
                      "tables are empty; range_times holds the CPU range times.")
     return SweepTables(runs=[{c: r.get(c) for c in RUN_COLUMNS} for r in runs],

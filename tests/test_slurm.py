@@ -103,8 +103,8 @@ def test_scancel_becomes_cancelled_and_retry_runs_it_again(slurm, tmp_path, nsys
     assert code == 0, err
     (row,) = json.loads(stdout)["runs"]
     assert row["status"] == "cancelled" and row["job_id"] == job
-    assert row["reason"].startswith(f"Slurm CANCELLED: the job was cancelled") and job in \
-        row["reason"]
+    assert row["reason"] == ("Slurm CANCELLED: the job was cancelled (scancel, or an "
+                             "administrator)")
     assert not (out / f"{row['name']}.result.json").exists()
     # a plain re-run keeps the cancelled row; --retry submits it again, with the real nsys
     code, stdout, _ = run_cli(*args, "--nsys", nsys_bin)
@@ -218,9 +218,33 @@ def test_ctrl_c_cancels_the_jobs_when_asked(slurm, tmp_path, monkeypatch):
     assert outcome.interrupted and len(outcome.cancelled) == 1 and outcome.pending == []
     assert len(asked) == 1 and sum(asked[0]) == 1
     (row,) = index_rows(out).values()
-    assert row["status"] == "cancelled" and "driver was interrupted" in row["reason"]
+    assert (row["status"], row["reason"]) == (
+        "cancelled", "cancelled when the sweep's driver was interrupted")
     wait_for("Slurm to cancel the job", lambda: job_state(row["job_id"]) == "CANCELLED",
              timeout_s=30)
+
+
+def test_a_script_ending_the_driver_with_sigterm_and_cancel_on_exit(slurm, tmp_path):
+    out = tmp_path / "out"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "profile_cli", "sweep", "--executor", "slurm", "--size", "tiny",
+         "--context", "32", "--mode", "forward", "--device", "cpu", "--nsys",
+         str(sleeping_nsys(tmp_path)), "--slurm-poll", "1", "--cancel-on-exit", "--out",
+         str(out), "--format", "json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job = wait_for("the job to run", lambda: next(
+            (r["job_id"] for r in index_rows(out).values()
+             if r["job_id"] and job_state(r["job_id"]) == "RUNNING"), None)
+            if (out / "index.sqlite").exists() else None)
+        driver.send_signal(signal.SIGTERM)
+        stdout, stderr = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    assert driver.returncode == 130, stderr
+    (row,) = json.loads(stdout)["runs"]
+    assert (row["status"], row["job_id"]) == ("cancelled", job)
+    wait_for("Slurm to cancel the job", lambda: job_state(job) == "CANCELLED", timeout_s=30)
 
 
 def test_sbatch_refusal_is_an_error_and_leaves_the_index_clean(slurm, tmp_path):
@@ -246,8 +270,8 @@ def test_a_job_over_its_time_limit_becomes_timeout(slurm, slurm_over_time):
     row = wait_for("Slurm to end the job at its time limit", collected, timeout_s=150,
                    every_s=2)
     assert row["status"] == "timeout"
-    assert row["reason"].startswith("Slurm TIMEOUT (TimeLimit): the job reached its time "
-                                    "limit (--slurm-time)")
+    assert row["reason"] == ("Slurm TIMEOUT (TimeLimit): the job reached its time limit "
+                             "(--slurm-time)")
     index = index_rows(slurm_over_time)[row["name"]]
     assert (index["slurm_state"], index["job_id"]) == ("TIMEOUT", row["job_id"])
     # the job's nsys stand-in (and its sleep) ended with the job, not left behind

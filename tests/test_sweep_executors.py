@@ -290,13 +290,14 @@ def test_slurm_endings_become_statuses_with_slurms_reason(tmp_path, monkeypatch)
     out = sweeper.collect_sweep(tmp_path, ExecutorSpec(wait=False))
     rows = {r["job_id"]: r for r in run_rows(open_index(tmp_path)).values()}
     assert rows["20_0"]["status"] == "failed" and rows["20_0"]["reason"] == (
-        f"Slurm NODE_FAIL: the node failed; job 20_0 on node7; log {log}:\n"
+        f"Slurm NODE_FAIL: the node failed; log {log}:\n"
         "srun: error: node7: task 0: Killed")
     assert rows["20_1"]["status"] == "cancelled" and rows["20_1"]["reason"].startswith(
-        "Slurm PREEMPTED: the job was preempted by a higher-priority job; job 20_1 on node8")
-    assert rows["20_2"]["status"] == "oom" and rows["20_2"]["reason"].startswith(
+        "Slurm PREEMPTED: the job was preempted by a higher-priority job")
+    assert rows["20_2"]["status"] == "oom" and rows["20_2"]["reason"] == (
         "Slurm OUT_OF_MEMORY (OutOfMemory, exit code 0:125): the job exceeded its memory "
-        "(--slurm-mem); job 20_2 on node9")
+        f"(--slurm-mem); no log at {slurm_executor.job_log(tmp_path, '20_2')}")
+    assert [rows[j]["node"] for j in ("20_0", "20_1", "20_2")] == ["node7", "node8", "node9"]
     assert (rows["20_3"]["status"], rows["20_3"]["node"]) == ("running", "node1")
     # 20_4: unknown to squeue and sacct, no record: a --no-wait pass calls it failed
     assert rows["20_4"]["status"] == "failed" and rows["20_4"]["reason"].startswith(
