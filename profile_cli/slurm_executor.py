@@ -53,6 +53,7 @@ RECORD_POLL_S = 1.0  # result records are looked for this often; Slurm is asked 
 # know (any more) may be one that ended long ago on a cluster without accounting.
 RECORD_GRACE_S = 30.0
 QUERY_FAILURES_TOLERATED = 3
+SETTLE_S = 15.0  # how long the driver waits for jobs that wrote their record to end
 _sleep = time.sleep  # the driver's wait between looks (tests interrupt it)
 
 # Slurm job state -> sweep status. COMPLETED means "look at the result record".
@@ -511,6 +512,7 @@ def _submit_plan(db, out_dir: Path, plan: list[PlannedRun], nsys_spec, ex: Execu
 def _collect(db, out_dir: Path, active: dict[str, dict[str, Any]], ex: ExecutorSpec,
              outcome: SweepOutcome, progress: Progress | None, total: int) -> None:
     ended_since: dict[str, float] = {}  # COMPLETED or unknown, no record yet
+    from_records: dict[str, str] = {}  # name -> job id, recorded while the job still ends
     failures = 0
     last_query = float("-inf")
     while True:
@@ -519,6 +521,7 @@ def _collect(db, out_dir: Path, active: dict[str, dict[str, Any]], ex: ExecutorS
             if rec is not None and rec.get("token") == row["submit_token"]:
                 _record_from_job(db, row, rec)
                 outcome.ran.append(name)
+                from_records[name] = row["job_id"]
                 del active[name]
         now = time.monotonic()
         if active and (now - last_query >= ex.slurm_poll_s or not ex.wait):
@@ -537,6 +540,27 @@ def _collect(db, out_dir: Path, active: dict[str, dict[str, Any]], ex: ExecutorS
         if progress:
             progress(total - len(active), total, _board(active))
         if not active or not ex.wait:
+            _settle(db, from_records, SETTLE_S if ex.wait else 0.0)
+            return
+        _sleep(RECORD_POLL_S)
+
+
+def _settle(db, jobs: dict[str, str], wait_s: float) -> None:
+    """A job writes its record a moment before it ends (submitit still saves its result):
+    give those rows the state Slurm ends them with (COMPLETED, normally), waiting up to
+    ``wait_s`` seconds; rows whose job has not ended by then keep the state last seen."""
+    deadline = time.monotonic() + wait_s
+    while jobs:
+        try:
+            states = slurm_states(list(jobs.values()))
+        except SlurmError:
+            return
+        ended = {name: states[job] for name, job in jobs.items() if job in states and
+                 STATE_STATUS.get(states[job].state) not in ACTIVE}
+        update_rows(db, {name: {"slurm_state": st.state} for name, st in ended.items()})
+        for name in ended:
+            del jobs[name]
+        if not jobs or time.monotonic() >= deadline:
             return
         _sleep(RECORD_POLL_S)
 

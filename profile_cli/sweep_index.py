@@ -2,8 +2,8 @@
 
 ``runs`` holds one row per config: its status, export paths, wall time, the dominant kernel and
 share of forward/backward/optimizer, and where it ran (``executor`` local or slurm, ``job_id``,
-``node``, ``gpu``, and ``slurm_state``: the job's Slurm state when the driver last looked). ``dominant``, ``mix`` and ``range_times`` hold the mined
-tables. Statuses:
+``node``, ``gpu``, and ``slurm_state``: the job's Slurm state, its last one once it ended).
+``dominant``, ``mix`` and ``range_times`` hold the mined tables. Statuses:
 
 - ``queued``, ``running``: a Slurm job holds the config (never submitted twice while it does);
 - ``ok``, ``oom``, ``failed``, ``timeout``, ``skipped``, ``cancelled``: finished; running the
