@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from nsys_parsers.errors import NsysMineError
+from nsys_parsers.errors import BadOption, NsysMineError
 from profile_cli.executors import (ExecutorSpec, default_slurm_minutes, slurm_extra_args,
                                    slurm_mem, slurm_minutes)
 from profile_cli.sweep_index import (ACTIVE, PlannedRun, SweepOutcome, config_row,
@@ -491,6 +491,10 @@ def drive(db, out_dir: Path, plan: list[PlannedRun] | None, nsys_spec, ex: Execu
 def _submit_plan(db, out_dir: Path, plan: list[PlannedRun], nsys_spec, ex: ExecutorSpec,
                  retry: bool, rows: dict[str, dict[str, Any]], outcome: SweepOutcome) -> None:
     """Submit the planned configs that neither finished nor have a job (one job array)."""
+    if nsys_spec.install:
+        raise BadOption("--install-nsys with --executor slurm would make every job install "
+                        "nsys at once; install it once where the nodes see it "
+                        "(scripts/install_nsys.sh into a shared folder) and pass --nsys PATH.")
     done = finished_names(db, retry)
     held = {n for n, r in rows.items() if r["status"] in ACTIVE and r["job_id"]}
     outcome.resumed = [p.name for p in plan if p.name in done]

@@ -218,6 +218,7 @@ def test_sbatch_parameters_map_the_options():
     (["--executor", "slurm", "--slurm-arg", "partition=x"], "use --slurm-partition instead"),
     (["--report", "a", "--collect", "b"], "give one of them"),
     (["--collect", "nowhere"], "nowhere: no index.sqlite here"),
+    (["--executor", "slurm", "--install-nsys"], "would make every job install nsys at once"),
 ])
 def test_executor_option_errors(tmp_path, cli, args, message):
     res = cli("sweep", "--size", "tiny", "--out-dir", tmp_path, *[
