@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -69,9 +70,12 @@ def end_marked_processes(marker: str, grace_s: float = 2.0) -> list[int]:
 
 
 def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] | None = None,
-                     cwd: str | None = None) -> ProcessOutcome:
+                     cwd: str | None = None, stop: threading.Event | None = None
+                     ) -> ProcessOutcome:
     """Run argv in its own session; on timeout or Ctrl-C end its process group and every
-    process that carries this run's marker, by PID."""
+    process that carries this run's marker, by PID. ``stop`` (set by another thread, e.g. a
+    sweep that runs several configs at once and got Ctrl-C) ends the run the same way and
+    raises KeyboardInterrupt in this thread."""
     marker = uuid.uuid4().hex
     env = dict(os.environ if env is None else env)
     env[MARKER_ENV] = marker
@@ -80,7 +84,7 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
                             errors="replace", env=env, cwd=cwd, start_new_session=True)
     timed_out = False
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        out, err = _communicate(proc, timeout_s, stop)
     except subprocess.TimeoutExpired:
         timed_out = True
         _end_group(proc)
@@ -93,6 +97,22 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
     killed = end_marked_processes(marker)
     return ProcessOutcome(returncode=proc.returncode, stdout=out or "", stderr=err or "",
                           timed_out=timed_out, wall_s=time.monotonic() - t0, killed_pids=killed)
+
+
+def _communicate(proc: subprocess.Popen, timeout_s: float,
+                 stop: threading.Event | None) -> tuple[str, str]:
+    if stop is None:
+        return proc.communicate(timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        left = deadline - time.monotonic()
+        try:  # retrying communicate after TimeoutExpired loses no output
+            return proc.communicate(timeout=max(0.01, min(0.5, left)))
+        except subprocess.TimeoutExpired:
+            if left <= 0.5:
+                raise
 
 
 def _end_group(proc: subprocess.Popen) -> None:

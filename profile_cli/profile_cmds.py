@@ -16,8 +16,9 @@ from nsys_parsers.errors import BadOption
 from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.common import OutputSpec, choice, join_rendered, option_group, output_options
+from profile_cli.executors import EXECUTORS, SLURM_TIME_MARGIN_MIN, ExecutorSpec
 from profile_cli.profiler import NsysSpec
-from profile_cli.progress import progress_bar
+from profile_cli.progress import progress_board
 from profile_cli.workload import workload_options
 
 NSYS_PANEL = "Nsight Systems"
@@ -51,6 +52,56 @@ nsys_options = option_group(NsysSpec, {
     "nsys": NsysPathOpt, "trace": TraceOpt, "quiet_sampling": SamplingOpt,
     "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
 }, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
+EXECUTOR_PANEL = "Where configs run (local, or Slurm through submitit)"
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", rich_help_panel=EXECUTOR_PANEL, **choice(EXECUTORS),
+    help="local: run the configs here; slurm: one Slurm job per config (one job array), "
+         "through submitit, from a login node. See docs/CLUSTER.md.")]
+JobsOpt = Annotated[Optional[int], typer.Option(
+    "--jobs", "-j", min=1, metavar="N", rich_help_panel=EXECUTOR_PANEL, show_default=False,
+    help="Configs at once. local: on a CUDA machine each config gets its own GPU "
+         "(CUDA_VISIBLE_DEVICES; default: the GPU count); on CPU default 1 (more disturbs "
+         "timings). slurm: array tasks running at once (default: no limit).")]
+PartitionOpt = Annotated[Optional[str], typer.Option(
+    "--slurm-partition", metavar="NAME", rich_help_panel=EXECUTOR_PANEL,
+    help="Slurm partition (default: the cluster's default).")]
+SlurmTimeOpt = Annotated[Optional[str], typer.Option(
+    "--slurm-time", metavar="TIME", rich_help_panel=EXECUTOR_PANEL, show_default=False,
+    help=f"Time limit per job: minutes, HH:MM:SS or D-HH:MM:SS (default: --timeout plus "
+         f"{SLURM_TIME_MARGIN_MIN} minutes). A job over it becomes `timeout`.")]
+GpusPerTaskOpt = Annotated[Optional[int], typer.Option(
+    "--slurm-gpus-per-task", min=0, metavar="N", rich_help_panel=EXECUTOR_PANEL,
+    help="GPUs per job (sbatch --gpus-per-task; default: none requested).")]
+SlurmMemOpt = Annotated[Optional[str], typer.Option(
+    "--slurm-mem", metavar="SIZE", rich_help_panel=EXECUTOR_PANEL,
+    help="Memory per job, e.g. 32G (sbatch --mem).")]
+SlurmArgOpt = Annotated[Optional[List[str]], typer.Option(
+    "--slurm-arg", metavar="KEY=VALUE", rich_help_panel=EXECUTOR_PANEL,
+    help="Any other sbatch option, e.g. account=proj, cpus-per-task=8, qos=high, exclusive "
+         "(repeat the option for several).")]
+SlurmSetupOpt = Annotated[Optional[List[str]], typer.Option(
+    "--slurm-setup", metavar="CMD", rich_help_panel=EXECUTOR_PANEL,
+    help="Shell line run in each job before the config, e.g. 'module load cuda' (repeat "
+         "the option for several).")]
+SlurmPollOpt = Annotated[float, typer.Option(
+    "--slurm-poll", min=0.5, metavar="S", rich_help_panel=EXECUTOR_PANEL,
+    help="Seconds between questions to Slurm (squeue/sacct) while waiting.")]
+WaitOpt = Annotated[bool, typer.Option(
+    "--wait/--no-wait", rich_help_panel=EXECUTOR_PANEL,
+    help="slurm: wait for the jobs and record them (default), or submit and return; "
+         "`sweep --collect OUT` records the jobs that finished since.")]
+CancelOpt = Annotated[Optional[bool], typer.Option(
+    "--cancel-on-exit/--keep-on-exit", rich_help_panel=EXECUTOR_PANEL, show_default=False,
+    help="slurm: on Ctrl-C, cancel the unfinished jobs, or leave them to run (default: ask "
+         "on a terminal, keep them otherwise).")]
+# Give a command the executor options; it receives them as ``executor: ExecutorSpec``.
+executor_options = option_group(ExecutorSpec, {
+    "executor": ExecutorOpt, "jobs": JobsOpt, "slurm_partition": PartitionOpt,
+    "slurm_time": SlurmTimeOpt, "slurm_gpus_per_task": GpusPerTaskOpt,
+    "slurm_mem": SlurmMemOpt, "slurm_args": SlurmArgOpt, "slurm_setup": SlurmSetupOpt,
+    "slurm_poll_s": SlurmPollOpt, "wait": WaitOpt, "cancel_on_exit": CancelOpt,
+}, "executor", convert={"slurm_args": lambda v: list(v or []),
+                        "slurm_setup": lambda v: list(v or [])})
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
 WorkloadKindOpt = Annotated[str, typer.Option(
     "--workload", **choice(WORKLOAD_KINDS),
@@ -166,15 +217,22 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
 
 @workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
 @nsys_options()
+@executor_options()
 @output_options(top=0)
 def sweep(
     workload: WorkloadSpec,
     nsys_spec: NsysSpec,
+    executor: ExecutorSpec,
     out: OutputSpec,
     out_dir: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
         "--report", file_okay=False, metavar="DIR",
         help="Only re-render the tables of an existing sweep folder; run nothing.")] = None,
+    collect: Annotated[Optional[Path], typer.Option(
+        "--collect", file_okay=False, metavar="DIR",
+        help="Record the Slurm jobs of a sweep folder that ended since its driver left "
+             "(--no-wait, or a driver that died), wait for the rest (unless --no-wait), "
+             "render the tables. Submits nothing.")] = None,
     retry: Annotated[bool, typer.Option(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
     table: Annotated[str, typer.Option(
@@ -182,37 +240,88 @@ def sweep(
 ) -> None:
     """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
 
-    An index (OUT_DIR/index.sqlite) records each config's status (ok, oom, failed, timeout,
-    skipped), exports, wall time and dominant kernels; re-running resumes. Tables: dominant
-    kernel per config and range, and the kernel-category mix of forward vs the whole step.
+    Configs run here (one at a time, or --jobs N at once: one GPU each) or as Slurm jobs
+    (--executor slurm). An index (OUT_DIR/index.sqlite) records each config's status (queued,
+    running, ok, oom, failed, timeout, skipped, cancelled), exports, wall time, job id and
+    dominant kernels; re-running resumes and never runs or submits a config twice. Tables:
+    dominant kernel per config and range, and the kernel-category mix of forward vs the whole
+    step.
 
     Examples: `nsys-mine sweep --size tiny,small --context 128,256 --mode forward,train
-    --out-dir sweep/` · `nsys-mine sweep --report sweep/ --table mix --format md`
+    --out-dir sweep/` · `nsys-mine sweep --executor slurm --size small,medium --out-dir cs336/`
     """
-    from profile_cli.sweeper import run_sweep, sweep_tables
+    from profile_cli.sweeper import collect_sweep, run_sweep, sweep_tables
 
+    if report is not None and collect is not None:
+        raise BadOption("--report only renders and --collect records finished jobs; give one "
+                        "of them.")
     tables_wanted = list(SWEEP_TABLES) if table == "all" else [table]
+    outcome = None
+    folder = report if report is not None else collect if collect is not None else out_dir
     if report is None:
-        from nvtx_model.errors import require_torch
+        with progress_board("sweep") as board:
+            ask = _cancel_question(board, folder)
+            if collect is not None:
+                outcome = collect_sweep(collect, executor, progress=board, confirm_cancel=ask)
+            else:
+                if executor.executor == "local":  # Slurm jobs need torch on the nodes only
+                    from nvtx_model.errors import require_torch
 
-        require_torch("nsys-mine sweep")
-        with progress_bar("sweep", transient=False) as progress:
-            outcome = run_sweep(workload, out_dir, nsys_spec, retry=retry, progress=progress)
-        folder = out_dir
-    else:
-        outcome, folder = None, report
+                    require_torch("nsys-mine sweep")
+                outcome = run_sweep(workload, out_dir, nsys_spec, executor, retry=retry,
+                                    progress=board, warn=_warn, confirm_cancel=ask)
     tables = sweep_tables(folder)
     notes = list(tables.notes)
     if outcome is not None:
-        notes.insert(0, f"{len(outcome.ran)} config(s) run, {len(outcome.resumed)} already in "
-                        f"the index (resumed), of {outcome.planned}; index: "
-                        f"{folder / 'index.sqlite'}")
-        if outcome.interrupted:
-            notes.insert(0, "interrupted: the index holds every config finished so far; run "
-                            "the same command again to resume.")
+        notes[:0] = sweep_notes(outcome, folder)
     out.emit(render_sweep(tables, tables_wanted, out, notes))
     if outcome is not None and outcome.interrupted:
         raise typer.Exit(130)
+
+
+def _warn(message: str) -> None:
+    import sys
+
+    sys.stderr.write(f"Warning: {message}\n")
+
+
+def _cancel_question(board, folder: Path):
+    """Ctrl-C during a Slurm sweep: ask on a terminal whether to cancel its jobs."""
+    import sys
+
+    def ask(queued: int, running: int) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        if board is not None:
+            board.stop()
+        return typer.confirm(
+            f"\nCancel the sweep's {queued + running} unfinished Slurm job(s) ({running} "
+            f"running, {queued} queued)? If not, they go on and `nsys-mine sweep --collect "
+            f"{folder}` records them later", default=False, err=True)
+    return ask
+
+
+def sweep_notes(outcome, folder: Path) -> list[str]:
+    """What this sweep did, for the notes above its tables."""
+    notes = []
+    if outcome.interrupted:
+        notes.append("interrupted: the index holds every config finished so far; run the same "
+                     "command again to resume.")
+    if outcome.submitted:
+        jobs = ", ".join(outcome.job_ids)
+        kind = "job array" if len(outcome.submitted) > 1 else "job"
+        notes.append(f"submitted {len(outcome.submitted)} config(s) to Slurm ({kind} {jobs}); "
+                     f"logs in {folder / 'slurm'}")
+    if outcome.planned:
+        notes.append(f"{len(outcome.ran)} config(s) run, {len(outcome.resumed)} already in the "
+                     f"index (resumed), of {outcome.planned}; index: {folder / 'index.sqlite'}")
+    elif outcome.ran:
+        notes.append(f"{len(outcome.ran)} finished config(s) recorded; index: "
+                     f"{folder / 'index.sqlite'}")
+    if outcome.cancelled:
+        notes.append(f"cancelled {len(outcome.cancelled)} Slurm job(s); --retry runs them "
+                     f"again.")
+    return notes + list(outcome.notes)
 
 
 def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[str]) -> Any:

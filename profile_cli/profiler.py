@@ -26,7 +26,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.nsys_tool import locate_nsys
@@ -35,6 +35,9 @@ from nvtx_model.config import RunConfig
 from nvtx_model.infer_config import InferConfig
 from nvtx_model.workload import config_args
 from profile_cli.process import ProcessOutcome, run_with_timeout
+
+if TYPE_CHECKING:
+    import threading
 
 TRACE_GPU = "cuda,nvtx,osrt"
 TRACE_CPU = "nvtx,osrt"
@@ -73,6 +76,7 @@ class ProfileResult:
     window: str
     workload_row: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES the run was pinned to, when it was
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,8 +177,11 @@ def _verify_export(sqlite: Path) -> str | None:
 
 
 def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
-                   nsys: tuple[Path, str] | None = None) -> ProfileResult:
-    """Profile one config under nsys; never raises for workload failures (see ``status``)."""
+                   nsys: tuple[Path, str] | None = None, gpu: str | None = None,
+                   stop: threading.Event | None = None) -> ProfileResult:
+    """Profile one config under nsys; never raises for workload failures (see ``status``).
+    ``gpu`` pins the run to that CUDA device (CUDA_VISIBLE_DEVICES); ``stop`` lets another
+    thread end the run (it then raises KeyboardInterrupt, like Ctrl-C)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     name = cfg.name
     base = out_dir / name
@@ -192,7 +199,10 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
     for p in existing:
         p.unlink()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    outcome = run_with_timeout(argv, spec.timeout_s)
+    env = None
+    if gpu is not None:
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu)
+    outcome = run_with_timeout(argv, spec.timeout_s, env=env, stop=stop)
     row = _workload_row(outcome.stdout)
     status, reason = classify(outcome, cfg, row)
     notes = []
@@ -208,7 +218,9 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
         sqlite=str(sqlite) if sqlite.exists() else None,
         nsys_rep=str(rep) if rep.exists() else None, sidecar=str(sidecar),
         wall_s=round(outcome.wall_s, 3), command=argv, nsys_version=version, trace=trace,
-        window=f"{nv.MEASURE} (warmup filtered out when mining)", workload_row=row, notes=notes)
+        window=f"{nv.MEASURE} (warmup filtered out when mining)", workload_row=row, notes=notes,
+        gpu=gpu if gpu is not None else (os.environ.get("CUDA_VISIBLE_DEVICES")
+                                         if device == "cuda" else None))
     write_sidecar(result, started)
     return result
 

@@ -3,8 +3,10 @@
 ``progress_bar(label)`` yields a callback ``update(done, total, description)`` (or None when
 stderr is not a terminal, so CI logs and pipes stay clean); library loops call it as they go.
 ``progress_bar(label, force=True)`` shows it anyway (tests, or a user who asks; also the
-environment variable NSYS_MINE_PROGRESS=1). ``status(message)`` is a spinner for reads that
-take more than a moment.
+environment variable NSYS_MINE_PROGRESS=1). ``progress_board(label)`` adds one line per item
+that runs at the same time (a sweep's configs, local or Slurm jobs): ``update(done, total,
+[(name, what it is doing), ...])``. ``status(message)`` is a spinner for reads that take more
+than a moment.
 """
 
 from __future__ import annotations
@@ -74,3 +76,62 @@ def status(message: str, *, delay_s: float = 0.8, force: bool = False) -> Iterat
             state["done"] = True
             timer.cancel()
             spinner.stop()
+
+
+class Board:
+    """``update(done, total, active)``: the overall bar plus one line per active item
+    (``active`` is a list of (name, what it is doing)); at most ``max_lines`` lines, then
+    "... and N more". ``stop()`` ends the display (before a prompt)."""
+
+    def __init__(self, live, overall, items, max_lines: int):
+        self._live, self._overall, self._items = live, overall, items
+        self._overall_task = overall.add_task("starting", total=None)
+        self._tasks: dict[str, Any] = {}
+        self._max = max_lines
+
+    def __call__(self, done: int, total: int, active: list[tuple[str, str]]) -> None:
+        more = len(active) - self._max if len(active) > self._max else 0
+        self._overall.update(self._overall_task, completed=done, total=total,
+                             description=f"{len(active)} active" if active else "")
+        shown = dict(active[:self._max - 1] if more else active)
+        if more:
+            shown["…"] = f"and {more + 1} more"
+        for name in [n for n in self._tasks if n not in shown]:
+            self._items.remove_task(self._tasks.pop(name))
+        for name, text in shown.items():
+            if name in self._tasks:
+                self._items.update(self._tasks[name], description=text)
+            else:
+                self._tasks[name] = self._items.add_task(text, total=None, name=name)
+
+    def stop(self) -> None:
+        self._live.stop()
+
+
+@contextlib.contextmanager
+def progress_board(label: str, *, force: bool = False, max_lines: int = 8
+                   ) -> Iterator[Board | None]:
+    """An overall bar and a line per running (or queued) item, on stderr, terminals only."""
+    from rich.console import Console, Group
+    from rich.live import Live
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    if not _wanted(console, force):
+        yield None
+        return
+    overall = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                       TimeElapsedColumn(), TextColumn("{task.description}"), console=console)
+    items = Progress(SpinnerColumn(), TimeElapsedColumn(),
+                     TextColumn("{task.fields[name]}", style="cyan"),
+                     TextColumn("{task.description}"), console=console)
+    with Live(Group(overall, items), console=console, refresh_per_second=4,
+              transient=False) as live:
+        yield Board(live, overall, items, max_lines)

@@ -1,73 +1,83 @@
 """``nsys-mine sweep``: profile many configs, each in its own nsys run, with a resumable index.
 
-The index (``OUT/index.sqlite``, sqlite-utils, open it in Datasette) holds per config:
-``runs`` (status ok/oom/failed/timeout/skipped, export paths, wall time, the dominant kernel and
-share of forward/backward/optimizer), ``dominant`` (the dominant kernel per range) and ``mix``
-(kernel-category shares of ``forward`` and of the whole ``step``). A config's rows are written in
-one transaction after its run, so Ctrl-C leaves the index consistent, and re-running the same
-sweep skips configs already in the index.
+The index (``OUT/index.sqlite``, ``profile_cli.sweep_index``; open it in Datasette) holds per
+config: ``runs`` (status queued/running/ok/oom/failed/timeout/skipped/cancelled, export paths,
+wall time, where it ran, the dominant kernel and share of forward/backward/optimizer),
+``dominant`` (the dominant kernel per range) and ``mix`` (kernel-category shares of ``forward``
+and of the whole ``step``). A config's rows are written in one transaction after its run, so
+Ctrl-C leaves the index consistent, and re-running the same sweep skips configs already in the
+index.
+
+Configs run here, one at a time or ``--jobs N`` at once (one GPU each on a CUDA machine), or as
+Slurm jobs (``--executor slurm``, ``profile_cli.slurm_executor``).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model import nvtx_ranges as nv
-from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, preset_name, run_name
+from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, PRESETS, preset_name, run_name
 from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
-from profile_cli.mining import ProfileReport, mine_profile
-from profile_cli.profiler import NsysSpec, ProfileResult, profile_config
+from profile_cli.executors import ExecutorSpec, GpuPool, LocalPlan, local_plan, visible_gpus
+from profile_cli.mining import mine_profile
+from profile_cli.profiler import NsysSpec, profile_config, resolve_device
+from profile_cli.sweep_index import (
+    ACTIVE,
+    FINISHED,
+    HEADLINE,
+    INDEX_NAME,
+    MIX_SCOPES,
+    STATUSES,
+    PlannedRun,
+    SweepOutcome,
+    finished_names,
+    index_lock,
+    open_index,
+    record,
+    run_rows,
+    short_label,
+)
 from reports.categories import CATEGORIES
 from reports.render import View
 
-INDEX_NAME = "index.sqlite"
-FINISHED = ("ok", "oom", "failed", "timeout", "skipped")
-HEADLINE = (nv.FORWARD, nv.BACKWARD, nv.OPTIMIZER)
-MIX_SCOPES = (nv.FORWARD, nv.STEP)
+__all__ = ["ACTIVE", "FINISHED", "HEADLINE", "INDEX_NAME", "MIX_SCOPES", "STATUSES",
+           "PlannedRun", "SweepOutcome", "plan_sweep", "run_sweep", "collect_sweep",
+           "sweep_tables", "open_index", "finished_names"]
+
 MIX_CATEGORIES = CATEGORIES  # every category of the rule table has its column
 
 RUN_COLUMNS = ["name", "size", "context", "batch", "mode", "precision", "attention", "status",
-               "wall_s", "forward_kernel", "forward_share_pct", "backward_kernel",
-               "backward_share_pct", "optimizer_kernel", "optimizer_share_pct", "reason",
-               "sqlite"]
+               "job_id", "node", "gpu", "wall_s", "forward_kernel", "forward_share_pct",
+               "backward_kernel", "backward_share_pct", "optimizer_kernel",
+               "optimizer_share_pct", "reason", "sqlite"]
 # People see the config, not its file name.
 RUN_VIEW = View(
     columns=["size", "context", "mode", "precision", "attention", "status", "wall_s",
-             "forward_share_pct", "forward_kernel", "backward_share_pct", "backward_kernel",
-             "optimizer_share_pct", "optimizer_kernel", "reason"],
+             "job_id", "node", "gpu", "forward_share_pct", "forward_kernel",
+             "backward_share_pct", "backward_kernel", "optimizer_share_pct", "optimizer_kernel",
+             "reason"],
     drop=(("optimizer_share_pct", "optimizer_kernel"), ("backward_share_pct",
-                                                         "backward_kernel")),
-    noun="configs", hide_if_constant=("context", "mode", "precision", "attention"),
+                                                         "backward_kernel"), "job_id"),
+    noun="configs",
+    hide_if_constant=("context", "mode", "precision", "attention", "node", "gpu"),
     hide_if_zero=("forward_share_pct", "forward_kernel", "backward_share_pct",
                   "backward_kernel", "optimizer_share_pct", "optimizer_kernel", "reason",
-                  "wall_s"))
+                  "wall_s", "job_id", "node", "gpu"))
 DOMINANT_COLUMNS = ["name", "range", "kernel", "category", "share_pct", "per_range_instance"]
 MIX_COLUMNS = ["name", "scope", *(f"{c}_pct" for c in MIX_CATEGORIES)]
 RANGE_TIME_COLUMNS = ["name", "range", "instances", "avg_ns", "gpu_inclusive_ns"]
 
-
-@dataclass
-class PlannedRun:
-    name: str
-    cfg: Any  # RunConfig, or None when the config itself is invalid
-    config: dict[str, Any]
-    error: str | None = None
-
-
-@dataclass
-class SweepOutcome:
-    out_dir: Path
-    planned: int
-    ran: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
-    interrupted: bool = False
+# progress(done, total, active): active is one (config name, what it is doing) per config
+# that runs or waits in a queue right now
+Progress = Callable[[int, int, list[tuple[str, str]]], None]
 
 
 def plan_sweep(spec: WorkloadSpec) -> list[PlannedRun]:
@@ -101,120 +111,182 @@ def plan_sweep(spec: WorkloadSpec) -> list[PlannedRun]:
     return plan
 
 
-def open_index(out_dir: Path):
-    import sqlite_utils
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    db = sqlite_utils.Database(out_dir / INDEX_NAME)
-    if "runs" not in db.table_names():
-        db.table("runs").create({
-            "name": str, "size": str, "context": int, "batch": int, "mode": str,
-            "precision": str, "attention": str, "nvtx": str, "device": str, "warmup": int,
-            "steps": int, "status": str, "reason": str, "sqlite": str, "nsys_rep": str,
-            "sidecar": str, "wall_s": float, "finished_utc": str, "config_json": str,
-            "forward_kernel": str, "forward_share_pct": float, "backward_kernel": str,
-            "backward_share_pct": float, "optimizer_kernel": str, "optimizer_share_pct": float,
-        }, pk="name")
-        db.table("dominant").create({"name": str, "range": str, "kernel": str, "category": str,
-                               "share_pct": float, "per_range_instance": float,
-                               "range_kernel_ns": int}, pk=("name", "range"))
-        db.table("mix").create({"name": str, "scope": str, "category": str, "share_pct": float},
-                         pk=("name", "scope", "category"))
-        db.table("range_times").create({"name": str, "range": str, "instances": int,
-                                  "avg_ns": float, "gpu_inclusive_ns": int},
-                                 pk=("name", "range"))
-    return db
-
-
-def _record(db, planned: PlannedRun, result: ProfileResult | None,
-            report: ProfileReport | None, status: str, reason: str | None) -> None:
-    row: dict[str, Any] = {k: planned.config.get(k) for k in (
-        "size", "context", "batch", "mode", "precision", "attention", "nvtx", "device",
-        "warmup", "steps")}
-    row.update(name=planned.name, status=status, reason=reason,
-               finished_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               config_json=json.dumps(planned.config))
-    if result is not None:
-        row.update(sqlite=result.sqlite, nsys_rep=result.nsys_rep, sidecar=result.sidecar,
-                   wall_s=result.wall_s)
-    dominant = {d["range"]: d for d in (report.dominant if report else []) if d["range"]}
-    for r in HEADLINE:
-        d = dominant.get(r)
-        row[f"{r}_kernel"] = d["kernel"] if d else None
-        row[f"{r}_share_pct"] = d["share_pct"] if d else None
-    rows: dict[str, list[dict[str, Any]]] = {"runs": [row], "dominant": [], "mix": [],
-                                              "range_times": []}
-    if report is not None:
-        rows["dominant"] = [
-            {"name": planned.name, "range": d["range"], "kernel": d["kernel"],
-             "category": d["category"], "share_pct": d["share_pct"],
-             "per_range_instance": d["per_range_instance"],
-             "range_kernel_ns": d["range_kernel_ns"]} for d in dominant.values()]
-        rows["mix"] = [
-            {"name": planned.name, "scope": scope, "category": cat, "share_pct": pct}
-            for scope in MIX_SCOPES if scope in dominant
-            for cat, pct in (dominant[scope]["category_shares"] or {}).items()]
-        rows["range_times"] = [
-            {"name": planned.name, "range": r["range"], "instances": r["instances"],
-             "avg_ns": r["avg_ns"], "gpu_inclusive_ns": r["gpu_inclusive_ns"]}
-            for r in report.ranges]
-    # One transaction per config (plain statements: sqlite-utils helpers commit on their own),
-    # so Ctrl-C never leaves half a config in the index.
-    conn = db.conn
-    with conn:
-        for table in ("runs", "dominant", "mix", "range_times"):
-            conn.execute(f"DELETE FROM [{table}] WHERE name = ?", [planned.name])
-        for table, items in rows.items():
-            for item in items:
-                cols = list(item)
-                conn.execute(f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
-                             f"VALUES ({', '.join('?' * len(cols))})", [item[c] for c in cols])
-
-
-def finished_names(db, retry: bool) -> set[str]:
-    if "runs" not in db.table_names():
-        return set()
-    keep = ("ok",) if retry else FINISHED
-    marks = ",".join("?" * len(keep))
-    return {r[0] for r in db.execute(f"SELECT name FROM runs WHERE status IN ({marks})",
-                                     list(keep)).fetchall()}
-
-
-def run_sweep(spec, out_dir: Path, nsys_spec: NsysSpec, *, retry: bool = False,
-              progress: Callable[[int, int, str], None] | None = None) -> SweepOutcome:
-    """Profile every planned config not yet in the index. Returns what ran and what resumed."""
+def run_sweep(spec: WorkloadSpec, out_dir: Path, nsys_spec: NsysSpec,
+              executor: ExecutorSpec | None = None, *, retry: bool = False,
+              progress: Progress | None = None, warn: Callable[[str], None] | None = None,
+              confirm_cancel: Callable[[int, int], bool] | None = None,
+              gpus: list[str] | None = None) -> SweepOutcome:
+    """Profile every planned config not yet in the index: here, one at a time or
+    ``executor.jobs`` at once (one GPU each on a CUDA machine; ``gpus`` overrides the GPUs
+    found), or as Slurm jobs. ``warn`` hears what the user should know before configs run;
+    ``confirm_cancel(queued, running)`` is asked on Ctrl-C whether to cancel Slurm jobs."""
+    ex = executor or ExecutorSpec()
+    ex.check()
     plan = plan_sweep(spec)
-    db = open_index(out_dir)
+    with index_lock(out_dir):
+        db = open_index(out_dir)
+        if ex.executor == "slurm":
+            from profile_cli.slurm_executor import drive
+
+            return drive(db, out_dir, plan, nsys_spec, ex, retry=retry, progress=progress,
+                         confirm_cancel=confirm_cancel)
+        return _run_local(db, out_dir, plan, spec, nsys_spec, ex, retry=retry,
+                          progress=progress, warn=warn, gpus=gpus)
+
+
+def collect_sweep(out_dir: Path, executor: ExecutorSpec | None = None, *,
+                  progress: Progress | None = None,
+                  confirm_cancel: Callable[[int, int], bool] | None = None) -> SweepOutcome:
+    """Record the Slurm jobs of a sweep folder that finished since its driver left (after
+    ``--no-wait``, or a driver that died), and wait for the rest unless ``executor.wait`` is
+    False. Submits nothing."""
+    if not (Path(out_dir) / INDEX_NAME).exists():
+        raise BadOption(f"{out_dir}: no {INDEX_NAME} here; `--collect` takes the --out-dir "
+                        f"folder of a sweep.")
+    ex = replace(executor or ExecutorSpec(), executor="slurm")
+    with index_lock(out_dir):
+        db = open_index(out_dir)
+        if not any(r["status"] in ACTIVE for r in run_rows(db).values()):
+            outcome = SweepOutcome(out_dir=out_dir, planned=0)
+            outcome.notes.append("nothing to collect: no config of this sweep is queued or "
+                                 "running.")
+            return outcome
+        from profile_cli.slurm_executor import drive
+
+        return drive(db, out_dir, None, None, ex, progress=progress,
+                     confirm_cancel=confirm_cancel)
+
+
+def _mined(result) -> tuple[Any, str, str | None]:
+    """(report, status, reason) of a profiled config: mined when it ran ok."""
+    if result.status != "ok":
+        return None, result.status, result.reason
+    try:
+        return mine_profile(result), "ok", None
+    except NsysMineError as exc:
+        return None, "failed", f"mining the export failed: {exc}"
+
+
+def _run_local(db, out_dir: Path, plan: list[PlannedRun], spec: WorkloadSpec,
+               nsys_spec: NsysSpec, ex: ExecutorSpec, *, retry: bool,
+               progress: Progress | None, warn: Callable[[str], None] | None,
+               gpus: list[str] | None) -> SweepOutcome:
+    rows = run_rows(db)
+    held = [p.name for p in plan if (rows.get(p.name) or {}).get("status") in ACTIVE]
+    if held:
+        raise BadOption(f"{len(held)} config(s) of this sweep are Slurm jobs that are still "
+                        f"queued or running (e.g. {held[0]}): collect them with `nsys-mine "
+                        f"sweep --collect {out_dir}`, or run the sweep with --executor slurm.")
     done = finished_names(db, retry)
     outcome = SweepOutcome(out_dir=out_dir, planned=len(plan))
     todo = [p for p in plan if p.name not in done]
     outcome.resumed = [p.name for p in plan if p.name in done]
-    nsys = locate_nsys(nsys_spec.nsys, install=nsys_spec.install) if any(
-        p.cfg is not None for p in todo) else None
-    try:
-        for i, planned in enumerate(todo):
-            if progress:
-                progress(len(outcome.resumed) + i, len(plan), planned.name)
-            if planned.cfg is None:
-                _record(db, planned, None, None, "failed", planned.error)
-                outcome.ran.append(planned.name)
-                continue
-            result = profile_config(planned.cfg, out_dir, nsys_spec, force=True, nsys=nsys)
-            report = None
-            status, reason = result.status, result.reason
-            if status == "ok":
-                try:
-                    report = mine_profile(result)
-                except NsysMineError as exc:
-                    status, reason = "failed", f"mining the export failed: {exc}"
-            _record(db, planned, result, report, status, reason)
-            outcome.ran.append(planned.name)
+    runnable = [p for p in todo if p.cfg is not None]
+    for planned in (p for p in todo if p.cfg is None):  # impossible shapes fail at once
+        record(db, planned, None, None, "failed", planned.error, executor="local")
+        outcome.ran.append(planned.name)
+    if not runnable:
         if progress:
-            progress(len(plan), len(plan), "done")
+            progress(len(plan), len(plan), [])
+        return outcome
+    nsys = locate_nsys(nsys_spec.nsys, install=nsys_spec.install)
+    device = resolve_device(spec.device)
+    lp = local_plan(ex.jobs, device, visible_gpus() if gpus is None else gpus,
+                    threads=spec.threads)
+    for message in lp.warnings:
+        outcome.notes.append(message)
+        if warn:
+            warn(message)
+    run = _run_serial if lp.workers == 1 and not lp.gpus else _run_pool
+    try:
+        run(db, out_dir, plan, runnable, nsys_spec, nsys, lp, outcome, progress)
     except KeyboardInterrupt:
         outcome.interrupted = True
+    else:
+        if progress:
+            progress(len(plan), len(plan), [])
     return outcome
 
+
+def _run_serial(db, out_dir: Path, plan: list[PlannedRun], runnable: list[PlannedRun],
+                nsys_spec: NsysSpec, nsys, lp: LocalPlan, outcome: SweepOutcome,
+                progress: Progress | None) -> None:
+    for planned in runnable:
+        if progress:
+            progress(len(outcome.resumed) + len(outcome.ran), len(plan),
+                     [(short_label(planned.config), "running")])
+        result = profile_config(planned.cfg, out_dir, nsys_spec, force=True, nsys=nsys)
+        report, status, reason = _mined(result)
+        record(db, planned, result, report, status, reason, executor="local")
+        outcome.ran.append(planned.name)
+
+
+def _run_pool(db, out_dir: Path, plan: list[PlannedRun], runnable: list[PlannedRun],
+              nsys_spec: NsysSpec, nsys, lp: LocalPlan, outcome: SweepOutcome,
+              progress: Progress | None) -> None:
+    """``lp.workers`` configs at once in threads (each waits on its own nsys process); each
+    gets a GPU of its own from the pool when there are GPUs. Only this thread writes the
+    index. Ctrl-C stops every running config (their processes are ended by PID)."""
+    stop = threading.Event()
+    pool = GpuPool(lp.gpus) if lp.gpus else None
+    running: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def work(planned: PlannedRun):
+        gpu = pool.acquire() if pool else None
+        with lock:
+            running[short_label(planned.config)] = "running" + (
+                f" on GPU {gpu}" if gpu is not None else "")
+        try:
+            if stop.is_set():
+                raise KeyboardInterrupt
+            result = profile_config(planned.cfg, out_dir, nsys_spec, force=True, nsys=nsys,
+                                    gpu=gpu, stop=stop)
+            return (result, *_mined(result))
+        finally:
+            with lock:
+                running.pop(short_label(planned.config), None)
+            if pool and gpu is not None:
+                pool.release(gpu)
+
+    def board() -> list[tuple[str, str]]:
+        with lock:
+            return sorted(running.items())
+
+    def record_finished(futures: dict[Future, PlannedRun], finished) -> BaseException | None:
+        problem = None
+        for fut in finished:
+            if fut.cancelled():
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                problem = problem or exc
+                continue
+            result, report, status, reason = fut.result()
+            record(db, futures[fut], result, report, status, reason, executor="local")
+            outcome.ran.append(futures[fut].name)
+        return problem
+
+    executor = ThreadPoolExecutor(max_workers=lp.workers, thread_name_prefix="sweep")
+    futures = {executor.submit(work, p): p for p in runnable}
+    pending = set(futures)
+    try:
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            problem = record_finished(futures, finished)
+            if problem is not None:
+                raise problem
+            if progress:
+                progress(len(outcome.resumed) + len(outcome.ran), len(plan), board())
+    except BaseException:
+        stop.set()
+        for fut in pending:
+            fut.cancel()
+        finished, _ = wait(pending)
+        record_finished(futures, finished)  # configs that ended before they were stopped
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 # --------------------------------------------------------------------------------------------
 # tables from the index
@@ -228,6 +300,19 @@ class SweepTables:
     notes: list[str]
 
 
+def config_order(row: dict[str, Any]) -> tuple:
+    """Rows in config order, whatever order they finished in (configs run at once, Slurm):
+    presets small to large, then custom shapes; contexts ascending; modes, precisions and
+    attention in their option order."""
+    def rank(value: Any, choices: tuple[str, ...] | list[str]) -> int:
+        return choices.index(value) if value in choices else len(choices)
+
+    return (rank(row.get("size"), list(PRESETS)), str(row.get("size") or ""),
+            row.get("context") or 0, row.get("batch") or 0, rank(row.get("mode"), MODES),
+            rank(row.get("precision"), PRECISIONS), rank(row.get("attention"), ATTENTIONS),
+            str(row.get("nvtx") or ""), row.get("warmup") or 0, row.get("steps") or 0)
+
+
 def sweep_tables(out_dir: Path) -> SweepTables:
     """The final tables of a sweep, from its index (``sweep --report DIR`` renders these)."""
     index = Path(out_dir) / INDEX_NAME
@@ -239,7 +324,8 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     conn = connect_readonly(index)
     conn.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row, strict=True)}
     try:
-        runs = conn.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
+        runs = sorted(conn.execute("SELECT * FROM runs ORDER BY rowid").fetchall(),
+                      key=config_order)
         order = {r["name"]: i for i, r in enumerate(runs)}
         nesting = {n: i for i, n in enumerate(nv.HEADLINE_RANGES)}  # step > forward > ...
 
@@ -261,9 +347,13 @@ def sweep_tables(out_dir: Path) -> SweepTables:
     mix_list = sorted(mix.values(), key=lambda r: (order.get(r["name"], 0),
                                                   MIX_SCOPES.index(r["scope"])))
     notes = []
-    counts = {s: sum(r["status"] == s for r in runs) for s in FINISHED}
+    counts = {s: sum(r["status"] == s for r in runs) for s in FINISHED + ACTIVE}
     notes.append(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no runs yet")
-    if runs and not dominant:
+    waiting = sum(counts[s] for s in ACTIVE)
+    if waiting:
+        notes.append(f"{waiting} config(s) are Slurm jobs still queued or running: `nsys-mine "
+                     f"sweep --collect {out_dir}` records them when they end.")
+    if any(r["status"] == "ok" for r in runs) and not dominant:
         notes.append("no CUDA kernels in these runs (CPU profiles): dominant-kernel and category "
                      "tables are empty; range_times holds the CPU range times.")
     label = config_labels(runs)

@@ -70,25 +70,128 @@ class CliResult:
         self.exit_code, self.stdout, self.stderr = code, out, err
 
 
+def run_cli(*args) -> CliResult:
+    """Run ``nsys-mine`` in-process through its real entry point (error boundary included)."""
+    from profile_cli.app import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def cli():
     """cli(*args) runs ``nsys-mine`` in-process through its real entry point (error boundary
     included) and returns exit code, stdout and stderr."""
-    from profile_cli.app import main
-
-    def run(*args: str) -> CliResult:
-        out, err = io.StringIO(), io.StringIO()
-        code = 0
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                main([str(a) for a in args])
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return CliResult(code, out.getvalue(), err.getvalue())
-    return run
+    return run_cli
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Report exports made by tests go to a temporary user cache, not ~/.cache."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
+# --------------------------------------------------------------------------------------------
+# a real one-node Slurm cluster (tests/test_slurm.py)
+
+SLURM_SCRIPT = ROOT / "scripts" / "slurm_cluster.sh"
+SLURM_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scancel",
+                  "srun")
+
+
+def slurm_required() -> bool:
+    return os.environ.get("NSYS_MINE_REQUIRE_SLURM", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A private one-node Slurm cluster (``scripts/slurm_cluster.sh``: munged, slurmctld,
+    slurmd with everything in a temporary folder), started once per session and stopped, by
+    PID, at its end. Returns its slurm.conf (clients find it through $SLURM_CONF). Skips where
+    it cannot start (not root, slurm-wlm/munge not installed); with NSYS_MINE_REQUIRE_SLURM=1
+    (.ci/run) that is a failure instead."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    def unavailable(why: str):
+        if slurm_required():
+            pytest.fail(f"{why}; NSYS_MINE_REQUIRE_SLURM is set, so this is a failure")
+        pytest.skip(why)
+
+    if os.geteuid() != 0:
+        unavailable("a one-node Slurm cluster needs root to start slurmd")
+    missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
+    if missing:
+        unavailable(f"Slurm is not installed ({', '.join(missing)} not found; "
+                    f"`scripts/slurm_cluster.sh install` installs slurm-wlm and munge)")
+    # a short folder: munge's socket path must fit in a Unix socket address
+    folder = Path(tempfile.mkdtemp(prefix="nsm-slurm-", dir="/tmp"))
+    # 4 job slots whatever the core count: several tests' jobs only sleep
+    env = dict(os.environ, SLURM_CLUSTER_CPUS=str(max(4, os.cpu_count() or 1)))
+    proc = subprocess.run(["bash", str(SLURM_SCRIPT), "start", str(folder)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    try:
+        if proc.returncode != 0:
+            unavailable(f"the one-node Slurm cluster did not start: "
+                        f"{' | '.join(proc.stderr.strip().splitlines()[-4:])}")
+        yield folder / "slurm.conf"
+    finally:
+        subprocess.run(["bash", str(SLURM_SCRIPT), "stop", str(folder)], capture_output=True,
+                       timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+OVER_TIME_SLEEP_S = 607  # a number no other test's stand-in sleeps, to look for leftovers
+
+
+def sleeping_nsys(folder: Path, seconds: int = 600) -> Path:
+    """A stand-in nsys that answers --version and then never finishes a profile (a Slurm job
+    that stays put until it is cancelled or reaches its time limit)."""
+    import stat
+
+    path = folder / "nsys-sleeps"
+    path.write_text('#!/usr/bin/env bash\nif [ "$1" = --version ]; then\n'
+                    '  echo "NVIDIA Nsight Systems version 2022.4.2.1-stand-in"; exit 0\nfi\n'
+                    f'sleep {seconds} &\nwait $!\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture(scope="session")
+def slurm_over_time(slurm_cluster, tmp_path_factory):
+    """A one-config Slurm sweep whose job sleeps past ``--slurm-time 1``, Slurm's shortest
+    limit (Slurm checks limits every 30 s: the job ends 60-90 s after it starts). Submitted with
+    --no-wait when the session starts (``_submit_slow_slurm_jobs_first``), so that its minute
+    passes while the other tests run; tests/test_slurm.py collects it. Returns its folder."""
+    for module in ("torch", "nvtx", "submitit"):
+        pytest.importorskip(module)
+    folder = tmp_path_factory.mktemp("over-time")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", str(slurm_cluster))
+        res = run_cli("sweep", "--executor", "slurm", "--size", "tiny", "--context", "16",
+                      "--mode", "forward", "--device", "cpu", "--warmup", "1", "--steps", "1",
+                      "--nsys", sleeping_nsys(folder, OVER_TIME_SLEEP_S), "--slurm-time", "1",
+                      "--no-wait",
+                      "--out", folder / "out")
+    assert res.exit_code == 0, res.stderr
+    return folder / "out"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _submit_slow_slurm_jobs_first(request):
+    """When the session includes the time-limit test, start the cluster and submit its job
+    before the first test (a skip or failure is kept by pytest for the tests that need it)."""
+    if any("slurm_over_time" in getattr(item, "fixturenames", ())
+           for item in request.session.items):
+        try:
+            request.getfixturevalue("slurm_over_time")
+        except (Exception, pytest.skip.Exception, pytest.fail.Exception):
+            pass
+    yield
