@@ -62,6 +62,7 @@ class ExportAnalysis:
         self._view_names: RangeNames | None = None  # complete names of the view, if known
         self._pairs: dict[str, Pairs] = {}
         self._merge: bool | None = None
+        self._merged: dict[int, tuple[RangeNames, RangeNames]] = {}  # names -> merged names
         self._shown: np.ndarray | None = None
 
     @property
@@ -118,7 +119,12 @@ class ExportAnalysis:
                 names = self._view_names = self._complete_raw_names()
             else:
                 names = range_names(self.export, act.ranges, rows=rows)
-        return names.merged_op_ids() if self.merges_op_ids(names) else names
+        if not self.merges_op_ids(names):
+            return names
+        cached = self._merged.get(id(names))
+        if cached is None or cached[0] is not names:
+            cached = self._merged[id(names)] = (names, names.merged_op_ids())
+        return cached[1]
 
     def merges_op_ids(self, names: RangeNames | None = None) -> bool:
         """Whether PyTorch operator calls are merged (``auto``: decided once, on the names)."""

@@ -8,6 +8,8 @@ Rows (all times in ns per instance of the thing named):
 - ``range``: every range name in both exports (as shown by ``within``/``depth``/``match``),
   the GPU time of the kernels whose innermost range it is, per instance: a range's own time, so
   a change inside ``forward`` is not counted again in ``step`` (CPU time without kernels).
+  Instances that launched no kernel count in the time per instance but are no samples of the
+  noise test (they say nothing about how fast kernels ran; trimmed captures have many).
 - ``kernel``: every kernel family (``compare.kernel_family``): its GPU time per scope instance.
 
 Verdicts: ``reports.stats.judge`` on samples: range and overall rows on per-instance values;
@@ -139,9 +141,12 @@ def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: floa
     if scope is not None:
         if gpu:
             sb, sc = base.instance_gpu_ns(scope, "all"), cand.instance_gpu_ns(scope, "all")
+            overall = verdict_row("overall", scope, sb[sb > 0], sc[sc > 0], _mean(sb),
+                                  _mean(sc), sb.size, sc.size)
         else:
             sb, sc = base.instance_cpu_ns(scope), cand.instance_cpu_ns(scope)
-        overall = verdict_row("overall", scope, sb, sc, _mean(sb), _mean(sc), sb.size, sc.size)
+            overall = verdict_row("overall", scope, sb, sc, _mean(sb), _mean(sc), sb.size,
+                                  sc.size)
         notes.append(f"overall: {unit} time per {scope!r} instance ({sb.size} vs {sc.size} "
                      f"instances).")
     elif gpu:
@@ -163,9 +168,14 @@ def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: floa
                 continue
             if gpu:
                 b, c = base.instance_gpu_ns(name), cand.instance_gpu_ns(name)
+                # instances that launched no kernel have no GPU time to compare: they count
+                # in the time per instance, not as samples of the noise test
+                rows.append(verdict_row("range", name, b[b > 0], c[c > 0], _mean(b), _mean(c),
+                                        b.size, c.size))
             else:
                 b, c = base.instance_cpu_ns(name), cand.instance_cpu_ns(name)
-            rows.append(verdict_row("range", name, b, c, _mean(b), _mean(c), b.size, c.size))
+                rows.append(verdict_row("range", name, b, c, _mean(b), _mean(c), b.size,
+                                        c.size))
         only = len(set(nb.names) ^ set(nc.names))
         if only:
             notes.append(f"{only} range name(s) exist in one export only: not diffed.")

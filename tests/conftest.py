@@ -195,3 +195,17 @@ def _submit_slow_slurm_jobs_first(request):
         except (Exception, pytest.skip.Exception, pytest.fail.Exception):
             pass
     yield
+
+
+@pytest.fixture(scope="session")
+def cpu_profile(nsys_bin, tmp_path_factory) -> Path:
+    """A real export of the project's model made on CPU by `nsys-mine profile` (tiny model,
+    NVTX fine, 1 warmup + 3 measured training steps), shared by the tests that need one."""
+    pytest.importorskip("torch")
+    pytest.importorskip("nvtx")
+    out = tmp_path_factory.mktemp("cpu_profile")
+    res = run_cli("profile", "--size", "tiny", "--context", "32", "--mode", "train", "--nvtx",
+                  "fine", "--warmup", "1", "--steps", "3", "--device", "cpu", "--threads", "1",
+                  "--out-dir", out, "--nsys", nsys_bin, "--timeout", "300", "-f", "json")
+    assert res.exit_code == 0, res.stderr
+    return out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s3.sqlite"

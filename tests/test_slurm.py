@@ -135,7 +135,7 @@ def test_four_configs_end_ok_and_a_killed_driver_neither_loses_nor_duplicates_on
         raise RuntimeError("driver killed right after sbatch")
 
     with monkeypatch.context() as mp:
-        mp.setattr(slurm_executor, "update_rows", killed_after_sbatch)
+        mp.setattr(slurm_executor, "update_index_rows", killed_after_sbatch)
         with pytest.raises(RuntimeError, match="killed right after sbatch"):
             run_sweep(spec, out, NsysSpec(nsys=str(gated)),
                       ExecutorSpec(executor="slurm", slurm_poll_s=1))
