@@ -30,11 +30,11 @@ from typing import Any
 
 from nsys_parsers.errors import BadOption, NsysMineError, closest_names
 from reports.common import Report
-from reports.render import View, human_ns
+from reports.render import View, human_ns, shorten_name
 
 CHECK_COLUMNS = ["rule", "range", "status", "observed", "expected", "message"]
-CHECK_VIEW = View(columns=["status", "observed", "expected", "range", "rule"],
-                  drop=("range",), noun="rules")
+CHECK_VIEW = View(columns=["status", "rule", "observed", "expected", "message"],
+                  drop=("expected", "observed"), noun="rules")
 ASSERTIONS = ("min_instances", "dominant_category", "dominant_kernel", "share",
               "max_gpu_ns_per_instance", "max_cpu_ns_per_instance", "max_regression_pct")
 KEYS = {"name", "range", "min_instances", "dominant_category", "dominant_kernel", "category",
@@ -225,13 +225,14 @@ def _evaluate(a: Any, rule: Rule, baseline: Any, alpha: float) -> Outcome:
                                 f"{v['category']} is {share:g}% of the GPU time")
             if row.get("kernel") is None:
                 return _outcome(rule, False, None, _expected(rule), "no kernels attributed")
+            kernel = shorten_name(row["kernel"], 60)
             if rule.assertion == "dominant_category":
                 return _outcome(rule, row["category"] == v["category"], row["category"],
-                                v["category"], f"dominant kernel {row['kernel']} "
+                                v["category"], f"dominant kernel {kernel} "
                                 f"({row['category']}, {row['share_pct']:g}%)")
             found = bool(v["regex"].search(row["kernel"]))
             return _outcome(rule, found, row["kernel"], f"/{v['regex'].pattern}/",
-                            f"dominant kernel {row['kernel']} ({row['share_pct']:g}%)")
+                            f"dominant kernel {kernel} ({row['share_pct']:g}%)")
         if rule.assertion == "max_gpu_ns_per_instance":
             per = _gpu_per_instance(a, rule.range)
             return _outcome(rule, per <= v["limit"], per, f"<= {v['limit']:g}",
@@ -295,7 +296,7 @@ def _regression(a: Any, rule: Rule, baseline: Any, alpha: float) -> Outcome:
     change = f"{v.change_pct:+.1f}%" if v.change_pct is not None else "new"
     return Outcome(rule, "fail" if v.verdict == "regression" else "pass",
                    round(v.change_pct, 1) if v.change_pct is not None else None,
-                   f"<= +{rule.values['limit']:g}% (or not significant)",
+                   f"<= +{rule.values['limit']:g}%",
                    f"{change} vs baseline: {v.verdict} ({v.reason})")
 
 

@@ -50,7 +50,7 @@ def kernel_family(name: str) -> str:
     arguments, the parameter list, the return type, and underscore-separated shape tokens
     (``128x64``, ``tilesize128x128x8``, ``nn``/``tn``, ``stage3``) and a trailing instance
     number (``triton_poi_fused_add_0``)."""
-    text = name
+    text = re.sub(r"\((?:anonymous namespace|anonymous)\)::|<unnamed>::", "", name)
     while True:  # innermost template argument lists first
         stripped = re.sub(r"<[^<>]*>", "", text)
         if stripped == text:

@@ -91,6 +91,8 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
         return human_bytes(value)
     if column.endswith("_pct"):
         return _fmt_num(value, 1)
+    if column == "p_value" and isinstance(value, float):
+        return f"{value:.2g}"
     if isinstance(value, float):
         if value.is_integer():
             return _fmt_num(value, 0)

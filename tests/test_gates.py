@@ -164,7 +164,7 @@ def test_diff_finds_the_slowed_range_and_its_kernels_only(cli, fx, tmp_path):
     slow = _slowed_copy(fx(FASTVIDEO), tmp_path / "slow.sqlite", SLOW_RANGE)
     res, rows = _diff(cli, fx(FASTVIDEO), slow, "--top", "0")
     regressions = {(r["level"], r["key"]) for r in rows if r["verdict"] == "regression"}
-    assert regressions == {("range", SLOW_RANGE), ("kernel", "::softmax_warp_forward")}
+    assert regressions == {("range", SLOW_RANGE), ("kernel", "softmax_warp_forward")}
     slow_range = next(r for r in rows if r["key"] == SLOW_RANGE)
     assert slow_range["change_pct"] == pytest.approx(50, abs=0.5)
     assert slow_range["p_value"] < 0.05
