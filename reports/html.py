@@ -50,9 +50,10 @@ td.text { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 42rem; }
 p.note { color: #6b5b00; background: #fffbea; border-left: 3px solid #e6c300;
          padding: 0.25rem 0.6rem; margin: 0.25rem 0; font-size: 0.85rem;
          overflow-wrap: anywhere; }
-figure { margin: 0.8rem 0; }
+figure { margin: 0.8rem 1.2rem 0.8rem 0; display: inline-block; vertical-align: top;
+         max-width: 100%; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
-figcaption { color: #555; font-size: 0.85rem; }
+figcaption { color: #555; font-size: 0.85rem; max-width: 40rem; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2rem 1rem; }
 dl.facts dt { font-weight: 600; }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; font-family: ui-monospace, SFMono-Regular,

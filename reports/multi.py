@@ -51,7 +51,8 @@ def ask_each(targets: list[ExportTarget], ask: Callable[[Any], Report],
                 answers.append(Answer(t, ask(analysis)))
         except NsysMineError as exc:
             first_error = first_error or exc
-            skipped.append(f"{t.label}: left out: {exc}")
+            skipped.append(f"left out: {exc}" if t.path.name in str(exc)
+                           else f"left out {t.label}: {exc}")
     if not answers and first_error is not None:
         raise first_error
     return answers, skipped

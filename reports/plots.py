@@ -66,6 +66,22 @@ def _plain_log(axis: Any) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def _title(ax: Any, text: str) -> None:
+    """A title left-aligned over the axes, wrapped to the figure's width."""
+    import textwrap
+
+    width_in = ax.figure.get_figwidth()
+    ax.set_title(textwrap.fill(text, max(30, int(width_in * 9))), loc="left", fontsize=11)
+
+
+def compact_ns(ns: float) -> str:
+    """A duration in three significant digits for a plot cell: ``453 µs``, ``1.02 ms``."""
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
 def _text_color(hex_color: str) -> str:
     """Black or white, whichever reads better on ``hex_color``."""
     r, g, b = (int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5))
@@ -99,7 +115,7 @@ def category_shares_png(bars: Sequence[tuple[str, dict[str, float]]], *, title: 
     ax.set_yticks(ys, [label(name) for name, _ in bars], fontsize=9)
     ax.set_xlim(0, 100)
     ax.set_xlabel(xlabel)
-    ax.set_title(title, loc="left", fontsize=11)
+    _title(ax, title)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9,
@@ -121,7 +137,7 @@ def range_times_png(rows: Sequence[tuple[str, float]], *, title: str, xlabel: st
     ax.set_xlim(0, top * 1.18)
     ax.set_yticks(ys, [label(name) for name, _ in rows], fontsize=9)
     ax.set_xlabel(xlabel)
-    ax.set_title(title, loc="left", fontsize=11)
+    _title(ax, title)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     return _png(fig)
@@ -149,7 +165,7 @@ def attention_png(rows: Sequence[dict[str, Any]], *, title: str) -> bytes:
     left.set_yticks(ys, [label(r["range"], 28) for r in rows], fontsize=9)
     left.set_xlabel("share of the attention sub-ranges (%)")
     left.legend(loc="lower right", fontsize=8, frameon=False)
-    left.set_title(title, loc="left", fontsize=11)
+    _title(left, title)
     rate = [float(r["achieved_gflops"] or 0) for r in rows]
     right.barh(ys, rate, color="#228833", height=0.6)
     top = max(rate, default=0.0) or 1.0
@@ -215,7 +231,7 @@ def heatmap_png(values: Sequence[Sequence[float | None]], texts: Sequence[Sequen
     ax.set_yticks(range(nr), [label(x, 28) for x in row_labels], fontsize=9)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, loc="left", fontsize=11)
+    _title(ax, title)
     if mappable is not None and colorbar:
         bar = fig.colorbar(mappable, ax=ax, shrink=0.9)
         bar.set_label(colorbar)
@@ -255,7 +271,7 @@ def lines_png(series: Sequence[tuple[str, str, Sequence[float], Sequence[float]]
     _plain_log(ax.yaxis)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, loc="left", fontsize=11)
+    _title(ax, title)
     ax.grid(color="#dddddd", linewidth=0.6, which="both")
     ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _png(fig)

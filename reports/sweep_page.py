@@ -11,6 +11,7 @@ attention table, which uses kernel time when there are kernels.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import replace
 from typing import Any
@@ -19,7 +20,7 @@ from nsys_parsers.errors import BadOption, RangeNotFound
 from nvtx_model import nvtx_ranges as nv
 from reports.attention import ATTENTION_VIEW, SUB_RANGES, AttentionShape, attention_rows
 from reports.page import Figure, Page, Section, Sentences, Table, Text
-from reports.render import View, human_ns
+from reports.render import View
 from reports.sidecar import read_sidecar
 
 GROUP_FIELDS = ("mode", "precision", "attention", "batch")
@@ -80,7 +81,8 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
     # -- answers ---------------------------------------------------------------------------
     answers = Section("Headline answers", "headline")
     answers.blocks.append(Sentences(_sweep_sentences(runs, label, times, step_mix)))
-    answers.blocks += [Text(n) for n in notes]
+    counts_note = re.compile(r"^\d+ \w+(, \d+ \w+)*$")  # said in the lead already
+    answers.blocks += [Text(n) for n in notes if not counts_note.match(n)]
     page.sections.append(answers)
 
     # -- heatmaps --------------------------------------------------------------------------
@@ -102,7 +104,7 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
                     trow.append(run["status"] if run["status"] != "ok" else "no step")
                 else:
                     vrow.append(float(step["avg_ns"]) / 1e6)
-                    trow.append(human_ns(step["avg_ns"]))
+                    trow.append(plots.compact_ns(float(step["avg_ns"])))
                 crow.append(run)
             values.append(vrow)
             texts.append(trow)
@@ -206,8 +208,6 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
 
 
 def _slug(text: str) -> str:
-    import re
-
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "all"
 
 
@@ -256,21 +256,25 @@ def _attention_rows(runs: list[dict[str, Any]], label: dict[str, str],
 def _sweep_sentences(runs: list[dict[str, Any]], label: dict[str, str],
                      times: dict[str, dict[str, dict[str, Any]]],
                      step_mix: dict[str, dict[str, float]]) -> list[str]:
+    """One sentence per finished config (phase times, the forward's dominant kernel, the
+    step's dominant category), then one per reason configs did not finish."""
+    from reports.plots import compact_ns
+    from reports.render import shorten
+
     out = []
+    problems: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in runs:
         name = label[r["name"]]
         if r["status"] != "ok":
             reason = (r.get("reason") or "").strip().splitlines()
-            out.append(f"{name}: {r['status']}" + (f" ({reason[0][:160]})" if reason else ""))
+            problems[(r["status"], reason[0][:200] if reason else "")].append(name)
             continue
         t = times.get(r["name"], {})
-        parts = [f"{p} {human_ns(t[p]['avg_ns'])}" for p in (nv.STEP, nv.FORWARD, nv.BACKWARD)
-                 if p in t]
+        parts = [f"{p} {compact_ns(float(t[p]['avg_ns']))}"
+                 for p in (nv.STEP, nv.FORWARD, nv.BACKWARD) if p in t]
         text = f"{name}: " + (", ".join(parts) if parts else "no step ranges")
         kernel = r.get("forward_kernel")
         if kernel:
-            from reports.render import shorten
-
             text += (f"; forward dominated by {shorten(kernel, 60, signature=True)} "
                      f"({r.get('forward_share_pct'):g}%)")
         m = step_mix.get(r["name"])
@@ -278,4 +282,8 @@ def _sweep_sentences(runs: list[dict[str, Any]], label: dict[str, str],
             cat, pct = max(m.items(), key=lambda kv: (kv[1], kv[0]))
             text += f"; step: {cat} {pct:g}%"
         out.append(text)
+    for (status, reason), names in problems.items():
+        listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        out.append(f"{status}: {len(names)} config{'s' if len(names) != 1 else ''} ({listed})"
+                   + (f": {reason}" if reason else ""))
     return out
