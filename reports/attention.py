@@ -84,6 +84,7 @@ def attention_rows(range_rows: list[dict[str, Any]], shape: AttentionShape, *,
     flop_sum = sum(flop[n] for n in subs)
     time_sum = sum(times[n] or 0 for n in subs)
     base = nv.ATTENTION_SCORES if nv.ATTENTION_SCORES in by_name else None
+    base_time = times[base] if base else None
     rows = []
     for name in [*subs, *([nv.SDPA] if nv.SDPA in by_name else [])]:
         t = times[name]
@@ -99,8 +100,8 @@ def attention_rows(range_rows: list[dict[str, Any]], shape: AttentionShape, *,
             "time_pct": r1(100.0 * (t or 0) / time_sum) if is_sub and time_sum else None,
             "flop_ratio": (round(flop[name] / flop[base], 3)
                            if base and is_sub else None),
-            "time_ratio": (round((t or 0) / times[base], 3)
-                           if base and is_sub and times[base] else None),
+            "time_ratio": (round((t or 0) / base_time, 3)
+                           if base and is_sub and base_time else None),
         })
     what = "GPU time of the kernels launched inside each range" if gpu else (
         "CPU time of the ranges (no CUDA kernels in this export)")
@@ -129,8 +130,10 @@ def attention_sentence(row: dict[str, Any]) -> str:
             and row["range"] != nv.ATTENTION_SCORES:
         text += (f"; {row['flop_ratio']:g}x the FLOPs of {nv.ATTENTION_SCORES} and "
                  f"{row['time_ratio']:g}x its time")
-    if row["achieved_gflops"] is not None:
-        text += f"; {row['achieved_gflops']:,.2f} GFLOP/s achieved"
+    rate = row["achieved_gflops"]
+    if rate is not None:
+        text += f"; {rate:,.0f}" if rate >= 100 else f"; {rate:.3g}"
+        text += " GFLOP/s achieved"
     return text
 
 

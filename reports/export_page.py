@@ -23,7 +23,7 @@ from reports.attention import (
 from reports.dominant import DOMINANT_VIEW, model_order, sentence
 from reports.kernel_summary import KERNEL_VIEW
 from reports.memops import MEMOPS_VIEW
-from reports.page import Facts, Figure, Page, Section, Sentences, Table, Text
+from reports.page import Block, Facts, Figure, Page, Section, Sentences, Table, Text
 from reports.range_summary import RANGE_VIEW
 from reports.render import View, human_ns, shorten
 from reports.sidecar import config_line
@@ -155,8 +155,8 @@ def export_page(analysis: Any, *, label: str, sidecar: dict[str, Any] | None = N
     page.sections.append(Section("Memory operations", "memops", mem_blocks))
 
     # -- metadata ----------------------------------------------------------------------
-    page.sections.append(Section("Export", "export", [Facts(_facts(info, label, sidecar))]
-                                 + [Text(n) for n in notes]))
+    facts: list[Block] = [Facts(_facts(info, label, sidecar))]
+    page.sections.append(Section("Export", "export", facts + [Text(n) for n in notes]))
     return page
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from nsys_parsers.errors import NsysMineError
 from reports.common import Report
@@ -59,7 +59,7 @@ def ask_each(targets: list[ExportTarget], ask: Callable[[Any], Report],
 
 
 @contextlib.contextmanager
-def _open(path: Path):  # type: ignore[no-untyped-def]
+def _open(path: Path) -> Iterator[Any]:
     from reports.analysis import ExportAnalysis
 
     with ExportAnalysis(path) as a:
@@ -67,7 +67,7 @@ def _open(path: Path):  # type: ignore[no-untyped-def]
 
 
 def combine(answers: list[Answer], columns: list[str], view: View, *,
-            skipped: list[str] = (), top_each: int | None = None) -> tuple[Report, View]:
+            skipped: Sequence[str] = (), top_each: int | None = None) -> tuple[Report, View]:
     """One report of every answer's rows with ``config`` first, and the view people see it
     through (``config`` first, no pinned rows, rows in export order). ``top_each``: the top
     rows of each export (its view's ranking, pinned rows kept); None or 0: all rows. Notes

@@ -592,9 +592,9 @@ def render_rows(
         if fmt == "json":
             return Rendered(text=to_json([{c: r.get(c) for c in columns} for r in rows]))
         return Rendered(text=to_csv(rows, columns))
-    shown = rows_for_people(rows, view, top)
-    rows, columns, footer = shown.rows, shown.columns, shown.footer
-    notes = ([footer] if footer else []) + shown.notes + notes
+    people = rows_for_people(rows, view, top)
+    rows, columns, footer = people.rows, people.columns, people.footer
+    notes = ([footer] if footer else []) + people.notes + notes
     if fmt == "text" and sentences:
         shown = sentences[: len(rows)] if footer else sentences
         return Rendered(text="".join(f"{s}\n" for s in caption + shown + notes))

@@ -37,8 +37,9 @@ class AttentionShape:
     def over(self, config: dict[str, Any] | None) -> AttentionShape:
         """These values, else the sidecar ``config``'s (same keys)."""
         mine, config = self.resolved(), config or {}
-        return replace(mine, **{n: _int(config.get(n)) for n in SHAPE_FIELDS
-                                if getattr(mine, n) is None})
+        values: dict[str, Any] = {n: _int(config.get(n)) for n in SHAPE_FIELDS
+                                  if getattr(mine, n) is None}
+        return replace(mine, **values)
 
     @property
     def missing(self) -> list[str]:

@@ -90,9 +90,13 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
     for key, members in groups.items():
         title = _group_title(key, varying)
         cells = {(str(r["size"]), int(r["context"])): r for r in members}
-        values, texts, colors = [], [], []
+        values: list[list[float | None]] = []
+        texts: list[list[str]] = []
+        colors: list[list[dict[str, Any] | None]] = []
         for size in sizes:
-            vrow, trow, crow = [], [], []
+            vrow: list[float | None] = []
+            trow: list[str] = []
+            crow: list[dict[str, Any] | None] = []
             for ctx in contexts:
                 run = cells.get((size, ctx))
                 step = times.get(run["name"], {}).get(nv.STEP) if run else None
@@ -117,17 +121,21 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
             alt=f"Heatmap of the step time over model size and context length ({title}); "
                 f"cells of configs that did not run say why."))
         if has_kernels:
-            shares, ctext, ccolor = [], [], []
+            shares: list[list[float | None]] = []
+            ctext: list[list[str]] = []
+            ccolor: list[list[str | None]] = []
             for row in colors:
-                srow, trow, krow = [], [], []
+                srow: list[float | None] = []
+                krow: list[str | None] = []
+                trow = []
                 for run in row:
-                    m = step_mix.get(run["name"]) if run else None
-                    if not m:
+                    cell = step_mix.get(run["name"]) if run else None
+                    if not cell:
                         srow.append(None)
                         krow.append(None)
                         trow.append(run["status"] if run and run["status"] != "ok" else "")
                         continue
-                    cat, pct = max(m.items(), key=lambda kv: (kv[1], kv[0]))
+                    cat, pct = max(cell.items(), key=lambda kv: (kv[1], kv[0]))
                     srow.append(pct)
                     krow.append(plots.category_color(cat))
                     trow.append(f"{cat}\n{pct:.0f}%")
