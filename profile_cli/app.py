@@ -285,13 +285,14 @@ shape_options = option_group(AttentionShape, {
         "--size", metavar="PRESET", rich_help_panel=SHAPE_PANEL,
         help="Model size preset: gives --d-model and --heads.")],
     "d_model": Annotated[Optional[int], typer.Option(
-        "--d-model", min=1, rich_help_panel=SHAPE_PANEL, help="Model width d.")],
+        "--d-model", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Model width d.")],
     "heads": Annotated[Optional[int], typer.Option(
-        "--heads", min=1, rich_help_panel=SHAPE_PANEL, help="Attention heads h.")],
+        "--heads", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Attention heads h.")],
     "context": Annotated[Optional[int], typer.Option(
-        "--context", min=1, rich_help_panel=SHAPE_PANEL, help="Context length T (tokens).")],
+        "--context", min=1, metavar="N", rich_help_panel=SHAPE_PANEL,
+        help="Context length T (tokens).")],
     "batch": Annotated[Optional[int], typer.Option(
-        "--batch", min=1, rich_help_panel=SHAPE_PANEL, help="Batch size B.")],
+        "--batch", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Batch size B.")],
 }, "shape")
 REPORT_FORMATS = ("html", "md")
 
@@ -326,7 +327,7 @@ def attention(export: ExportArg, analysis: AnalysisOptions, shape: AttentionShap
 def report(
     target: Annotated[Path, typer.Argument(
         help="An nsys export (.sqlite, .nsys-rep) or a sweep folder (sweep --out-dir).",
-        show_default=False, metavar="EXPORT|SWEEP_DIR")],
+        show_default=False, metavar="TARGET")],
     analysis: AnalysisOptions,
     shape: AttentionShape,
     output: Annotated[Optional[Path], typer.Option(

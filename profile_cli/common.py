@@ -51,7 +51,7 @@ ExportsArg = Annotated[
     List[Path],
     typer.Argument(help="An nsys export (.sqlite, or .nsys-rep/.qdrep); several, or a sweep "
                         "folder, give one table with a `config` column.",
-                   show_default=False, metavar="EXPORT..."),
+                   show_default=False, metavar="EXPORT"),
 ]
 
 

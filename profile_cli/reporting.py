@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nsys_parsers.errors import MissingData
+from nsys_parsers.errors import ExportNotFound, MissingData
 from profile_cli.sweeper import INDEX_NAME, config_labels, sweep_tables
 from reports.multi import ExportTarget
 
@@ -24,6 +24,11 @@ def _located(folder: Path, stored: str | None) -> str | None:
 
 def sweep_runs(folder: Path) -> tuple[Any, list[dict[str, Any]]]:
     """The sweep's tables, and its runs with their export paths found."""
+    if not (folder / INDEX_NAME).exists():
+        raise ExportNotFound(f"{folder}: is a directory, not an export file, and not a sweep "
+                             f"folder (no {INDEX_NAME}): give the path of a .sqlite export or "
+                             f"a .nsys-rep report, or a folder made by `nsys-mine sweep "
+                             f"--out-dir`.")
     tables = sweep_tables(folder)
     runs = [{**r, "sqlite": _located(folder, r.get("sqlite"))} for r in tables.runs]
     return tables, runs
@@ -52,8 +57,6 @@ def export_targets(paths: list[Path]) -> list[ExportTarget]:
     found: list[tuple[Path, dict[str, Any] | None]] = []
     for p in paths:
         if p.is_dir():
-            if not (p / INDEX_NAME).exists():
-                sweep_tables(p)  # raises: not a sweep folder, and says what to do
             _, runs = sweep_runs(p)
             ok = [r for r in runs if r["status"] == "ok" and r.get("sqlite")]
             if not ok:
@@ -73,7 +76,7 @@ def export_targets(paths: list[Path]) -> list[ExportTarget]:
     else:
         labels = []
     if len(set(labels)) != len(found):
-        labels = [p.name for p, _ in found]
+        labels = [p.name.rsplit(".", 1)[0] for p, _ in found]
     if len(set(labels)) != len(found):
         labels = [str(p) for p, _ in found]
     return [ExportTarget(path=p, label=lbl, config=cfg)
