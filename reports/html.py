@@ -16,6 +16,7 @@ from typing import Any
 
 from reports.page import Facts, Figure, Page, Section, Sentences, Table, Text, shown_table
 from reports.plots import category_color
+from reports.render import shorten
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
@@ -43,7 +44,8 @@ th, td { padding: 0.22rem 0.6rem; border-bottom: 1px solid #e3e3e3; text-align: 
 th { background: #f3f5f8; font-weight: 600; white-space: nowrap; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.name { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
-          font-size: 0.8rem; overflow-wrap: anywhere; max-width: 42rem; }
+          font-size: 0.8rem; overflow-wrap: anywhere; min-width: 9rem; max-width: 42rem; }
+td.cat { white-space: nowrap; }
 td.text { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 42rem; }
 .swatch { display: inline-block; width: 0.7em; height: 0.7em; margin-right: 0.35em;
           border-radius: 2px; vertical-align: baseline; }
@@ -62,6 +64,8 @@ footer { margin-top: 2.5rem; color: #777; font-size: 0.8rem; }
 """
 
 NAME_KINDS = {"name", "kernel", "range", "runner_up", "config", "operation"}
+SIGNATURES = {"name", "kernel", "runner_up"}  # kernel names: shortened by their structure
+KERNEL_CHARS = 64
 
 
 def esc(value: Any) -> str:
@@ -145,10 +149,12 @@ def _td(column: str, cell: str, value: Any, numeric: bool) -> str:
     if numeric:
         return f'<td class="num">{esc(cell)}</td>'
     if column == "category" and cell:
-        return (f'<td><span class="swatch" style="background:{category_color(cell)}">'
-                f"</span>{esc(cell)}</td>")
+        return (f'<td class="cat"><span class="swatch" '
+                f'style="background:{category_color(cell)}"></span>{esc(cell)}</td>')
     if column in NAME_KINDS or column.endswith("_kernel"):
         full = str(value) if value is not None else ""
+        if column in SIGNATURES or column.endswith("_kernel"):
+            cell = str(shorten(full, KERNEL_CHARS, signature=True)) if full else cell
         title = f' title="{esc(full[:TITLE_CHARS])}"' if full and full != cell else ""
         return f'<td class="name"{title}>{esc(cell)}</td>'
     return f'<td class="text">{esc(cell)}</td>'

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any, Union
+from urllib.parse import quote
 
 from reports.render import View, cell_text, header_text, numeric_column, rows_for_people
 
@@ -142,7 +143,7 @@ def _md_block(block: Block, stem: str, files: dict[str, bytes]) -> list[str]:
     if isinstance(block, Figure):
         name = figure_file(stem, block)
         files[name] = block.png
-        return [f"![{md_escape(block.alt)}]({name})"]
+        return [f"![{md_escape(block.alt)}]({quote(name)})"]
     t = shown_table(block)
     lines = [f"### {md_escape(block.title)}", ""] if block.title else []
     if t.columns:
