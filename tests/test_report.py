@@ -261,8 +261,8 @@ def test_report_category_mix_and_headline_order():
     assert headline_ranges(["a", "b", "c"], {"b": 3.0, "c": 2.0}) == ["b", "c", "a"]
 
 
-HOSTILE_RANGE = "<script>alert('range')</script>"
-HOSTILE_IMG = '<img src=x onerror="alert(1)">'
+HOSTILE_RANGE = "<script>document.title='pwned'</script>"
+HOSTILE_IMG = '<img src=x onerror="document.title=\'pwned\'">'
 HOSTILE_KERNEL = "void k<</td></tr></table><script>alert(2)</script>>(float *)"
 
 
@@ -288,12 +288,12 @@ def test_report_escapes_everything_from_the_export(tmp_path, cli):
     assert not [t for t, _ in tags.tags if t == "b"]
     text = "".join(tags.text)
     assert HOSTILE_RANGE in text and HOSTILE_IMG in text and "<b>bold</b>_gemm" in text
-    assert "&lt;script&gt;alert(&#x27;range&#x27;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
     md = tmp_path / "x.md"
     assert cli("report", export, "-o", md).exit_code == 0
     text = md.read_text()
     assert "<script" not in text and "<img" not in text and "<b>" not in text
-    assert "&lt;script&gt;alert('range')&lt;/script&gt;" in text
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in text
 
 
 def test_report_markdown_writes_pngs_beside_it(tmp_path, cli):

@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_report import DLPROF, hostile_export, nonblank, parse
+from tests.test_report import (
+    DLPROF,
+    HOSTILE_IMG,
+    HOSTILE_RANGE,
+    hostile_export,
+    nonblank,
+    parse,
+)
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -124,10 +131,9 @@ def test_escaped_names_run_nothing_in_browser(chromium, cli, tmp_path):
     assert cli("report", s_export, "-o", out).exit_code == 0
     b = browse(chromium, out, tmp_path)
     check_page(b)
-    assert "<script>alert('range')</script>" in b.text
-    assert '<img src=x onerror="alert(1)">' in b.text
-    assert "<b>bold</b>_gemm" in b.text
+    assert HOSTILE_RANGE in b.text and HOSTILE_IMG in b.text and "<b>bold</b>_gemm" in b.text
     assert not [t for t, _ in parse(b.dom).tags if t == "b"]
+    assert "<title>nsys-mine report: x.sqlite</title>" in b.dom  # no script set it
 
 
 # --------------------------------------------------------------------------------------------
