@@ -7,7 +7,7 @@ import inspect
 import sys
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
@@ -45,6 +45,12 @@ OutputOpt = Annotated[
 ExportArg = Annotated[
     Path,
     typer.Argument(help="An nsys export: .sqlite, or .nsys-rep/.qdrep (exported with nsys).",
+                   show_default=False, metavar="EXPORT"),
+]
+ExportsArg = Annotated[
+    List[Path],
+    typer.Argument(help="An nsys export (.sqlite, or .nsys-rep/.qdrep); several, or a sweep "
+                        "folder, give one table with a `config` column.",
                    show_default=False, metavar="EXPORT"),
 ]
 

@@ -74,6 +74,17 @@ def human_bytes(value: Any) -> str:
     return f"{v:.0f} B"
 
 
+def human_flop(value: Any) -> str:
+    """A FLOP count with an SI prefix: ``524.3 k``, ``1.07 G``, ``3.4 T``."""
+    if _is_missing(value):
+        return ""
+    v = float(value)
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}"
+    return f"{v:.0f}"
+
+
 def _cell(column: str, value: Any, *, human: bool) -> str:
     if _is_missing(value):
         return ""
@@ -89,6 +100,9 @@ def _cell(column: str, value: Any, *, human: bool) -> str:
         return human_ns(float(value) * 1e9)
     if human and column.endswith("_bytes") and isinstance(value, (int, float)):
         return human_bytes(value)
+    if human and (column == "flop" or column.endswith("_flop")) and isinstance(
+            value, (int, float)):
+        return human_flop(value)
     if column.endswith("_pct"):
         return _fmt_num(value, 1)
     if column == "p_value" and isinstance(value, float):
@@ -125,6 +139,8 @@ HEADERS = {
     "base_per_instance_ns": "base per inst", "cand_per_instance_ns": "cand per inst",
     "base_instances": "base inst", "cand_instances": "cand inst",
     "params_bytes": "params mem", "grads_bytes": "grads mem", "optimizer_bytes": "optimizer mem",
+    "flop": "FLOP", "achieved_gflops": "GFLOP/s", "flop_pct": "FLOP %",
+    "flop_ratio": "FLOP vs scores", "time_ratio": "time vs scores",
 }
 
 
@@ -503,6 +519,53 @@ def top_rows(rows: list[dict[str, Any]], view: View, top: int | None
     return ranked[:view.pinned + top], footer
 
 
+@dataclass
+class Shown:
+    """What people see of a report (``rows_for_people``)."""
+
+    rows: list[dict[str, Any]]
+    columns: list[str]
+    footer: str | None  # what the top-N cut left out, if anything
+    notes: list[str]  # columns said once ("every row: ...")
+
+
+def rows_for_people(rows: list[dict[str, Any]], view: View, top: int | None) -> Shown:
+    """The ranked top ``top`` rows (default 20, 0 = all; pinned rows first), the view's
+    columns less those that are zero everywhere (``hide_if_zero``) or the same in every row
+    (``hide_if_constant``: said once in a note), with the view's labels for empty cells.
+    Every human format (and the HTML report) shows a report through this."""
+    rows, footer = top_rows(rows, view, DEFAULT_TOP if top is None else top)
+    columns = [c for c in view.columns if c not in view.hide_if_zero
+               or any(r.get(c) not in (None, 0, "", 0.0) for r in rows)]
+    constant = [c for c in view.hide_if_constant if c in columns and len(rows) > 1
+                and len({repr(r.get(c)) for r in rows}) == 1]
+    notes = []
+    if constant:
+        columns = [c for c in columns if c not in constant]
+        notes.append("every row: " + ", ".join(
+            f"{_header(c)} {_cell(c, rows[0].get(c), human=True)}" for c in constant))
+    if view.null_labels:
+        rows = [{k: (view.null_labels[k] if k in view.null_labels and v is None else v)
+                 for k, v in r.items()} for r in rows]
+    return Shown(rows=rows, columns=columns, footer=footer, notes=notes)
+
+
+def cell_text(column: str, value: Any) -> str:
+    """One cell as people read it: durations, bytes and FLOPs in human units, names
+    shortened (to MAX_NAME_CHARS), shares with one decimal."""
+    return _cell(column, value, human=True)
+
+
+def header_text(column: str) -> str:
+    """A column's header for people (units dropped: the cells carry them)."""
+    return _header(column)
+
+
+def numeric_column(rows: list[dict[str, Any]], column: str) -> bool:
+    """Whether a column holds numbers (right-aligned for people)."""
+    return _numeric(rows, column)
+
+
 def render_rows(
     rows: list[dict[str, Any]],
     columns: list[str],
@@ -540,20 +603,9 @@ def render_rows(
         if fmt == "json":
             return Rendered(text=to_json([{c: r.get(c) for c in columns} for r in rows]))
         return Rendered(text=to_csv(rows, columns))
-    rows, footer = top_rows(rows, view, DEFAULT_TOP if top is None else top)
-    columns = [c for c in view.columns if c not in view.hide_if_zero
-               or any(r.get(c) not in (None, 0, "", 0.0) for r in rows)]
-    constant = [c for c in view.hide_if_constant if c in columns and len(rows) > 1
-                and len({repr(r.get(c)) for r in rows}) == 1]
-    if constant:
-        columns = [c for c in columns if c not in constant]
-        notes.insert(0, "every row: " + ", ".join(
-            f"{_header(c)} {_cell(c, rows[0].get(c), human=True)}" for c in constant))
-    if view.null_labels:
-        rows = [{k: (view.null_labels[k] if k in view.null_labels and v is None else v)
-                 for k, v in r.items()} for r in rows]
-    if footer:
-        notes = [footer] + notes
+    people = rows_for_people(rows, view, top)
+    rows, columns, footer = people.rows, people.columns, people.footer
+    notes = ([footer] if footer else []) + people.notes + notes
     if fmt == "text" and sentences:
         shown = sentences[: len(rows)] if footer else sentences
         return Rendered(text="".join(f"{s}\n" for s in caption + shown + notes))

@@ -155,3 +155,65 @@ if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "--demo":
         sys.exit("usage: python -m tests.synth --demo OUT.sqlite")
     print(demo(Path(sys.argv[2])))
+
+
+def model_run(path: Path, *, context: int = 128, width: float = 1.0, layers: int = 2,
+              warmup: int = 1, steps: int = 2, names: dict[str, str] | None = None) -> Path:
+    """A GPU profile of this project's model, shaped like ``nsys-mine profile`` writes it
+    (warmup > measure > step > forward/loss/backward/optimizer, attention sub-ranges), with
+    kernel times that grow like the real ones: attention with context^2, GEMMs with
+    context x width. Each range ends when its kernels have (the harness synchronizes at
+    phase ends), so range times are wall-clock times. ``names`` renames ranges (traps)."""
+    rename = names or {}
+    s = Synth()
+    scale = context / 128
+    t = 1_000_000
+
+    def rng(name: str, start: int, end: int) -> None:
+        s.range(rename.get(name, name), start, end)
+
+    def kernel(name: str, at: int, dur: int) -> int:
+        s.kernel(name, at + 2_000, at + 2_000 + dur, launch=(at, at + 500))
+        return at + 2_000 + dur
+
+    def step(t: int) -> int:
+        start = t
+        fwd = t
+        for _ in range(layers):
+            a = t
+            sc = kernel("ampere_sgemm_128x64_tn", t + 1_000, int(20_000 * scale * scale))
+            rng("computing attention scores", t + 500, sc + 100)
+            sm = kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>",
+                        sc + 1_000, int(14_000 * scale * scale))
+            rng("computing softmax", sc + 500, sm + 100)
+            fm = kernel("ampere_sgemm_64x64_nn", sm + 1_000, int(16_000 * scale * scale))
+            rng("final matmul", sm + 500, fm + 100)
+            rng("scaled dot product attention", a + 200, fm + 300)
+            rng("attention", a, fm + 500)
+            f = kernel("ampere_sgemm_128x128_nn", fm + 1_000, int(40_000 * scale * width))
+            rng("ffn", fm + 600, f + 100)
+            t = f + 1_000
+        rng("forward", fwd - 100, t)
+        lo = kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>",
+                    t + 1_000, int(5_000 * scale))
+        rng("loss", t + 500, lo + 100)
+        b = lo + 1_000
+        for _ in range(3 * layers):
+            b = kernel("ampere_sgemm_128x64_nt", b + 500, int(30_000 * scale * width))
+        rng("backward", lo + 500, b + 100)
+        o = kernel("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+                   "FusedAdamMathFunctor<float, 4>>", b + 1_000, 40_000)
+        rng("optimizer", b + 500, o + 100)
+        rng("step", start - 200, o + 200)
+        return o + 10_000
+
+    w0 = t
+    for _ in range(warmup):
+        t = step(t)
+    if warmup:
+        rng("warmup", w0 - 500, t)
+    m0 = t
+    for _ in range(steps):
+        t = step(t + 1_000)
+    rng("measure", m0, t + 500)
+    return s.write(path)

@@ -1,0 +1,102 @@
+"""One question asked of several exports: the rows of each, with a ``config`` column.
+
+``kernels``, ``ranges`` and ``dominant`` take several exports or a sweep folder; each export is
+opened on its own (``ExportAnalysis``), asked the same question, and its rows get the label of
+its config (the config fields that vary, from the ``profile`` sidecars or the sweep index) or
+its file name. Rows keep their keys, with ``config`` first; people see the top rows of each
+export (``cut_each``), machines every row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Iterator, Sequence
+
+from nsys_parsers.errors import NsysMineError
+from reports.common import Report
+from reports.render import View, rank_rows
+
+TOP_EACH = 5  # rows per export that people see by default
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """One export of a multi-export question, and the label its rows carry."""
+
+    path: Path
+    label: str
+    config: dict[str, Any] | None = None  # from its profile sidecar, when it has one
+
+
+@dataclass
+class Answer:
+    target: ExportTarget
+    report: Report
+
+
+def ask_each(targets: list[ExportTarget], ask: Callable[[Any], Report],
+             opener: Callable[[Path], ContextManager[Any]] | None = None
+             ) -> tuple[list[Answer], list[str]]:
+    """``ask(analysis)`` of every target; an export that cannot answer (no kernels in a CPU
+    profile, ...) is left out with a note, unless none can: then its error is raised."""
+    if opener is None:
+        opener = _open
+    answers, skipped = [], []
+    first_error: NsysMineError | None = None
+    for t in targets:
+        try:
+            with opener(t.path) as analysis:
+                answers.append(Answer(t, ask(analysis)))
+        except NsysMineError as exc:
+            first_error = first_error or exc
+            skipped.append(f"left out: {exc}" if t.path.name in str(exc)
+                           else f"left out {t.label}: {exc}")
+    if not answers and first_error is not None:
+        raise first_error
+    return answers, skipped
+
+
+@contextlib.contextmanager
+def _open(path: Path) -> Iterator[Any]:
+    from reports.analysis import ExportAnalysis
+
+    with ExportAnalysis(path) as a:
+        yield a
+
+
+def combine(answers: list[Answer], columns: list[str], view: View, *,
+            skipped: Sequence[str] = (), top_each: int | None = None) -> tuple[Report, View]:
+    """One report of every answer's rows with ``config`` first, and the view people see it
+    through (``config`` first, no pinned rows, rows in export order). ``top_each``: the top
+    rows of each export (its view's ranking, pinned rows kept); None or 0: all rows. Notes
+    that every export gives are said once; others name their export."""
+    rows: list[dict[str, Any]] = []
+    sentences: list[str] = []
+    for a in answers:
+        own = dict(zip(map(id, a.report.rows), a.report.sentences, strict=False))
+        ranked = rank_rows(a.report.rows, view)
+        if top_each:
+            ranked = ranked[:view.pinned + top_each]
+        for r in ranked:
+            rows.append({"config": a.target.label, **{c: r.get(c) for c in columns}})
+            if id(r) in own:
+                sentences.append(f"{a.target.label}: {own[id(r)]}")
+    notes: list[str] = []
+    every = [set(a.report.notes) for a in answers]
+    shared = set.intersection(*every) if every else set()
+    for a in answers:
+        for n in a.report.notes:
+            text = n if n in shared else f"{a.target.label}: {n}"
+            if text not in notes:
+                notes.append(text)
+    cut = [a.target.label for a in answers if top_each and
+           len(a.report.rows) > view.pinned + top_each]
+    if cut:
+        notes.insert(0, f"the top {top_each} {view.noun} of each export; --top N shows N "
+                        f"per export, --top 0 all")
+    notes += list(skipped)
+    report = Report(rows=rows, columns=["config", *columns], notes=notes, sentences=sentences)
+    people = replace(view, columns=["config", *view.columns], pinned=0, rank_by=())
+    return report, people

@@ -1,0 +1,297 @@
+"""The report page of a sweep folder (``nsys-mine sweep --out-dir DIR``), from the rows of its
+index (``profile_cli.sweeper.sweep_tables``): step time and the dominant kernel category over
+size x context (one heatmap per mode, precision and attention), forward/backward time against
+context length, attention FLOPs against runtime per config, the dominant kernel per config,
+and the configs that failed, ran out of memory or were skipped, with their reasons.
+
+Times are the NVTX ranges' wall-clock times per instance (the harness synchronizes the device
+at the end of each phase, so forward/backward/step times are real on a GPU too), except in the
+attention table, which uses kernel time when there are kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import replace
+from typing import Any
+
+from nsys_parsers.errors import BadOption, RangeNotFound
+from nvtx_model import nvtx_ranges as nv
+from reports.attention import ATTENTION_VIEW, SUB_RANGES, AttentionShape, attention_rows
+from reports.page import Figure, Page, Section, Sentences, Table, Text
+from reports.render import View
+from reports.sidecar import read_sidecar
+
+GROUP_FIELDS = ("mode", "precision", "attention", "batch")
+PHASES = (nv.STEP, nv.FORWARD, nv.LOSS, nv.BACKWARD, nv.OPTIMIZER)
+PROBLEM_VIEW = View(columns=["config", "status", "reason"], noun="configs")
+RUNS_VIEW = View(columns=["config", "size", "context", "batch", "mode", "precision",
+                          "attention", "status", "wall_s"], noun="configs",
+                 hide_if_constant=("size", "context", "batch", "mode", "precision",
+                                   "attention", "status"))
+
+
+def _group_key(run: dict[str, Any], fields: list[str]) -> tuple[Any, ...]:
+    return tuple(run.get(f) for f in fields)
+
+
+def _group_title(key: tuple[Any, ...], fields: list[str]) -> str:
+    names = {"batch": "batch "}
+    return " · ".join(f"{names.get(f, '')}{v}" for f, v in zip(fields, key, strict=True)) \
+        or "all configs"
+
+
+def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
+               mix: list[dict[str, Any]], range_times: list[dict[str, Any]],
+               notes: list[str], *, labels: dict[str, str], folder: str) -> Page:
+    """The page of a sweep: ``runs``, ``dominant``, ``mix`` and ``range_times`` as
+    ``sweep_tables`` returns them (the last three carry ``config`` labels); ``labels``: the
+    label of each run name."""
+    from reports import page_plots as plots
+
+    label = {r["name"]: labels.get(r["name"], r["name"]) for r in runs}
+    times: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for t in range_times:
+        times[t["name"]][t["range"]] = t
+    step_mix: dict[str, dict[str, float]] = defaultdict(dict)
+    for m in mix:
+        if m["scope"] == nv.STEP:
+            step_mix[m["name"]] = {k[:-4]: float(v or 0) for k, v in m.items()
+                                   if k.endswith("_pct") and v}
+    counts: dict[str, int] = defaultdict(int)
+    for r in runs:
+        counts[r["status"]] += 1
+    has_kernels = bool(dominant)
+    varying = [f for f in GROUP_FIELDS if len({r.get(f) for r in runs}) > 1]
+    sizes = list(dict.fromkeys(str(r["size"]) for r in runs))
+    contexts = sorted({int(r["context"]) for r in runs if r.get("context") is not None})
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        groups[_group_key(r, varying)].append(r)
+
+    page = Page(title=f"nsys-mine sweep report: {folder}", lead=[
+        f"sweep folder: {folder}",
+        f"{len(runs)} configs: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
+        "times: wall-clock per NVTX range instance, measured steps only (the device is "
+        "synchronized at the end of each phase)" + (
+            "" if has_kernels else "; no CUDA kernels in these runs (CPU profiles)"),
+    ])
+
+    # -- answers ---------------------------------------------------------------------------
+    answers = Section("Headline answers", "headline")
+    answers.blocks.append(Sentences(_sweep_sentences(runs, label, times, step_mix)))
+    counts_note = re.compile(r"^\d+ \w+(, \d+ \w+)*$")  # said in the lead already
+    answers.blocks += [Text(n) for n in notes if not counts_note.match(n)]
+    page.sections.append(answers)
+
+    # -- heatmaps --------------------------------------------------------------------------
+    heat = Section("Step time and dominant category over size x context", "heatmaps")
+    for key, members in groups.items():
+        title = _group_title(key, varying)
+        cells = {(str(r["size"]), int(r["context"])): r for r in members}
+        values: list[list[float | None]] = []
+        texts: list[list[str]] = []
+        colors: list[list[dict[str, Any] | None]] = []
+        for size in sizes:
+            vrow: list[float | None] = []
+            trow: list[str] = []
+            crow: list[dict[str, Any] | None] = []
+            for ctx in contexts:
+                run = cells.get((size, ctx))
+                step = times.get(run["name"], {}).get(nv.STEP) if run else None
+                if run is None:
+                    vrow.append(None)
+                    trow.append("")
+                elif run["status"] != "ok" or step is None:
+                    vrow.append(None)
+                    trow.append(run["status"] if run["status"] != "ok" else "no step")
+                else:
+                    vrow.append(float(step["avg_ns"]) / 1e6)
+                    trow.append(plots.compact_ns(float(step["avg_ns"])))
+                crow.append(run)
+            values.append(vrow)
+            texts.append(trow)
+            colors.append(crow)
+        heat.blocks.append(Figure(
+            f"step-time-{_slug(title)}", plots.heatmap_png(
+                values, texts, sizes, [str(c) for c in contexts],
+                title=f"Step time ({title})", xlabel="context length (tokens)",
+                ylabel="model size", colorbar="step time (ms, log scale)"),
+            alt=f"Heatmap of the step time over model size and context length ({title}); "
+                f"cells of configs that did not run say why."))
+        if has_kernels:
+            shares: list[list[float | None]] = []
+            ctext: list[list[str]] = []
+            ccolor: list[list[str | None]] = []
+            for row in colors:
+                srow: list[float | None] = []
+                krow: list[str | None] = []
+                trow = []
+                for run in row:
+                    cell = step_mix.get(run["name"]) if run else None
+                    if not cell:
+                        srow.append(None)
+                        krow.append(None)
+                        trow.append(run["status"] if run and run["status"] != "ok" else "")
+                        continue
+                    cat, pct = max(cell.items(), key=lambda kv: (kv[1], kv[0]))
+                    srow.append(pct)
+                    krow.append(plots.category_color(cat))
+                    trow.append(f"{cat}\n{pct:.0f}%")
+                shares.append(srow)
+                ctext.append(trow)
+                ccolor.append(krow)
+            present = sorted({t.split("\n")[0] for row in ctext for t in row if "\n" in t})
+            heat.blocks.append(Figure(
+                f"dominant-category-{_slug(title)}", plots.heatmap_png(
+                    shares, ctext, sizes, [str(c) for c in contexts],
+                    title=f"Dominant kernel category of a step and its share ({title})",
+                    xlabel="context length (tokens)", ylabel="model size", colors=ccolor,
+                    legend=plots.category_order(present)),
+                alt=f"Heatmap of the dominant kernel category of a training step and its "
+                    f"share of the step's GPU time, over model size and context ({title})."))
+    if not has_kernels:
+        heat.blocks.append(Text("No CUDA kernels in these runs: no dominant-category heatmap "
+                                "(it needs a GPU sweep)."))
+    page.sections.append(heat)
+
+    # -- forward / backward vs context ---------------------------------------------------
+    lines = Section("Forward and backward time vs context length", "context")
+    for key, members in groups.items():
+        title = _group_title(key, varying)
+        series = []
+        for size in sizes:
+            ok = sorted((r for r in members if str(r["size"]) == size and r["status"] == "ok"),
+                        key=lambda r: int(r["context"]))
+            for phase in (nv.FORWARD, nv.BACKWARD):
+                pts = [(int(r["context"]), float(times[r["name"]][phase]["avg_ns"]) / 1e6)
+                       for r in ok if phase in times.get(r["name"], {})]
+                if pts:
+                    series.append((size, phase, [p[0] for p in pts], [p[1] for p in pts]))
+        if series:
+            lines.blocks.append(Figure(
+                f"context-{_slug(title)}", plots.lines_png(
+                    series, title=f"Forward and backward time vs context ({title})",
+                    xlabel="context length (tokens, log scale)",
+                    ylabel="time per instance (ms, log scale)"),
+                alt=f"Lines: forward (solid) and backward (dashed) time per instance against "
+                    f"context length, one colour per model size ({title})."))
+    if not lines.blocks:
+        lines.blocks.append(Text("No finished config has forward or backward range times."))
+    lines.blocks.append(Table(_phase_rows(runs, label, times), View(
+        columns=["config", *(f"{p}_ns" for p in PHASES)], noun="configs",
+        hide_if_zero=tuple(f"{p}_ns" for p in PHASES)), title="Time per phase instance",
+        top=0))
+    page.sections.append(lines)
+
+    # -- attention ---------------------------------------------------------------------------
+    att_rows, att_notes = _attention_rows(runs, label, times)
+    if att_rows or att_notes:
+        page.sections.append(Section("Attention: runtime vs FLOPs per config", "attention", [
+            Table(att_rows, replace(ATTENTION_VIEW, columns=["config", *ATTENTION_VIEW.columns]),
+                  notes=att_notes, top=0)]))
+
+    # -- dominant kernels ------------------------------------------------------------------
+    if has_kernels:
+        page.sections.append(Section("Dominant kernel per config and range", "dominant", [
+            Table(dominant, View(columns=["config", "range", "share_pct",
+                                          "per_range_instance", "category", "kernel"],
+                                 noun="rows"), top=0),
+            Table(mix, View(columns=["config", "scope", *(k for k in (mix[0] if mix else {})
+                                                          if k.endswith("_pct"))],
+                            noun="rows", hide_if_zero=tuple(
+                                k for k in (mix[0] if mix else {}) if k.endswith("_pct"))),
+                  title="Kernel-category mix: forward vs the whole step (%)", top=0)]))
+
+    # -- problems and configs ------------------------------------------------------------
+    problems = [{"config": label[r["name"]], "status": r["status"],
+                 "reason": r.get("reason") or ""} for r in runs if r["status"] != "ok"]
+    page.sections.append(Section("Configs that did not finish", "problems", [
+        Table(problems, PROBLEM_VIEW, top=0) if problems
+        else Text("Every config finished ok.")]))
+    page.sections.append(Section("All configs", "configs", [
+        Table([{"config": label[r["name"]], **r} for r in runs], RUNS_VIEW, top=0)]))
+    return page
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "all"
+
+
+def _phase_rows(runs: list[dict[str, Any]], label: dict[str, str],
+                times: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    rows = []
+    for r in runs:
+        if r["status"] != "ok":
+            continue
+        t = times.get(r["name"], {})
+        rows.append({"config": label[r["name"]],
+                     **{f"{p}_ns": (t[p]["avg_ns"] if p in t else None) for p in PHASES}})
+    return rows
+
+
+def _attention_rows(runs: list[dict[str, Any]], label: dict[str, str],
+                    times: dict[str, dict[str, dict[str, Any]]]
+                    ) -> tuple[list[dict[str, Any]], list[str]]:
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for r in runs:
+        t = times.get(r["name"], {})
+        if r["status"] != "ok" or not any(n in t for n in SUB_RANGES):
+            continue
+        sidecar = read_sidecar(r["sqlite"]) if r.get("sqlite") else None
+        shape = AttentionShape().over((sidecar or {}).get("config"))
+        gpu = any((x.get("gpu_inclusive_ns") or 0) > 0 for x in t.values())
+        try:
+            report = attention_rows(list(t.values()), shape, gpu=gpu)
+        except (BadOption, RangeNotFound) as exc:
+            notes.append(f"{label[r['name']]}: {exc}")
+            continue
+        rows += [{"config": label[r["name"]], **x} for x in report.rows
+                 if x["range"] in SUB_RANGES]
+        for n in report.notes[1:]:
+            if n not in notes:
+                notes.append(n)
+    if rows:
+        notes.insert(0, "time per instance: " + (
+            "GPU time of the kernels launched inside each range" if rows[0]["time_source"] ==
+            "gpu" else "CPU time of the ranges (no CUDA kernels)") + "; one instance = one "
+            "layer's attention in one forward pass.")
+    return rows, notes
+
+
+def _sweep_sentences(runs: list[dict[str, Any]], label: dict[str, str],
+                     times: dict[str, dict[str, dict[str, Any]]],
+                     step_mix: dict[str, dict[str, float]]) -> list[str]:
+    """One sentence per finished config (phase times, the forward's dominant kernel, the
+    step's dominant category), then one per reason configs did not finish."""
+    from reports.page_plots import compact_ns
+    from reports.render import shorten
+
+    out = []
+    problems: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in runs:
+        name = label[r["name"]]
+        if r["status"] != "ok":
+            reason = (r.get("reason") or "").strip().splitlines()
+            problems[(r["status"], reason[0][:200] if reason else "")].append(name)
+            continue
+        t = times.get(r["name"], {})
+        parts = [f"{p} {compact_ns(float(t[p]['avg_ns']))}"
+                 for p in (nv.STEP, nv.FORWARD, nv.BACKWARD) if p in t]
+        text = f"{name}: " + (", ".join(parts) if parts else "no step ranges")
+        kernel = r.get("forward_kernel")
+        if kernel:
+            text += (f"; forward dominated by {shorten(kernel, 60, signature=True)} "
+                     f"({r.get('forward_share_pct'):g}%)")
+        m = step_mix.get(r["name"])
+        if m:
+            cat, pct = max(m.items(), key=lambda kv: (kv[1], kv[0]))
+            text += f"; step: {cat} {pct:g}%"
+        out.append(text)
+    for (status, reason), names in problems.items():
+        listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        out.append(f"{status}: {len(names)} config{'s' if len(names) != 1 else ''} ({listed})"
+                   + (f": {reason}" if reason else ""))
+    return out

@@ -1,0 +1,461 @@
+"""`report` (HTML and markdown pages), `attention` (FLOPs vs runtime) and the multi-export
+tables, without nsys: real fixtures, synthetic GPU profiles of the model, a faked GPU sweep.
+The browser checks (headless Chromium) and the real CPU profile/sweep are in
+test_report_browser.py."""
+
+from __future__ import annotations
+
+import html.parser
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.synth import Synth, model_run
+
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+VECADD = "vecadd_t4_nsys2022.4.sqlite"
+TINY = ["--size", "tiny", "--context", "128", "--batch", "4"]  # d_model 64, 4 heads
+
+
+def nonblank(png: bytes, *, min_colors: int = 4, min_ink: float = 0.03) -> tuple[int, float]:
+    """(distinct colours, share of non-white pixels) of a PNG; asserts it is a picture."""
+    import numpy as np
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    pixels = np.asarray(img).reshape(-1, 3).astype(np.int64)
+    ink = float((pixels.sum(axis=1) < 3 * 245).mean())
+    colors = len(np.unique(pixels[:, 0] << 16 | pixels[:, 1] << 8 | pixels[:, 2]))
+    assert img.width >= 300 and img.height >= 150, img.size
+    assert colors >= min_colors and ink >= min_ink, (colors, ink)
+    return colors, ink
+
+
+class Tags(html.parser.HTMLParser):
+    """Every start tag with its attributes, and the page text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(page: str) -> Tags:
+    p = Tags()
+    p.feed(page)
+    return p
+
+
+def assert_self_contained(page: str) -> Tags:
+    """No scripts, no event handlers, nothing to fetch: every src is a data: URL, every href
+    an #anchor, no url() in styles, a CSP that forbids requests."""
+    tags = parse(page)
+    names = {t for t, _ in tags.tags}
+    assert not names & {"script", "iframe", "object", "embed", "link", "base", "form"}, names
+    for tag, attrs in tags.tags:
+        assert not any(a.lower().startswith("on") for a in attrs), (tag, attrs)
+        if "src" in attrs:
+            assert (attrs["src"] or "").startswith("data:image/png;base64,"), tag
+        if "href" in attrs:
+            assert (attrs["href"] or "").startswith("#"), attrs["href"]
+    assert "url(" not in page and "@import" not in page
+    csp = [a["content"] for t, a in tags.tags
+           if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    assert csp and "default-src 'none'" in (csp[0] or "")
+    return tags
+
+
+# --------------------------------------------------------------------------------------------
+# attention: FLOPs vs runtime
+
+
+def test_attention_flops_and_gpu_times_exact(tmp_path, cli):
+    export = model_run(tmp_path / "m.sqlite", context=128)
+    res = cli("attention", export, *TINY, "--within", "measure", "-f", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = {r["range"]: r for r in json.loads(res.stdout)}
+    assert list(rows) == ["computing attention scores", "computing softmax", "final matmul",
+                          "scaled dot product attention"]
+    scores, soft, final, sdpa = rows.values()
+    # 2 B T^2 d = 2*4*128*128*64; softmax 5 B h T^2 = 5*4*4*128*128
+    assert (scores["flop"], soft["flop"], final["flop"]) == (8_388_608, 1_310_720, 8_388_608)
+    assert sdpa["flop"] == 8_388_608 * 2 + 1_310_720
+    # kernel time per instance: 20, 14 and 16 µs (2 layers x 2 measured steps = 4 instances)
+    assert [r["instances"] for r in rows.values()] == [4, 4, 4, 4]
+    assert (scores["time_per_instance_ns"], soft["time_per_instance_ns"],
+            final["time_per_instance_ns"], sdpa["time_per_instance_ns"]) == (
+        20_000.0, 14_000.0, 16_000.0, 50_000.0)
+    assert {r["time_source"] for r in rows.values()} == {"gpu"}
+    assert scores["achieved_gflops"] == round(8_388_608 / 20_000, 3)
+    assert (soft["flop_pct"], soft["time_pct"]) == (7.2, 28.0)
+    assert (soft["flop_ratio"], soft["time_ratio"]) == (0.156, 0.7)
+    assert (scores["flop_ratio"], scores["time_ratio"]) == (1.0, 1.0)
+    assert sdpa["flop_pct"] is None and sdpa["flop_ratio"] is None
+    text = cli("attention", export, *TINY, "--within", "measure", "-f", "text").stdout
+    assert ("computing softmax: 1.31 MFLOP and 14.000 µs per instance (GPU time); 7.2% of the "
+            "attention FLOPs, 28% of its time; 0.156x the FLOPs of computing attention scores "
+            "and 0.7x its time") in text
+    for fmt in ("table", "md", "csv", "latex"):
+        out = cli("attention", export, *TINY, "--within", "measure", "-f", fmt)
+        assert out.exit_code == 0 and "computing softmax" in out.stdout, fmt
+
+
+def test_attention_context_scaling_and_sidecar(tmp_path, cli):
+    """The shape comes from the profile sidecar (options win); a profile export counts its
+    measured steps only; the quadratic terms grow 4x with 2x the context."""
+    export = model_run(tmp_path / "run.sqlite", context=256)
+    config = {"size": "tiny", "d_model": 64, "heads": 4, "layers": 2, "context": 256,
+              "batch": 4, "mode": "train"}
+    (tmp_path / "run.json").write_text(json.dumps({"config": config}))
+    rows = {r["range"]: r for r in json.loads(cli("attention", export, "-f", "json").stdout)}
+    assert rows["computing attention scores"]["flop"] == 4 * 8_388_608
+    assert rows["computing softmax"]["instances"] == 4  # warmup step left out
+    assert rows["computing softmax"]["time_per_instance_ns"] == 56_000.0
+    res = cli("attention", export, "--batch", "8", "-f", "json")
+    assert json.loads(res.stdout)[0]["flop"] == 8 * 8_388_608
+    notes = cli("attention", export).stdout
+    assert "only the measured steps count" in notes.replace("\n", " ")
+
+
+def test_attention_errors_say_what_to_do(tmp_path, cli, fx):
+    export = model_run(tmp_path / "m.sqlite")
+    res = cli("attention", export)
+    assert res.exit_code == 1
+    assert "pass --d-model, --heads, --context, --batch" in res.stderr
+    res = cli("attention", fx(DLPROF), *TINY)
+    assert res.exit_code == 1 and "no attention ranges" in res.stderr
+    assert "--nvtx fine" in res.stderr
+    res = cli("attention", fx(VECADD), *TINY)
+    assert res.exit_code == 1 and "NVTX" in res.stderr
+    res = cli("attention", export, "--size", "huge", "--context", "8", "--batch", "1")
+    assert res.exit_code == 1 and "not a preset" in res.stderr
+
+
+def test_attention_cpu_times_when_no_kernels(tmp_path):
+    """Without kernels the CPU time of the ranges is used, and the rows say so."""
+    from reports.attention import attention_rows
+    from reports.shape import AttentionShape
+
+    rows = [{"range": "computing attention scores", "instances": 2, "avg_ns": 4000.0,
+             "gpu_inclusive_ns": 0},
+            {"range": "computing softmax", "instances": 2, "avg_ns": 6000.0,
+             "gpu_inclusive_ns": 0}]
+    shape = AttentionShape(d_model=8, heads=2, context=4, batch=1)
+    rep = attention_rows(rows, shape, gpu=False)
+    assert [r["time_source"] for r in rep.rows] == ["cpu", "cpu"]
+    assert [r["time_per_instance_ns"] for r in rep.rows] == [4000.0, 6000.0]
+    assert [r["flop"] for r in rep.rows] == [2 * 16 * 8, 5 * 2 * 16]
+    assert rep.rows[1]["time_ratio"] == 1.5 and rep.rows[1]["flop_ratio"] == 0.625
+    assert "CPU time of the ranges" in rep.notes[0]
+
+
+# --------------------------------------------------------------------------------------------
+# plots: one PNG of every type, looked at by a machine too
+
+
+def test_every_plot_type_is_a_picture():
+    from reports import page_plots as plots
+
+    pngs = {
+        "category_shares": plots.category_shares_png(
+            [("(whole export)", {"gemm": 70.0, "softmax": 20.0, "optimizer": 10.0}),
+             ("a very long range name " * 5, {"gemm": 100.0}),
+             ("computing softmax", {"softmax": 90.0, "elementwise": 10.0})], title="t"),
+        "range_times": plots.range_times_png([("forward", 2e6), ("backward", 4e6)],
+                                             title="t", xlabel="ms"),
+        "attention": plots.attention_png([
+            {"range": "computing attention scores", "flop_pct": 46.4, "time_pct": 40.0,
+             "achieved_gflops": 300.0, "time_source": "gpu"},
+            {"range": "computing softmax", "flop_pct": 7.2, "time_pct": 30.0,
+             "achieved_gflops": 20.0, "time_source": "gpu"}], title="t"),
+        "heatmap": plots.heatmap_png([[1.0, 4.0], [2.0, None]], [["1 ms", "4 ms"],
+                                                                  ["2 ms", "oom"]],
+                                     ["tiny", "small"], ["128", "256"], title="t",
+                                     xlabel="context", ylabel="size", colorbar="ms"),
+        "category_heatmap": plots.heatmap_png(
+            [[60.0, 80.0]], [["gemm\n60%", "softmax\n80%"]], ["tiny"], ["128", "256"],
+            title="t", xlabel="context", ylabel="size",
+            colors=[[plots.category_color("gemm"), plots.category_color("softmax")]],
+            legend=["gemm", "softmax"]),
+        "lines": plots.lines_png([("tiny", "forward", [128, 256], [1.0, 3.0]),
+                                  ("tiny", "backward", [128, 256], [2.0, 7.0])],
+                                 title="t", xlabel="context", ylabel="ms"),
+    }
+    for name, png in pngs.items():
+        assert png.startswith(b"\x89PNG"), name
+        nonblank(png)
+    # one colour per category, the same in every plot; user categories get stable ones
+    assert plots.category_color("gemm") == "#4477AA"
+    assert plots.category_color("mine") == plots.category_color("mine") != "#BBBBBB"
+
+
+# --------------------------------------------------------------------------------------------
+# the report page of one export
+
+
+def test_report_of_a_real_fixture(tmp_path, cli, fx):
+    out = tmp_path / "r.html"
+    res = cli("report", fx(DLPROF), "-o", out)
+    assert res.exit_code == 0, res.stderr
+    page = out.read_text()
+    tags = assert_self_contained(page)
+    text = " ".join(tags.text)
+    assert ("whole export: void cudnn::detail::implicit_convolve_sgemm<…>(…) (gemm), 15% of "
+            "GPU time, 6 calls") in text
+    assert "aten::conv2d: void cudnn::detail::implicit_convolve_sgemm<…>(…) (gemm), 15% of GPU " \
+           "time, 3 calls per aten::conv2d" in text
+    for heading in ("Headline answers", "Top kernels", "NVTX ranges", "Memory operations",
+                    "Export"):
+        assert f">{heading}</h2>" in page
+    assert "memcpy Host-to-Device" in text and "NVIDIA GeForce RTX 2070 SUPER" in text
+    assert "2022.1.3.3" in text and "python3" in text
+    imgs = [a for t, a in tags.tags if t == "img"]
+    assert len(imgs) == 1 and "kernel category" in (imgs[0]["alt"] or "")
+
+
+def test_report_of_a_gpu_model_profile(tmp_path, cli):
+    """A profile of this project's model (sidecar beside it): model ranges in nesting order,
+    categories per range, attention FLOPs vs GPU time, the forward vs step mix, measured
+    steps only."""
+    export = model_run(tmp_path / "run.sqlite", context=256)
+    (tmp_path / "run.json").write_text(json.dumps({
+        "config": {"size": "tiny", "d_model": 64, "heads": 4, "layers": 2, "context": 256,
+                   "batch": 4, "mode": "train", "precision": "fp32", "attention": "naive",
+                   "nvtx": "fine", "device": "cuda", "warmup": 1, "steps": 2},
+        "command": ["nsys", "profile", "--trace=cuda,nvtx,osrt"]}))
+    out = tmp_path / "r.html"
+    assert cli("report", export, "-o", out).exit_code == 0
+    page = out.read_text()
+    tags = assert_self_contained(page)
+    text = " ".join(tags.text)
+    assert "only what ran inside the 'measure' range" in text
+    assert "backward: ampere_sgemm_128x64_nt (gemm), 100% of GPU time, 6 calls per backward" \
+        in text
+    assert "computing softmax: 1.31 MFLOP" not in text  # context 256: 4x the FLOPs
+    assert "computing softmax: 5.24 MFLOP and 56.000 µs per instance (GPU time)" in text
+    assert ">Forward vs step: kernel-category mix</h2>" in page
+    assert [a["alt"][:20] for t, a in tags.tags if t == "img"] == [
+        "Stacked bars: the sh", "Bars: each attention"]
+    assert "nsys profile --trace=cuda,nvtx,osrt" in text
+
+
+def test_report_category_mix_and_headline_order():
+    from reports.export_page import category_mix, headline_ranges
+
+    rows = [{"range": None, "category_shares": {"gemm": 50.0}},
+            {"range": "step", "category_shares": {"gemm": 80.0, "optimizer": 20.0}},
+            {"range": "forward", "category_shares": {"softmax": 30.0, "gemm": 70.0}}]
+    assert category_mix(rows) == [
+        {"category": "gemm", "forward_pct": 70.0, "step_pct": 80.0},
+        {"category": "softmax", "forward_pct": 30.0, "step_pct": 0.0},
+        {"category": "optimizer", "forward_pct": 0.0, "step_pct": 20.0}]
+    assert headline_ranges(["ffn", "forward", "step", "x"], {}) == ["step", "forward", "ffn"]
+    assert headline_ranges(["a", "b", "c"], {"b": 3.0, "c": 2.0}) == ["b", "c", "a"]
+
+
+HOSTILE_RANGE = "<script>document.title='pwned'</script>"
+HOSTILE_IMG = '<img src=x onerror="document.title=\'pwned\'">'
+HOSTILE_KERNEL = "void k<</td></tr></table><script>alert(2)</script>>(float *)"
+
+
+def hostile_export(path: Path) -> Path:
+    s = Synth()
+    s.range(HOSTILE_RANGE, 1_000, 90_000)
+    s.range(HOSTILE_IMG, 2_000, 50_000, inline=True)
+    s.kernel(HOSTILE_KERNEL, 10_000, 40_000, launch=(3_000, 3_500))
+    s.kernel("<b>bold</b>_gemm", 40_000, 45_000, launch=(60_000, 60_500))
+    s.memcpy.append((50_000, 51_000, 1, (1 << 48) | (1 << 24), 4096, 1))
+    return s.write(path)
+
+
+def test_report_escapes_everything_from_the_export(tmp_path, cli):
+    """Range and kernel names that are HTML show as text and run nothing, in the HTML (the
+    browser check of the same page is in test_report_browser.py) and in markdown."""
+    export = hostile_export(tmp_path / "x.sqlite")
+    out = tmp_path / "x.html"
+    assert cli("report", export, "-o", out).exit_code == 0
+    page = out.read_text()
+    tags = assert_self_contained(page)
+    assert "<script" not in page.lower() and "<img src=x" not in page
+    assert not [t for t, _ in tags.tags if t == "b"]
+    text = "".join(tags.text)
+    assert HOSTILE_RANGE in text and HOSTILE_IMG in text and "<b>bold</b>_gemm" in text
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
+    md = tmp_path / "x.md"
+    assert cli("report", export, "-o", md).exit_code == 0
+    text = md.read_text()
+    assert "<script" not in text and "<img" not in text and "<b>" not in text
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in text
+
+
+def test_report_markdown_writes_pngs_beside_it(tmp_path, cli):
+    export = model_run(tmp_path / "m.sqlite")
+    md = tmp_path / "out" / "page.md"
+    md.parent.mkdir()
+    res = cli("report", export, "--format", "md", "-o", md, *TINY, "--within", "measure")
+    assert res.exit_code == 0, res.stderr
+    text = md.read_text()
+    links = [line.split("](")[1].rstrip(")") for line in text.splitlines()
+             if line.startswith("![")]
+    assert links == ["page-category-shares.png", "page-attention.png"]
+    for name in links:
+        nonblank((md.parent / name).read_bytes())
+    assert "## Attention: runtime vs FLOPs" in text
+    assert "| computing softmax |" in text
+    assert "and 2 PNG file(s) beside it" in res.stderr
+
+
+def test_report_of_exports_without_ranges_or_kernels(tmp_path, cli, fx):
+    for name, expect in ((VECADD, "vecAdd"), ("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite",
+                                             "per instance (CPU time)")):
+        out = tmp_path / f"{name}.html"
+        res = cli("report", fx(name), "-o", out)
+        assert res.exit_code == 0, res.stderr
+        tags = assert_self_contained(out.read_text())
+        assert expect in " ".join(tags.text)
+
+
+def test_report_errors(tmp_path, cli):
+    res = cli("report", tmp_path / "missing.sqlite", "-o", tmp_path / "r.html")
+    assert res.exit_code == 1 and res.stderr.startswith("Error: ")
+    res = cli("report", tmp_path, "-o", tmp_path / "r.html")  # a folder, not a sweep
+    assert res.exit_code == 1 and "index.sqlite" in res.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# a GPU sweep (profiles faked with synthetic exports of the model, mined for real)
+
+
+@pytest.fixture
+def gpu_sweep(tmp_path, monkeypatch):
+    from nvtx_model.workload import WorkloadSpec
+    from profile_cli import profiler, sweeper
+
+    def fake_profile(cfg, out_dir, spec, force=False, nsys=None):
+        base = out_dir / cfg.name
+        if cfg.size == "small" and cfg.context == 256:
+            status, reason, sqlite = "oom", "out of memory at size small context 256", None
+        else:
+            model_run(base.with_suffix(".sqlite"), context=cfg.context,
+                      width=cfg.model.d_model / 64)
+            status, reason, sqlite = "ok", None, str(base.with_suffix(".sqlite"))
+        result = profiler.ProfileResult(
+            name=cfg.name, config=cfg.to_dict("cuda"), status=status, reason=reason,
+            sqlite=sqlite, nsys_rep=None, sidecar=str(base.with_suffix(".json")), wall_s=2.0,
+            command=["nsys"], nsys_version="2024.6", trace="cuda,nvtx,osrt", window="measure")
+        base.with_suffix(".json").write_text(json.dumps({"config": result.config}))
+        return result
+
+    monkeypatch.setattr(sweeper, "profile_config", fake_profile)
+    monkeypatch.setattr(sweeper, "locate_nsys", lambda *a, **k: ("nsys", "2024.6"))
+    spec = WorkloadSpec(size="tiny,small,custom:d30-f64-L1-h4", context="128,256",
+                        mode="train", nvtx="fine", warmup=1, steps=2)
+    sweeper.run_sweep(spec, tmp_path / "sweep", profiler.NsysSpec())
+    return tmp_path / "sweep"
+
+
+def test_report_of_a_gpu_sweep(gpu_sweep, cli, tmp_path):
+    out = tmp_path / "s.html"
+    res = cli("report", gpu_sweep, "-o", out)
+    assert res.exit_code == 0, res.stderr
+    page = out.read_text()
+    tags = assert_self_contained(page)
+    text = " ".join(tags.text)
+    assert "6 configs: 3 ok, 1 oom, 2 failed" in text
+    alts = [a["alt"] for t, a in tags.tags if t == "img"]
+    assert [a.split(" ")[0] for a in alts] == ["Heatmap", "Heatmap", "Lines:"]
+    assert "dominant kernel category" in alts[1]
+    # the dominant kernel per config, failed configs and their reasons
+    assert "out of memory at size small context 256" in text
+    assert "not divisible by 4 heads" in text
+    assert ">Dominant kernel per config and range</h2>" in page
+    assert "small ctx128" in text and "ampere_sgemm_128x64_nt" in text
+    assert ">Attention: runtime vs FLOPs per config</h2>" in page
+    import base64
+
+    for img in [a for t, a in tags.tags if t == "img"]:
+        nonblank(base64.b64decode((img["src"] or "").split(",", 1)[1]))
+
+
+def test_sweep_page_data(gpu_sweep):
+    """The numbers behind the sweep page: step times per size x context, the dominant
+    category of a step, attention FLOPs vs GPU time per config."""
+    from profile_cli.reporting import build_report
+    from reports.page import Figure, Table
+
+    page = build_report(gpu_sweep, None, None)
+    sections = {s.anchor: s for s in page.sections}
+    assert list(sections) == ["headline", "heatmaps", "context", "attention", "dominant",
+                              "problems", "configs"]
+    att = next(b for b in sections["attention"].blocks if isinstance(b, Table)).rows
+    soft = {r["config"]: r for r in att if r["range"] == "computing softmax"}
+    # softmax: 5 B h T^2 = 1,310,720 FLOPs at T 128; 14 µs of kernel time, 56 µs at T 256
+    assert soft["tiny ctx128"]["flop"] == 1_310_720 and soft["tiny ctx256"]["flop"] == 5_242_880
+    assert soft["tiny ctx128"]["time_per_instance_ns"] == 14_000.0
+    assert soft["tiny ctx256"]["time_per_instance_ns"] == 56_000.0
+    assert soft["small ctx128"]["flop"] == 5 * 4 * 12 * 128 * 128  # small: 12 heads
+    phases = next(b for b in sections["context"].blocks if isinstance(b, Table)).rows
+    assert [r["config"] for r in phases] == ["tiny ctx128", "tiny ctx256", "small ctx128"]
+    assert all(r["forward_ns"] < r["step_ns"] for r in phases)
+    figures = [b.name for b in sections["heatmaps"].blocks if isinstance(b, Figure)]
+    assert figures == ["step-time-all-configs", "dominant-category-all-configs"]
+    problems = next(b for b in sections["problems"].blocks if isinstance(b, Table)).rows
+    assert [(r["config"], r["status"]) for r in problems] == [
+        ("small ctx256", "oom"), ("custom:d30-f64-L1-h4 ctx128", "failed"),
+        ("custom:d30-f64-L1-h4 ctx256", "failed")]
+
+
+def test_multi_export_tables_over_a_sweep_folder(gpu_sweep, cli):
+    """One command answers "the dominant forward kernel for every size and context"."""
+    from reports.dominant import DOMINANT_COLUMNS
+    from reports.kernel_summary import KERNEL_COLUMNS
+    from reports.range_summary import RANGE_COLUMNS
+
+    res = cli("dominant", gpu_sweep, "--range", "forward", "--within", "measure", "-f", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert all(list(r) == ["config", *DOMINANT_COLUMNS] for r in rows)
+    forward = {r["config"]: r["kernel"] for r in rows if r["range"] == "forward"}
+    assert forward == {"tiny ctx128": "ampere_sgemm_128x128_nn",
+                       "tiny ctx256": "ampere_sgemm_128x64_tn",
+                       "small ctx128": "ampere_sgemm_128x128_nn"}
+    text = cli("dominant", gpu_sweep, "--range", "forward", "--within", "measure",
+               "-f", "text").stdout
+    assert "tiny ctx256: forward: ampere_sgemm_128x64_tn (gemm)" in text
+    ks = json.loads(cli("kernels", gpu_sweep, "-f", "json").stdout)
+    assert all(list(r) == ["config", *KERNEL_COLUMNS] for r in ks)
+    assert {r["config"] for r in ks} == set(forward)
+    rs = json.loads(cli("ranges", gpu_sweep, "--within", "measure", "-f", "json").stdout)
+    assert all(list(r) == ["config", *RANGE_COLUMNS] for r in rs)
+    steps = {r["config"]: r["instances"] for r in rs if r["range"] == "step"}
+    assert steps == {c: 2 for c in forward}
+    table = cli("kernels", gpu_sweep, "--top", "2").stdout
+    assert "the top 2 kernels of each export" in table.replace("\n", " ")
+    assert "3 exports" in table
+
+
+def test_multi_export_tables_of_files(cli, fx):
+    from reports.kernel_summary import KERNEL_COLUMNS
+
+    one = json.loads(cli("kernels", fx(VECADD), "-f", "json").stdout)
+    assert list(one[0]) == KERNEL_COLUMNS  # one export: unchanged
+    both = cli("kernels", fx(DLPROF), fx(VECADD), "-f", "json")
+    rows = json.loads(both.stdout)
+    assert {r["config"] for r in rows} == {DLPROF[:-7], VECADD[:-7]}
+    assert [r for r in rows if r["config"] == VECADD[:-7]][0] == {"config": VECADD[:-7],
+                                                                  **one[0]}
+    # an export that cannot answer is left out with a note, unless none can
+    res = cli("dominant", fx(DLPROF), fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"))
+    assert res.exit_code == 0 and "left out" in res.stdout
+    res = cli("dominant", fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"),
+              fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"))
+    assert res.exit_code == 1 and "CUPTI_ACTIVITY_KIND_KERNEL" in res.stderr
