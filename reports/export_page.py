@@ -2,8 +2,7 @@
 attention FLOPs against runtime, top kernels, the forward vs step mix, memory operations and
 the export's metadata. Everything comes from one ``ExportAnalysis`` (one load for the page).
 
-The forward vs step mix is computed here from ``dominant()``'s category shares
-(``category_mix``); ``compare`` (issue 9) may replace it.
+The forward vs step mix is ``compare``'s category rows (``forward_vs_step``).
 """
 
 from __future__ import annotations
@@ -29,21 +28,20 @@ from reports.render import View, human_ns, shorten
 from reports.sidecar import config_line
 
 OTHER_RANGES = 10  # ranges in the headline of an export that is not this project's model
-MIX_SCOPES = (nv.FORWARD, nv.BACKWARD, nv.OPTIMIZER, nv.STEP)
 
 
-def category_mix(dominant_rows: list[dict[str, Any]],
-                 scopes: tuple[str, ...] = MIX_SCOPES) -> list[dict[str, Any]]:
-    """Kernel-category shares (%) of the ``scopes`` ranges side by side: one row per
-    category (rule-table order), one ``SCOPE_pct`` column per scope present."""
-    from reports.page_plots import category_order
+def forward_vs_step(analysis: Any, names: list[str]) -> list[dict[str, Any]]:
+    """Category rows of ``compare --range forward --vs-range step`` (both must exist):
+    category, forward_pct, step_pct, change_pct (step minus forward, percentage points)."""
+    from reports.compare import compare_sides, side_of
 
-    shares = {r["range"]: r.get("category_shares") or {} for r in dominant_rows
-              if r.get("range") in scopes}
-    present = [s for s in scopes if s in shares]
-    cats = category_order([c for s in present for c in shares[s]])
-    return [{"category": c, **{f"{s}_pct": shares[s].get(c, 0.0) for s in present}}
-            for c in cats]
+    if nv.FORWARD not in names or nv.STEP not in names:
+        return []
+    report = compare_sides(side_of(analysis, nv.FORWARD, nv.FORWARD),
+                           side_of(analysis, nv.STEP, nv.STEP))
+    return [{"category": r["key"], "forward_pct": r["a_share_pct"] or 0.0,
+             "step_pct": r["b_share_pct"] or 0.0, "change_pct": r["delta_share_pct"]}
+            for r in report.rows if r["level"] == "category"]
 
 
 def headline_ranges(names: list[str], gpu_ns: dict[str, float]) -> list[str]:
@@ -125,15 +123,15 @@ def export_page(analysis: Any, *, label: str, sidecar: dict[str, Any] | None = N
     if any(n in range_rows for n in (*SUB_RANGES, nv.SDPA)):
         page.sections.append(_attention_section(analysis, shape or AttentionShape(), sidecar))
 
-    # -- forward vs step mix -----------------------------------------------------------
-    if dominant is not None:
-        mix = category_mix(dominant.rows)
-        if mix and any(k.endswith("_pct") for k in mix[0]):
-            cols = [k for k in mix[0] if k.endswith("_pct")]
-            page.sections.append(Section("Forward vs step: kernel-category mix", "mix", [
-                Text("Share of each kernel category in the GPU time of each phase (%), from "
-                     "the dominant-kernel analysis."),
-                Table(mix, View(columns=["category", *cols], noun="categories"), top=0)]))
+    # -- forward vs step mix (compare) -------------------------------------------------
+    mix = forward_vs_step(analysis, list(range_rows)) if has_k else []
+    if mix:
+        page.sections.append(Section("Forward vs step: kernel-category mix", "mix", [
+            Text("Share of each kernel category in the GPU time launched inside `forward` "
+                 "and inside the whole `step` (%), and the change (nsys-mine compare "
+                 "--range forward --vs-range step)."),
+            Table(mix, View(columns=["category", "forward_pct", "step_pct", "change_pct"],
+                            noun="categories"), top=0)]))
 
     # -- kernels and ranges --------------------------------------------------------------
     if kernels is not None:

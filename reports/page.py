@@ -94,7 +94,8 @@ def shown_table(table: Table) -> ShownTable:
     shown = rows_for_people(table.rows, table.view, table.top)
     notes = ([shown.footer] if shown.footer else []) + shown.notes + list(table.notes)
     cols = shown.columns
-    return ShownTable(columns=cols, headers=[header_text(c) for c in cols],
+    labels = table.view.headers
+    return ShownTable(columns=cols, headers=[header_text(labels.get(c, c)) for c in cols],
                       cells=[[cell_text(c, r.get(c)) for c in cols] for r in shown.rows],
                       values=[[r.get(c) for c in cols] for r in shown.rows],
                       numeric=[numeric_column(shown.rows, c) for c in cols], notes=notes)

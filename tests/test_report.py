@@ -247,16 +247,18 @@ def test_report_of_a_gpu_model_profile(tmp_path, cli):
     assert "nsys profile --trace=cuda,nvtx,osrt" in text
 
 
-def test_report_category_mix_and_headline_order():
-    from reports.export_page import category_mix, headline_ranges
+def test_report_mix_is_compare_and_headline_order(tmp_path):
+    from reports.analysis import ExportAnalysis
+    from reports.export_page import forward_vs_step, headline_ranges
 
-    rows = [{"range": None, "category_shares": {"gemm": 50.0}},
-            {"range": "step", "category_shares": {"gemm": 80.0, "optimizer": 20.0}},
-            {"range": "forward", "category_shares": {"softmax": 30.0, "gemm": 70.0}}]
-    assert category_mix(rows) == [
-        {"category": "gemm", "forward_pct": 70.0, "step_pct": 80.0},
-        {"category": "softmax", "forward_pct": 30.0, "step_pct": 0.0},
-        {"category": "optimizer", "forward_pct": 0.0, "step_pct": 20.0}]
+    with ExportAnalysis(model_run(tmp_path / "run.sqlite"), within="measure") as a:
+        mix = {r["category"]: r for r in forward_vs_step(a, a.names().names)}
+    # forward: attention matmuls (gemm) and the softmax; the step adds backward GEMMs and the
+    # optimizer, so the softmax share drops
+    assert sum(r["forward_pct"] for r in mix.values()) == pytest.approx(100, abs=0.3)
+    assert sum(r["step_pct"] for r in mix.values()) == pytest.approx(100, abs=0.3)
+    assert mix["softmax"]["change_pct"] < 0 < mix["softmax"]["forward_pct"]
+    assert mix["optimizer"]["forward_pct"] == 0 < mix["optimizer"]["step_pct"]
     assert headline_ranges(["ffn", "forward", "step", "x"], {}) == ["step", "forward", "ffn"]
     assert headline_ranges(["a", "b", "c"], {"b": 3.0, "c": 2.0}) == ["b", "c", "a"]
 
