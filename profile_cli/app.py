@@ -40,6 +40,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
+
 @contextlib.contextmanager
 def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
     """The export opened for questions, with a spinner on stderr while a long read runs."""
