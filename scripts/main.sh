@@ -28,6 +28,6 @@ if [ -z "$export_path" ]; then
     fi
 fi
 echo >&2
-echo "== nsys-mine dominant $export_path" >&2
+echo "== nsys-mine kernels and dominant $export_path: which kernel dominates, and where" >&2
 nsys-mine kernels "$export_path" --top 8
 nsys-mine dominant "$export_path" --attribution all
