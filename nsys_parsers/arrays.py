@@ -19,3 +19,13 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def factorize(items: list) -> tuple[np.ndarray, list]:
+    """(code per item, distinct items in order of first appearance), without pandas: one
+    dict of the distinct items (Python hashes each string once)."""
+    index: dict = dict.fromkeys(items)
+    for i, key in enumerate(index):
+        index[key] = i
+    codes = np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+    return codes, list(index)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_parsers import queries as Q
+from nsys_parsers.cache import ExportCache, Part
 from nsys_parsers.errors import BadOption
 from nsys_parsers.fetch import Reader, gather_ints, ints_job, rowid_chunks
 from nsys_parsers.names import kernel_names
@@ -134,13 +135,37 @@ def build_kernels(export, kernel_cols: list[np.ndarray], launch_cols: list[np.nd
                       notes=list(notes))
 
 
-def load_kernel_durations(export, *, name_kind: str = "demangled", workers: int = 2
-                          ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
-    """Just what a plain kernel summary needs: (names, name code per kernel, durations, notes)."""
+def _read_durations(export, name_kind: str, workers: int
+                    ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
     name_col, notes = kernel_name_column(export, name_kind)
     sql = Q.KERNEL_DURATIONS.sql(export, name_col=name_col)
     with Reader(export.path, workers=workers) as rd:
         d, n = gather_ints([rd.submit(ints_job(sql, ["d", "n"], b))
                             for b in rowid_chunks(export.db, KERNEL_TABLE)], 2)
     names, codes = kernel_names(export, n)
+    return names, codes, d, notes
+
+
+def kernel_names_by_kind(export, name_kind: str, workers: int = 2
+                         ) -> tuple[np.ndarray, list[str], list[str]]:
+    """(name code per kernel, names, notes) for ``name_kind``, in table order."""
+    names, codes, _, notes = _read_durations(export, name_kind, workers)
+    return codes, names, notes
+
+
+def load_kernel_durations(export, *, name_kind: str = "demangled", workers: int = 2,
+                          cache: ExportCache | None = None
+                          ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+    """Just what a plain kernel summary needs: (names, name code per kernel, durations, notes),
+    from ``cache`` when it has them (stored there when read)."""
+    part_name = f"kernel_durations.{name_kind}"
+    if cache is not None:
+        part = cache.get(part_name)
+        if part is not None:
+            return (part.strings["names"], part.arrays["code"], part.arrays["duration"],
+                    list(part.meta.get("notes", [])))
+    names, codes, d, notes = _read_durations(export, name_kind, workers)
+    if cache is not None:
+        cache.put(part_name, Part(arrays={"code": codes, "duration": d},
+                                  strings={"names": names}, meta={"notes": notes}))
     return names, codes, d, notes

@@ -63,6 +63,11 @@ DepthOpt = Annotated[Optional[int], typer.Option(
 MatchOpt = Annotated[Optional[List[str]], typer.Option(
     "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
     help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
+CacheOpt = Annotated[bool, typer.Option(
+    "--cache/--no-cache", rich_help_panel=ANALYSIS_PANEL,
+    help="Keep the columns read from the export in the user cache dir ($NSYS_MINE_CACHE_DIR, "
+         "default ~/.cache/nsys-mine/columns; never next to the export) and answer the next "
+         "questions from there. --no-cache reads the export and writes nothing.")]
 AttributionOpt = Annotated[str, typer.Option(
     "--attribution", rich_help_panel=ANALYSIS_PANEL, **choice(ATTRIBUTIONS),
     help="all: a kernel counts in every range that encloses its launch (as nsys "
@@ -72,6 +77,7 @@ AttributionOpt = Annotated[str, typer.Option(
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
     "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
+    "cache": CacheOpt,
 }, "analysis", convert={"match": lambda v: tuple(v or ()),
                         "rules": lambda v: v})
 
@@ -105,7 +111,7 @@ def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
 
 
 @app.command()
-@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys"))
+@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys", "cache"))
 @output_options()
 def kernels(
     export: ExportArg,
@@ -129,7 +135,7 @@ def kernels(
 
 
 @app.command()
-@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys"))
+@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys", "cache"))
 @output_options()
 def ranges(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
     """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
@@ -145,7 +151,8 @@ def ranges(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> Non
 
 
 @app.command("nvtx-kernels")
-@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys"))
+@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
+                        "cache"))
 @output_options()
 def nvtx_kernels(
     export: ExportArg,

@@ -31,7 +31,8 @@ import numpy as np
 
 from nsys_parsers.activity import Activity, load_activity
 from nsys_parsers.arrays import sorted_unique
-from nsys_parsers.attribution import Pairs, attribute
+from nsys_parsers.attribution import Pairs, attribute, cache_pairs, cached_pairs
+from nsys_parsers.cache import ExportCache
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import load_kernel_durations
 from nsys_parsers.names import OP_ID_SUFFIX, RangeNames, looks_like_emit_nvtx, range_names
@@ -63,6 +64,9 @@ class ExportAnalysis:
         self._pairs: dict[str, Pairs] = {}
         self._merge: bool | None = None
         self._shown: np.ndarray | None = None
+        # the export's cache entry (None: --no-cache); it holds what was read and resolved
+        self.cache: ExportCache | None = (ExportCache.for_export(self.export)
+                                          if self.options.cache else None)
 
     @property
     def within(self) -> str | None:
@@ -76,6 +80,8 @@ class ExportAnalysis:
         self.close()
 
     def close(self) -> None:
+        if self.cache is not None:
+            self.cache.flush()
         if self._owned:
             self.export.close()
 
@@ -84,7 +90,7 @@ class ExportAnalysis:
         need_names = need_names or self.within is not None or bool(self.options.match)
         if self._raw is None:
             self._raw = load_activity(self.export, name_kind=self.options.name_kind,
-                                      with_names=need_names)
+                                      with_names=need_names, cache=self.cache)
             self._raw_names = self._raw.names
         if self._view is None:
             if self.within:
@@ -96,7 +102,7 @@ class ExportAnalysis:
     def _complete_raw_names(self) -> RangeNames:
         assert self._raw is not None and self._raw.ranges is not None
         if self._raw_names is None:
-            self._raw_names = range_names(self.export, self._raw.ranges)
+            self._raw_names = range_names(self.export, self._raw.ranges, cache=self.cache)
         return self._raw_names
 
     @property
@@ -116,8 +122,8 @@ class ExportAnalysis:
         if names is None:
             if rows is None:  # no `within` (it resolves every name): the view is the raw data
                 names = self._view_names = self._complete_raw_names()
-            else:
-                names = range_names(self.export, act.ranges, rows=rows)
+            else:  # likewise: the view is the raw data, whose names the cache keeps
+                names = range_names(self.export, act.ranges, rows=rows, cache=self.cache)
         return names.merged_op_ids() if self.merges_op_ids(names) else names
 
     def merges_op_ids(self, names: RangeNames | None = None) -> bool:
@@ -142,7 +148,13 @@ class ExportAnalysis:
         if attribution not in self._pairs:
             act = self.activity
             assert act.kernels is not None and act.ranges is not None
-            self._pairs[attribution] = attribute(act.kernels, act.ranges, attribution)
+            cached = self.within is None and self.cache is not None
+            p = cached_pairs(self.cache, attribution, act) if cached else None
+            if p is None:
+                p = attribute(act.kernels, act.ranges, attribution)
+                if cached:
+                    cache_pairs(self.cache, attribution, act, p)
+            self._pairs[attribution] = p
         return self._pairs[attribution]
 
     def shown(self) -> np.ndarray | None:
@@ -219,7 +231,7 @@ class ExportAnalysis:
             self.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         if range_name is None and self.within is None and self._raw is None:
             names, codes, durations, notes = load_kernel_durations(
-                self.export, name_kind=self.options.name_kind)
+                self.export, name_kind=self.options.name_kind, cache=self.cache)
             rows = summarize_kernels(names, codes, durations, self.rules)
             return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
         act = self.activity
