@@ -101,7 +101,6 @@ class ExportCache:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         self.dir = self.root / digest
         self._writers: list[threading.Thread] = []
-        self._touched = False
 
     @classmethod
     def for_export(cls, export: Any) -> ExportCache | None:
@@ -151,17 +150,19 @@ class ExportCache:
                 for c in chunks:
                     fh.write(c)
             os.replace(tmp, self.dir / f"{name}.part")
-            self._touch(force=True)
+            self._touch()
             evict(self.root, self.limit, keep=self.dir)
         except OSError:
             return  # an unwritable cache folder means no caching, never a failed report
 
-    def _touch(self, force: bool = False) -> None:
-        if self._touched and not force:
-            return
+    def _touch(self) -> None:
         try:
-            (self.dir / _USED).write_bytes(b"")
-            self._touched = True
+            os.utime(self.dir / _USED)
+        except FileNotFoundError:
+            try:
+                (self.dir / _USED).write_bytes(b"")
+            except OSError:
+                pass
         except OSError:
             pass
 
@@ -215,8 +216,7 @@ def _decode(data: bytes, key: dict[str, Any], name: str) -> Part | None:
             count = int(np.prod(shape)) if shape else 1
             if count * dt.itemsize != nbytes or offset + nbytes > len(body):
                 return None
-            arr = np.frombuffer(body, dtype=dt, count=count, offset=offset) if count else \
-                np.zeros(0, dtype=dt)
+            arr = np.frombuffer(body, dtype=dt, count=count, offset=offset)
             if col.startswith("strings:"):
                 strings[col[len("strings:"):]] = json.loads(arr.tobytes().decode())
             else:

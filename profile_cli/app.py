@@ -85,6 +85,10 @@ analysis_options = option_group(AnalysisOptions, {
 @contextlib.contextmanager
 def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
     """The export opened for questions, with a spinner on stderr while a long read runs."""
+    import os
+
+    # The miner uses no BLAS; OpenBLAS would start a thread pool when numpy loads (~50 ms).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from profile_cli.progress import status
     from reports.analysis import ExportAnalysis
 

@@ -178,13 +178,31 @@ def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    for r in rows:
-        writer.writerow([_cell(c, r.get(c), human=False) if isinstance(r.get(c), (dict, list)) else
-                         ("" if _is_missing(r.get(c)) else r.get(c)) for c in columns])
+    # Column by column: values as they are (csv writes None as an empty field), NaN as an
+    # empty field, dicts and lists as their human text.
+    cols = []
+    for c in columns:
+        values = [r.get(c) for r in rows]
+        kinds = set(map(type, values))
+        if float in kinds:
+            values = [None if v.__class__ is float and v != v else v for v in values]
+        if kinds & {dict, list, tuple}:
+            values = [_cell(c, v, human=False) if isinstance(v, (dict, list, tuple)) else v
+                      for v in values]
+        cols.append(values)
+    writer.writerows(zip(*cols))
     return buf.getvalue()
 
 
 def to_json(data: Any) -> str:
+    """JSON text; a list of rows is written one row per line (the C encoder: fast)."""
+    if isinstance(data, list):
+        try:
+            lines = [json.dumps(row, ensure_ascii=False, allow_nan=False) for row in data]
+        except (TypeError, ValueError):  # numpy scalars or NaN: make them plain first
+            lines = [json.dumps(jsonable(row), ensure_ascii=False) for row in data]
+        return "[\n" + ",\n".join("  " + line for line in lines) + ("\n]\n" if lines
+                                                                    else "]\n")
     return json.dumps(jsonable(data), indent=2, ensure_ascii=False) + "\n"
 
 
