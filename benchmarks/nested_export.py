@@ -208,7 +208,7 @@ def build(dst: Path, *, steps: int, layers: int, seed: int,
     tables = {r[0] for r in out.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     k_template = dict(zip([d[1] for d in out.execute(
         "PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")], out.execute(
-        "SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()))
+        "SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone(), strict=True))
     for t in ACTIVITY:
         if t in tables:
             out.execute(f"DELETE FROM {t}")
@@ -231,7 +231,7 @@ def build(dst: Path, *, steps: int, layers: int, seed: int,
             # backward on the autograd thread, while the main thread waits
             b = t + 10_000
             b_start = b
-            for layer in reversed(range(layers)):
+            for _layer in range(layers):
                 for op in backward_layer():
                     b = cap.op(b, pid, autograd, op, seq) + cap.rng.randint(1_000, 4_000)
                     seq += 1
