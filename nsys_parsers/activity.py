@@ -25,7 +25,7 @@ from nsys_parsers.kernels import (
     launch_tables,
 )
 from nsys_parsers.names import RangeNames, name_keys_sql, range_names
-from nsys_parsers.ranges import NVTX_COLUMNS, RangeData, build_ranges, nvtx_numeric_sql
+from nsys_parsers.ranges import NVTX_COLUMNS, RangeData, build_ranges, nvtx_numeric_job
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 
 ACTIVITY_PART = "activity"
@@ -76,10 +76,9 @@ def _read(export, name_kind: str, with_names: bool, workers: int) -> Activity:
     kernel_jobs, launch_jobs, nvtx_jobs, key_jobs = [], [], [], []
     with Reader(export.path, workers=workers) as rd:
         if has_nvtx:  # the biggest table first: the pool works on it while the rest queues
-            num_sql = nvtx_numeric_sql(export)
             keys_sql = name_keys_sql(export)
             for b in rowid_chunks(conn, NVTX_TABLE):
-                nvtx_jobs.append(rd.submit(ints_job(num_sql, NVTX_COLUMNS, b)))
+                nvtx_jobs.append(rd.submit(nvtx_numeric_job(export, b)))
                 if with_names:
                     key_jobs.append(rd.submit(names_job(keys_sql, b)))
         if has_kernels:

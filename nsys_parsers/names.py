@@ -15,6 +15,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -143,32 +144,39 @@ def _resolve_keys(export, keys: list[str]) -> list[str]:
     return out
 
 
-def _subset_keys(export, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Name keys of the given NVTX rowids: (rowids, codes, unique keys), by rowid seeks."""
+def _subset_keys(export, rowids: np.ndarray, workers: int = 2
+                 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Name keys of the given NVTX rowids: (rowids, codes, unique keys), by rowid seeks in
+    chunks, on a pool of threads (each chunk is one statement: SQLite runs it without the
+    GIL)."""
     key = nvtx_key_expr(export)
-    conn = export.db
-    out_r, out_c = [], []
-    index: dict[str, int] = {}
-    for a in range(0, rowids.size, ROWID_CHUNK):
-        ids = json.dumps(rowids[a:a + ROWID_CHUNK].tolist())
-        sql = Q.NVTX_KEYS_BY_ROWID.sql(export, name_key=key)
-        rid_text, keys_text, count = conn.execute(sql, (ids,)).fetchone()
-        if not count:
-            continue
-        rid = np.fromstring(rid_text, dtype=np.int64, sep=",")
-        keys = keys_text.split(TEXT_SEP)
-        if len(keys) != count:  # a name contains the separator: row by row
-            rows = conn.execute(Q.NVTX_KEYS_BY_ROWID_ROWS.sql(export, name_key=key),
-                                (ids,)).fetchall()
-            rid = np.array([x[0] for x in rows], dtype=np.int64)
-            keys = [x[1] or "" for x in rows]
-        codes, uniq = factorize(keys)
-        remap = np.array([index.setdefault(u, len(index)) for u in uniq], dtype=np.int64)
-        out_r.append(rid)
-        out_c.append(remap[codes] if codes.size else codes.astype(np.int64))
-    if not out_r:
+    sql = Q.NVTX_KEYS_BY_ROWID.sql(export, name_key=key)
+    rows_sql = Q.NVTX_KEYS_BY_ROWID_ROWS.sql(export, name_key=key)
+
+    def job(ids: str) -> Callable[[sqlite3.Connection], tuple[np.ndarray, list[str]]]:
+        def run(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
+            rid_text, keys_text, count = conn.execute(sql, (ids,)).fetchone()
+            if not count:
+                return np.zeros(0, dtype=np.int64), []
+            rid = np.fromstring(rid_text, dtype=np.int64, sep=",")
+            keys = keys_text.split(TEXT_SEP)
+            if len(keys) != count:  # a name contains the separator: row by row
+                rows = conn.execute(rows_sql, (ids,)).fetchall()
+                rid = np.array([x[0] for x in rows], dtype=np.int64)
+                keys = [x[1] or "" for x in rows]
+            return rid, keys
+        return run
+
+    step = max(1, min(ROWID_CHUNK, -(-rowids.size // max(1, workers))))
+    with Reader(export.path, workers=workers) as rd:
+        futures = [rd.submit(job(json.dumps(rowids[a:a + step].tolist())))
+                   for a in range(0, rowids.size, step)]
+        parts = [f.result() for f in futures]
+    if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
-    return np.concatenate(out_r), np.concatenate(out_c), list(index)
+    keys = [k for _, ks in parts for k in ks]
+    codes, uniq = factorize(keys)
+    return np.concatenate([r for r, _ in parts]), codes, uniq
 
 
 def range_names(export, ranges, rows: np.ndarray | None = None,

@@ -190,7 +190,7 @@ def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
             values = [_cell(c, v, human=False) if isinstance(v, (dict, list, tuple)) else v
                       for v in values]
         cols.append(values)
-    writer.writerows(zip(*cols))
+    writer.writerows(zip(*cols, strict=True))
     return buf.getvalue()
 
 
