@@ -26,6 +26,7 @@ from nsys_parsers.sqlite_file import connect_readonly
 
 TEXT_SEP = "\x1f"  # ASCII unit separator: never part of a kernel or range name
 CHUNK_ROWS = 1 << 19
+MIN_CHUNK_ROWS = 1 << 16
 
 
 def ints_from_text(text: str | None) -> np.ndarray:
@@ -57,9 +58,11 @@ def text_column(conn: sqlite3.Connection, source_sql: str, column: str,
     return parts
 
 
-def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int = CHUNK_ROWS
+def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int | None = None
                  ) -> list[dict[str, int]]:
-    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows."""
+    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows
+    (default: at least 8 chunks, so that two threads share the work evenly, of 64 K to
+    512 K rows: each chunk's strings stay small)."""
     # Two subqueries: SQLite answers a lone min() or max() of the rowid with one b-tree seek,
     # but `SELECT min(rowid), max(rowid)` scans the whole table.
     lo_hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), '
@@ -67,6 +70,8 @@ def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int = CHUNK_R
     if lo_hi[0] is None:
         return []
     lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
+    if chunk_rows is None:
+        chunk_rows = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
     return [{"lo": a, "hi": min(a + chunk_rows, hi)} for a in range(lo, hi, chunk_rows)]
 
 

@@ -101,17 +101,20 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     if unclosed:
         notes.append(f"{unclosed} ranges were never closed: they end at the end of the capture.")
     rows = []
+    name_of = names.code[first].tolist()
+    pushpop = r.pushpop[first].tolist()
+    count, kinst_l, incl_l = st.count.tolist(), kinst.tolist(), incl.tolist()
+    excl_l, span_l = excl.tolist(), span.tolist()
     for g in range(ng):
-        i = first[g]
         rows.append({
-            "range": names.names[names.code[i]],
-            "style": "PushPop" if r.pushpop[i] else "StartEnd",
-            "instances": int(st.count[g]),
+            "range": names.names[name_of[g]],
+            "style": "PushPop" if pushpop[g] else "StartEnd",
+            "instances": count[g],
             **st.row(g),
-            "kernel_instances": int(kinst[g]),
-            "gpu_inclusive_ns": int(incl[g]),
-            "gpu_exclusive_ns": int(excl[g]),
-            "gpu_span_ns": int(span[g]),
+            "kernel_instances": kinst_l[g],
+            "gpu_inclusive_ns": incl_l[g],
+            "gpu_exclusive_ns": excl_l[g],
+            "gpu_span_ns": span_l[g],
         })
     rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -178,20 +180,38 @@ def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    # Column by column: values as they are (csv writes None as an empty field), NaN as an
-    # empty field, dicts and lists as their human text.
-    cols = []
-    for c in columns:
-        values = [r.get(c) for r in rows]
+    # Values as they are (csv writes None as an empty field); NaN as an empty field, dicts
+    # and lists as their human text. Rows that have every column go through itemgetter.
+    try:
+        table = list(map(operator.itemgetter(*columns), rows)) if columns else []
+        if len(columns) == 1:
+            table = [(v,) for v in table]
+    except KeyError:
+        table = [tuple(r.get(c) for c in columns) for r in rows]
+    fix = []  # the columns that hold a NaN, a dict or a list
+    for i in range(len(columns)):
+        values = list(map(operator.itemgetter(i), table))
         kinds = set(map(type, values))
-        if float in kinds:
-            values = [None if v.__class__ is float and v != v else v for v in values]
         if kinds & {dict, list, tuple}:
-            values = [_cell(c, v, human=False) if isinstance(v, (dict, list, tuple)) else v
-                      for v in values]
-        cols.append(values)
-    writer.writerows(zip(*cols, strict=True))
+            fix.append(i)
+        elif kinds == {float}:
+            if any(map(math.isnan, values)):
+                fix.append(i)
+        elif float in kinds and any(v != v for v in values):
+            fix.append(i)
+    if fix:
+        table = [tuple(_csv_value(columns[i], v) if i in fix else v
+                       for i, v in enumerate(row)) for row in table]
+    writer.writerows(table)
     return buf.getvalue()
+
+
+def _csv_value(column: str, v: Any) -> Any:
+    if v.__class__ is float and v != v:
+        return None
+    if isinstance(v, (dict, list, tuple)):
+        return _cell(column, v, human=False)
+    return v
 
 
 def to_json(data: Any) -> str:
