@@ -14,7 +14,7 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values)
     if values.size == 0:
         return values.copy()
-    s = np.sort(values, kind="stable")
+    s = np.sort(values)
     keep = np.empty(s.size, dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])

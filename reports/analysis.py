@@ -31,7 +31,7 @@ import numpy as np
 
 from nsys_parsers.activity import Activity, load_activity
 from nsys_parsers.arrays import sorted_unique
-from nsys_parsers.attribution import Pairs, attribute, cache_pairs, cached_pairs
+from nsys_parsers.attribution import Pairs, attribute, cache_pairs, cached_pairs, innermost
 from nsys_parsers.cache import ExportCache
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import load_kernel_durations
@@ -151,7 +151,10 @@ class ExportAnalysis:
             cached = self.within is None and self.cache is not None
             p = cached_pairs(self.cache, attribution, act) if cached else None
             if p is None:
-                p = attribute(act.kernels, act.ranges, attribution)
+                if attribution == "innermost":  # from the `all` pairs, computed once
+                    p = innermost(self.pairs("all"), act.ranges)
+                else:
+                    p = attribute(act.kernels, act.ranges, attribution)
                 if cached:
                     cache_pairs(self.cache, attribution, act, p)
             self._pairs[attribution] = p
@@ -262,8 +265,10 @@ class ExportAnalysis:
         self.export.require(NVTX_TABLE, "the NVTX range summary")
         self._load(need_names=True)
         act = self.activity
-        pairs = self.pairs("all") if act.kernels is not None and len(act.kernels) else None
-        report = range_report(act, self.names(), pairs, shown=self.shown())
+        has_kernels = act.kernels is not None and len(act.kernels) > 0
+        pairs = self.pairs("all") if has_kernels else None
+        inner = self.pairs("innermost") if has_kernels else None
+        report = range_report(act, self.names(), pairs, shown=self.shown(), inner=inner)
         report.notes += self._merge_notes() + self._filter_notes()
         return report
 

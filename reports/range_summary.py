@@ -17,7 +17,7 @@ from nsys_parsers.activity import Activity
 from nsys_parsers.attribution import Pairs, innermost
 from nsys_parsers.names import RangeNames
 from reports.common import Report, group_stats
-from reports.grouping import group_ids
+from reports.grouping import distinct_pairs, group_ids
 from reports.render import View
 
 RANGE_VIEW_COLUMNS = [
@@ -40,10 +40,11 @@ RANGE_COLUMNS = [
 
 
 def range_report(act: Activity, names: RangeNames, p: Pairs | None,
-                 shown: np.ndarray | None = None) -> Report:
+                 shown: np.ndarray | None = None, inner: Pairs | None = None) -> Report:
     """Rows of RANGE_COLUMNS from ranges, their complete names and the ``all`` attribution
     pairs (None when there are no kernels). ``shown``: which range instances count (the
-    depth/match filters); exclusive time is still decided among all ranges."""
+    depth/match filters); exclusive time is still decided among all ranges. ``inner``: the
+    ``innermost`` pairs of ``p``, if known."""
     r = act.ranges
     assert r is not None
     notes = list(act.notes)
@@ -66,7 +67,7 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     elif len(k):
         dur = k.duration
         if p is not None and len(p):
-            inner = innermost(p, r)
+            inner = innermost(p, r) if inner is None else inner
             inner_g = gid[inner.range_idx]
             ok = inner_g >= 0
             excl = np.bincount(inner_g[ok], weights=dur[inner.kernel_idx[ok]],
@@ -74,11 +75,9 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
             sel = gid[p.range_idx] >= 0
             p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
             if p_range.size:
-                pg = gid[p_range]
-                _, firsts = group_ids(pg, p_kernel)  # distinct (group, kernel)
-                kinst = np.bincount(pg[firsts], minlength=ng).astype(np.int64)
-                incl = np.bincount(pg[firsts], weights=dur[p_kernel[firsts]],
-                                   minlength=ng).astype(np.int64)
+                ug, uk = distinct_pairs(gid[p_range], p_kernel, ng)  # (group, kernel)
+                kinst = np.bincount(ug, minlength=ng).astype(np.int64)
+                incl = np.bincount(ug, weights=dur[uk], minlength=ng).astype(np.int64)
                 # span per range instance, then summed per group
                 order = np.argsort(p_range, kind="stable")
                 ri = p_range[order]

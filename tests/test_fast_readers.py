@@ -52,3 +52,17 @@ def test_factorize_keeps_first_appearance_order():
     assert codes.tolist() == [0, 1, 0, 2, 1, 3]
     codes, uniq = factorize([])
     assert codes.size == 0 and uniq == []
+
+
+def test_distinct_count_with_members_in_order_or_not():
+    from reports.grouping import distinct_count
+
+    rng = np.random.default_rng(2)
+    member = np.sort(rng.integers(0, 5_000, 40_000))
+    gid = rng.integers(0, 300, member.size)
+    expected = np.zeros(300, dtype=np.int64)
+    for g, _m in set(zip(gid.tolist(), member.tolist(), strict=True)):
+        expected[g] += 1
+    assert np.array_equal(distinct_count(gid, member, 300), expected)  # in order
+    shuffle = rng.permutation(member.size)
+    assert np.array_equal(distinct_count(gid[shuffle], member[shuffle], 300), expected)
