@@ -24,7 +24,7 @@ from nsys_parsers.kernels import (
     kernel_names_by_kind,
     launch_tables,
 )
-from nsys_parsers.names import RangeNames, name_keys_sql, range_names
+from nsys_parsers.names import RangeNames, cache_range_names, name_keys_sql, range_names
 from nsys_parsers.ranges import NVTX_COLUMNS, RangeData, build_ranges, nvtx_numeric_job
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 
@@ -62,8 +62,6 @@ def load_activity(export, *, name_kind: str = "demangled", with_names: bool = Tr
     if cache is not None:
         _to_cache(cache, act)
         if act.names is not None and act.ranges is not None:
-            from nsys_parsers.names import cache_range_names
-
             cache_range_names(cache, act.ranges, act.names)
     return act
 

@@ -181,7 +181,7 @@ def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict
             bodies.append(b"\0" * pad)
             crc = zlib.crc32(b"\0" * pad, crc)
             offset += pad
-        view = memoryview(arr).cast("B") if arr.size else b""
+        view = arr.data.cast("B") if arr.size else b""
         arrays.append([col, arr.dtype.str, list(arr.shape), offset, arr.nbytes])
         bodies.append(view)
         crc = zlib.crc32(view, crc)
