@@ -82,13 +82,18 @@ analysis_options = option_group(AnalysisOptions, {
                         "rules": lambda v: v})
 
 
+def _one_blas_thread() -> None:
+    """Mining uses no BLAS: keep OpenBLAS from starting a thread pool when numpy loads
+    (about 50 ms of CPU). Called by the mining commands before they import numpy; the model
+    commands (bench, profile) keep the user's setting."""
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 @contextlib.contextmanager
 def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
     """The export opened for questions, with a spinner on stderr while a long read runs."""
-    import os
-
-    # The miner uses no BLAS; OpenBLAS would start a thread pool when numpy loads (~50 ms).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from profile_cli.progress import status
     from reports.analysis import ExportAnalysis
 
@@ -104,6 +109,7 @@ def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
 
     Example: `nsys-mine info run.sqlite --format json`
     """
+    _one_blas_thread()
     from reports.info import info_for_people
     from reports.render import render_object
 
@@ -130,6 +136,7 @@ def kernels(
     Examples: `nsys-mine kernels run.sqlite` ·
     `nsys-mine kernels run.sqlite --range forward --within measure --top 10`
     """
+    _one_blas_thread()
     from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
 
     with _analysis(export, analysis) as a:
@@ -147,6 +154,7 @@ def ranges(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> Non
     Examples: `nsys-mine ranges run.sqlite --depth 2` ·
     `nsys-mine ranges capture.sqlite --merge-op-ids on --match 'aten::*'`
     """
+    _one_blas_thread()
     from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
 
     with _analysis(export, analysis) as a:
@@ -169,6 +177,7 @@ def nvtx_kernels(
     Examples: `nsys-mine nvtx-kernels run.sqlite` ·
     `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
     """
+    _one_blas_thread()
     from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
 
     with _analysis(export, analysis) as a:
@@ -198,6 +207,7 @@ def dominant(
     Examples: `nsys-mine dominant run.sqlite --within measure` ·
     `nsys-mine dominant run.sqlite --range forward --range backward --format text`
     """
+    _one_blas_thread()
     from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
 
     with _analysis(export, analysis) as a:
@@ -214,6 +224,7 @@ def memops(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> Non
 
     Example: `nsys-mine memops run.sqlite`
     """
+    _one_blas_thread()
     from reports.memops import MEMOPS_COLUMNS, MEMOPS_VIEW
 
     with _analysis(export, analysis) as a:
