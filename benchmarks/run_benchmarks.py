@@ -1,31 +1,32 @@
 #!/usr/bin/env python3
-"""Time nsys-mine against `nsys stats` on the same scaled Nsight Systems export.
+"""Time nsys-mine against `nsys stats` on scaled exports of two shapes, side by side.
 
-    .venv/bin/python benchmarks/run_benchmarks.py [--factor 300] [--repeat 3] [--skip-nsys]
-                                                  [--nsys PATH] [--json results.json]
+    .venv/bin/python benchmarks/run_benchmarks.py [--factors 30,100,300,1200]
+        [--shapes shallow,nested] [--repeat 3] [--skip-nsys] [--json FILE] [--check]
 
-Builds (or reuses, cached in benchmarks/out/) two scaled copies of a real export with
-benchmarks/scale_export.py: factor F (default 300: ~1.03 M kernels, ~5 M NVTX ranges
-from the fastvideo fixture) and LxF (default L = 4). On the F file, side by side:
+Shapes (each replayed K times by benchmarks/scale_export.py, cached in benchmarks/out/):
 
-    nsys stats --report nvtxkernsum --format csv -o PREFIX FILE
-        vs  nsys-mine nvtx-kernels FILE --format csv --output OUT.csv
-    nsys stats --report gpukernsum  --format csv -o PREFIX FILE
-        vs  nsys-mine kernels      FILE --format csv --output OUT.csv
+  shallow  the fastvideo fixture: a real 2-process PyTorch emit_nvtx capture, 1-2 ranges deep
+  nested   benchmarks/nested_export.py: 2 processes, forward and autograd threads, operators
+           3-6 levels deep, most levels launching kernels
 
-and on the LxF file the nsys-mine commands again (linearity). Each command runs as
-its own subprocess; wall time is measured around it and peak RSS is the child's
-ru_maxrss from os.wait4 (the largest process in its tree that it waited for).
-The runs of one file are interleaved (A B C D, A B C D, ...) after the file has been
-read once so that every command sees a warm page cache. Reported: the MEDIAN wall
-time of the runs (min in the JSON) and the MAX peak RSS over the runs.
+On every file, side by side (CSV output to a file for every command):
 
-A command that fails (non-zero exit, timeout, or no output file) is reported with
-the tail of its stderr; the run goes on. See benchmarks/README.md for the targets.
+  nsys stats --report nvtxkernsum   vs  nsys-mine nvtx-kernels  (cold and warm)
+  nsys stats --report gpukernsum    vs  nsys-mine kernels       (cold and warm)
+                                        nsys-mine ranges, dominant (cold and warm)
+
+"cold": nsys-mine with an empty cache folder (it reads the export and fills the cache);
+"warm": the same command again right after, answering from that cache. Each command runs as
+its own process through a tiny launcher that takes wall time, CPU time (user + system) and
+peak RSS (os.wait4). The runs of one file are interleaved after the file has been read once
+(warm page cache for everyone). Reported: the MEDIAN wall and CPU time of the runs and the
+MAX peak RSS. nsys-mine's outputs are compared with nsys's (rows, instances, totals).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import platform
@@ -43,17 +44,29 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+from nested_export import build as build_nested  # noqa: E402
 from scale_export import DEFAULT_GAP_NS, scale_export  # noqa: E402
 
-DEFAULT_SRC = ROOT.parent / "shared" / "fixtures" / "nsys" / \
+FASTVIDEO = ROOT.parent / "shared" / "fixtures" / "nsys" / \
     "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
 OUT_DIR = HERE / "out"
 SCALER_VERSION = 1  # bump when scale_export's output changes, to invalidate the cache
+NESTED_VERSION = 1  # bump when nested_export's output changes
+NESTED_ARGS = {"steps": 4, "layers": 20, "seed": 0}
 
-# Targets (see README.md).
-NVTX_SPEEDUP_MIN = 10.0   # nvtxkernsum wall / nsys-mine nvtx-kernels wall
-KERNELS_SPEEDUP_MIN = 1.0  # gpukernsum wall / nsys-mine kernels wall
-LINEARITY_MAX = 4.5       # nsys-mine wall at 4x rows / at 1x (for a 4x multiple)
+# Targets (issue 11; see README.md).
+NVTX_SPEEDUP_MIN = 10.0    # nvtxkernsum wall / nsys-mine nvtx-kernels wall (cold)
+KERNELS_SPEEDUP_MIN = 1.5  # gpukernsum wall / nsys-mine kernels wall (cold)
+WARM_MAX_S = 0.5           # every report from the cache at x100
+LINEARITY_MAX = 4.5        # nsys-mine wall at 4x the rows / at 1x
+MOONSHOT = 3.0             # nvtx-kernels wall / kernels wall
+
+QUESTIONS = {  # question -> (nsys report or None, nsys-mine command)
+    "nvtx": ("nvtxkernsum", "nvtx-kernels"),
+    "kernels": ("gpukernsum", "kernels"),
+    "ranges": (None, "ranges"),
+    "dominant": (None, "dominant"),
+}
 
 
 # --------------------------------------------------------------------------- tools
@@ -61,6 +74,8 @@ LINEARITY_MAX = 4.5       # nsys-mine wall at 4x rows / at 1x (for a 4x multiple
 def find_nsys(explicit: str | None) -> str | None:
     if explicit:
         return explicit
+    if os.environ.get("NSYS"):
+        return os.environ["NSYS"]
     bundled = ROOT / ".cache" / "nsys" / "usr" / "bin" / "nsys"
     if bundled.exists():
         return str(bundled)
@@ -82,11 +97,31 @@ def find_nsys_mine(explicit: str | None) -> list[str]:
 
 # --------------------------------------------------------------------------- scaled files
 
-def scaled_file(src: Path, factor: int, gap_ns: int, rebuild: bool) -> tuple[Path, dict]:
+def nested_source(rebuild: bool) -> Path:
+    """The one-replica nested capture (benchmarks/nested_export.py), built once."""
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    dst = OUT_DIR / "nested_x1.sqlite"
+    meta_path = dst.with_name(dst.name + ".json")
+    key = {**NESTED_ARGS, "version": NESTED_VERSION,
+           "script_mtime_ns": (HERE / "nested_export.py").stat().st_mtime_ns}
+    if not rebuild and dst.exists() and meta_path.exists():
+        try:
+            if json.loads(meta_path.read_text()).get("key") == key:
+                return dst
+        except ValueError:
+            pass
+    print("building nested_x1.sqlite ...", flush=True)
+    counts = build_nested(dst, **NESTED_ARGS)
+    meta_path.write_text(json.dumps({"key": key, "counts": counts}, indent=1))
+    return dst
+
+
+def scaled_file(src: Path, factor: int, gap_ns: int, rebuild: bool, name: str
+                ) -> tuple[Path, dict]:
     """Return (path, info) of SRC scaled by FACTOR, building it unless a valid cached copy
     exists."""
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    dst = OUT_DIR / f"{src.stem}_x{factor}.sqlite"
+    dst = OUT_DIR / f"{name}_x{factor}.sqlite"
     meta_path = dst.with_name(dst.name + ".json")
     st = src.stat()
     key = {"src": str(src.resolve()), "src_size": st.st_size, "src_mtime_ns": st.st_mtime_ns,
@@ -132,11 +167,11 @@ class Run:
 
 @dataclass
 class Result:
-    label: str          # e.g. "nsys nvtxkernsum"
-    tool: str           # "nsys" | "nsys-mine"
-    pair: str           # "nvtx" | "kernels"
+    shape: str          # "shallow" | "nested"
     factor: int
-    argv: list[str]
+    question: str       # "nvtx" | "kernels" | "ranges" | "dominant"
+    tool: str           # "nsys" | "cold" | "warm" (nsys-mine without / with its cache)
+    argv: list[str] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
 
     @property
@@ -208,13 +243,15 @@ with open(out, "w") as f:
 """
 
 
-def run_once(argv: list[str], expected: Path, workdir: Path, timeout: float) -> Run:
+def run_once(argv: list[str], expected: Path, workdir: Path, timeout: float,
+             env_extra: dict[str, str] | None = None) -> Run:
     """Run ARGV once through LAUNCHER: wall time and the child's peak RSS (os.wait4)."""
     out_log, err_log = workdir / "stdout.log", workdir / "stderr.log"
     stats_path = workdir / "rusage.json"
-    env = None
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: compiled modules are reused
+    env.update(env_extra or {})
     if argv[:3] == [sys.executable, "-m", "profile_cli"]:
-        env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
@@ -270,52 +307,115 @@ def rss_floor(workdir: Path) -> float | None:
     return r.maxrss_mb if r.ok else None
 
 
-def commands(nsys: str | None, mine: list[str], db: Path, skip_nsys: bool
-             ) -> list[tuple[str, str, str, object]]:
-    """(label, tool, pair, builder) where builder(workdir) -> (argv, expected output)."""
-    out = []
-    if nsys and not skip_nsys:
-        for rep, pair in (("nvtxkernsum", "nvtx"), ("gpukernsum", "kernels")):
-            out.append((f"nsys stats {rep}", "nsys", pair,
-                        lambda w, rep=rep: ([nsys, "stats", "--report", rep, "--format", "csv",
-                                             "-o", str(w / "nsys"), str(db)],
-                                            w / f"nsys_{rep}.csv")))
-    for sub, pair in (("nvtx-kernels", "nvtx"), ("kernels", "kernels")):
-        out.append((f"nsys-mine {sub}", "nsys-mine", pair,
-                    lambda w, sub=sub: ([*mine, sub, str(db), "--format", "csv",
-                                         "--output", str(w / "out.csv")], w / "out.csv")))
-    return out
+
+def compile_project() -> None:
+    """Compile the project's modules once, as an installed package would have them."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / p) for p in (
+        "nsys_parsers", "reports", "profile_cli", "nvtx_model"))], env=env,
+        stdout=subprocess.DEVNULL, check=False)
 
 
-def bench_file(db: Path, factor: int, cmds, repeat_of, timeout: float, keep: Path | None
-               ) -> list[Result]:
+def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[str],
+               questions: list[str], repeat: int, nvtx_repeat: int, timeout: float,
+               keep: Path | None) -> list[Result]:
     warm_page_cache(db)
-    results = [Result(label, tool, pair, factor, []) for label, tool, pair, _ in cmds]
-    rounds = max(repeat_of(r) for r in results)
-    for i in range(rounds):
-        for res, (_label, _tool, _pair, build) in zip(results, cmds, strict=True):
-            if i >= repeat_of(res):
+    results: dict[tuple[str, str], Result] = {}
+    for q in questions:
+        report, _ = QUESTIONS[q]
+        if nsys and report:
+            results[q, "nsys"] = Result(shape, factor, q, "nsys")
+        results[q, "cold"] = Result(shape, factor, q, "cold")
+        results[q, "warm"] = Result(shape, factor, q, "warm")
+    outputs: dict[tuple[str, str], Path] = {}
+    for i in range(max(repeat, nvtx_repeat)):
+        for q in questions:
+            report, command = QUESTIONS[q]
+            nsys_res = results.get((q, "nsys"))
+            runs_wanted = nvtx_repeat if q == "nvtx" else repeat
+            if nsys_res is not None and i < runs_wanted and not (
+                    nsys_res.runs and not nsys_res.runs[-1].ok):
+                with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="run_") as tmp:
+                    w = Path(tmp)
+                    argv = [nsys, "stats", "--report", report, "--format", "csv", "-o",
+                            str(w / "nsys"), str(db)]
+                    _one(nsys_res, argv, w / f"nsys_{report}.csv", w, timeout, None, keep,
+                         outputs, i)
+            if i >= repeat:
                 continue
-            if res.runs and not res.runs[-1].ok:
-                continue  # it failed once; don't spend time repeating the failure
             with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="run_") as tmp:
                 w = Path(tmp)
-                argv, expected = build(w)
-                res.argv = argv
-                print(f"  x{factor} [{i + 1}/{repeat_of(res)}] {res.label} ...", end=" ",
-                      flush=True)
-                run = run_once(argv, expected, w, timeout)
-                res.runs.append(run)
-                if run.ok:
-                    print(f"{run.wall_s:.2f} s, {run.maxrss_mb:.0f} MB", flush=True)
-                    if keep is not None:
-                        keep.mkdir(parents=True, exist_ok=True)
-                        name = res.label.replace(" ", "_") + f"_x{factor}.csv"
-                        shutil.copyfile(expected, keep / name)
-                else:
-                    print("FAILED", flush=True)
-                    print("    " + run.error.replace("\n", "\n    "), flush=True)
-    return results
+                env = {"NSYS_MINE_CACHE_DIR": str(w / "cache")}
+                for tool in ("cold", "warm"):
+                    res = results[q, tool]
+                    if res.runs and not res.runs[-1].ok:
+                        continue
+                    out = w / f"{tool}.csv"
+                    argv = [*mine, command, str(db), "--format", "csv", "--output", str(out)]
+                    _one(res, argv, out, w, timeout, env, keep, outputs, i)
+    _compare(shape, factor, outputs)
+    return list(results.values())
+
+
+def _one(res: Result, argv: list[str], expected: Path, w: Path, timeout: float,
+         env: dict[str, str] | None, keep: Path | None, outputs: dict, i: int) -> None:
+    res.argv = argv
+    label = f"{res.shape} x{res.factor} [{i + 1}] {res.question} {res.tool}"
+    print(f"  {label:38s}", end=" ", flush=True)
+    run = run_once(argv, expected, w, timeout, env)
+    res.runs.append(run)
+    if run.ok:
+        print(f"{run.wall_s:7.2f} s  cpu {run.cpu_s or 0:6.2f} s  {run.maxrss_mb:6.0f} MB",
+              flush=True)
+        if i == 0:
+            dst = (keep or OUT_DIR) / f"{res.shape}_x{res.factor}_{res.question}_{res.tool}.csv"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(expected, dst)
+            outputs[res.question, res.tool] = dst
+    else:
+        print("FAILED", flush=True)
+        print("    " + run.error.replace("\n", "\n    "), flush=True)
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _none(v: str | None):
+    return None if v in (None, "None", "") else v
+
+
+def _compare(shape: str, factor: int, outputs: dict) -> None:
+    """nsys-mine's rows against nsys's: cold == warm, and the nsys reports' keys, instances
+    and totals (nvtx-kernels), instances and totals per kernel name (kernels)."""
+    for q in QUESTIONS:
+        cold, warm = outputs.get((q, "cold")), outputs.get((q, "warm"))
+        if cold and warm and cold.read_bytes() != warm.read_bytes():
+            print(f"  MISMATCH {shape} x{factor} {q}: warm output differs from cold")
+    if ("nvtx", "nsys") in outputs and ("nvtx", "cold") in outputs:
+        theirs = {(_none(r["NVTX Range"]), _none(r["Style"]), _none(r["PID"]), _none(r["TID"]),
+                   r["Kernel Name"]): (int(r["NVTX Inst"]), int(r["Kern Inst"]),
+                                       int(r["Total Time (ns)"]))
+                  for r in _rows(outputs["nvtx", "nsys"])}
+        ours = {(_none(r["range"]), _none(r["style"]), _none(r["pid"]), _none(r["tid"]),
+                 r["kernel"]): (int(r["range_instances"]), int(r["kernel_instances"]),
+                                int(r["total_ns"]))
+                for r in _rows(outputs["nvtx", "cold"])}
+        same = theirs == ours
+        print(f"  nvtx-kernels vs nvtxkernsum: {len(ours):,} rows, "
+              f"{'equal' if same else 'DIFFERENT'}", flush=True)
+    if ("kernels", "nsys") in outputs and ("kernels", "cold") in outputs:
+        agg: dict[str, list[int]] = {}
+        for r in _rows(outputs["kernels", "nsys"]):
+            a = agg.setdefault(r["Name"], [0, 0])
+            a[0] += int(r["Instances"])
+            a[1] += int(r["Total Time (ns)"])
+        ours_k = {r["name"]: [int(r["instances"]), int(r["total_ns"])]
+                  for r in _rows(outputs["kernels", "cold"])}
+        print(f"  kernels vs gpukernsum: {len(ours_k):,} names, "
+              f"{'equal' if ours_k == agg else 'DIFFERENT'}", flush=True)
 
 
 # --------------------------------------------------------------------------- report
@@ -328,161 +428,159 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def summarize(results: list[Result], base: int, lin_base: int, big: int | None,
-              mult: int) -> dict:
-    def get(tool: str, pair: str, factor: int) -> Result | None:
-        for r in results:
-            if r.tool == tool and r.pair == pair and r.factor == factor:
-                return r
-        return None
+def table(results: list[Result]) -> str:
+    """The markdown table of docs/PERFORMANCE.md: one row per shape, factor and question."""
+    get = {(r.shape, r.factor, r.question, r.tool): r for r in results}
+    lines = ["| shape | x | command | nsys wall s | nsys CPU s | nsys MB | cold wall s | "
+             "cold CPU s | cold MB | warm wall s | warm CPU s | warm MB | nsys/cold | "
+             "nsys/warm |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: |"]
+    keys = sorted({(r.shape, r.factor, r.question) for r in results},
+                  key=lambda k: (k[0] != "shallow", k[1], list(QUESTIONS).index(k[2])))
+    for shape, factor, q in keys:
+        n, c, w = (get.get((shape, factor, q, t)) for t in ("nsys", "cold", "warm"))
+        cmd = QUESTIONS[q][1] + (f" / {QUESTIONS[q][0]}" if QUESTIONS[q][0] else "")
+        cells = [shape, str(factor), cmd]
+        for r in (n, c, w):
+            cells += [_fmt(r.wall_median if r else None), _fmt(r.cpu_median if r else None),
+                      _fmt(r.maxrss_mb if r else None, ".0f")]
+        cells += [_fmt(_ratio(n.wall_median if n else None, c.wall_median if c else None),
+                       ".1f"),
+                  _fmt(_ratio(n.wall_median if n else None, w.wall_median if w else None),
+                       ".1f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
-    checks: dict[str, dict] = {}
-    print()
-    print(f"{'command':28s} {'factor':>6s} {'runs':>4s} {'wall s (median)':>15s} "
-          f"{'wall s (min)':>12s} {'CPU s':>7s} {'peak RSS MB':>11s}  status")
-    for r in results:
-        status = "ok" if r.ok else "FAILED"
-        print(f"{r.label:28s} {r.factor:>6d} {len(r.runs):>4d} {_fmt(r.wall_median):>15s} "
-              f"{_fmt(r.wall_min):>12s} {_fmt(r.cpu_median, '.1f'):>7s} "
-              f"{_fmt(r.maxrss_mb, '.0f'):>11s}  {status}")
-    print()
-    print(f"comparisons (median wall time, max peak RSS; file factor {base}):")
-    for pair, nsys_label, target in (("nvtx", "nvtxkernsum", NVTX_SPEEDUP_MIN),
-                                     ("kernels", "gpukernsum", KERNELS_SPEEDUP_MIN)):
-        n, m = get("nsys", pair, base), get("nsys-mine", pair, base)
-        t = _ratio(n.wall_median if n else None, m.wall_median if m else None)
-        rss = _ratio(n.maxrss_mb if n else None, m.maxrss_mb if m else None)
-        name = "nvtx-kernels" if pair == "nvtx" else "kernels"
-        passed = None if t is None else (t >= target and (pair != "nvtx" or (rss or 0) > 1.0))
-        want = (f">= {target:g}x faster and lower peak RSS" if pair == "nvtx"
-                else f">= {target:g}x (no slower)")
-        print(f"  {nsys_label} / nsys-mine {name}: time {_fmt(t)}x, RSS {_fmt(rss)}x   "
-              f"target {want}: {'-' if passed is None else ('PASS' if passed else 'FAIL')}")
-        checks[f"{pair}_vs_nsys"] = {"time_ratio": t, "rss_ratio": rss, "target": want,
-                                     "pass": passed}
-    if big:
-        limit = LINEARITY_MAX * mult / 4.0
-        print(f"linearity (wall at factor {big} / wall at factor {lin_base}; "
-              f"{mult}x rows, target <= {limit:g}):")
-        for tool in ("nsys-mine", "nsys"):
-            for pair in ("nvtx", "kernels"):
-                a, b = get(tool, pair, lin_base), get(tool, pair, big)
-                if a is None or b is None:
-                    continue
-                lin = _ratio(b.wall_median, a.wall_median)
-                rss = _ratio(b.maxrss_mb, a.maxrss_mb)
-                passed = None if lin is None else lin <= limit
-                verdict = ("" if tool == "nsys" else
-                           f"   {'-' if passed is None else ('PASS' if passed else 'FAIL')}")
-                print(f"  {a.label:30s} time {_fmt(lin)}x, RSS {_fmt(rss)}x{verdict}")
-                if tool == "nsys-mine":
-                    checks[f"{pair}_linearity"] = {"time_ratio": lin, "rss_ratio": rss,
-                                                   "target": f"<= {limit:g}", "pass": passed}
-    return checks
+
+def checks(results: list[Result], factors: list[int]) -> dict[str, dict]:
+    get = {(r.shape, r.factor, r.question, r.tool): r for r in results}
+    out: dict[str, dict] = {}
+
+    def wall(shape, f, q, tool):
+        r = get.get((shape, f, q, tool))
+        return r.wall_median if r else None
+
+    def rss(shape, f, q, tool):
+        r = get.get((shape, f, q, tool))
+        return r.maxrss_mb if r else None
+
+    for shape in sorted({r.shape for r in results}):
+        for f in factors:
+            t = _ratio(wall(shape, f, "nvtx", "nsys"), wall(shape, f, "nvtx", "cold"))
+            m = _ratio(rss(shape, f, "nvtx", "nsys"), rss(shape, f, "nvtx", "cold"))
+            if t is not None:
+                out[f"{shape} x{f} nvtx-kernels >= {NVTX_SPEEDUP_MIN:g}x nvtxkernsum, "
+                    f"less memory"] = {"time_ratio": t, "rss_ratio": m,
+                                       "pass": t >= NVTX_SPEEDUP_MIN and (m or 0) > 1}
+            t = _ratio(wall(shape, f, "kernels", "nsys"), wall(shape, f, "kernels", "cold"))
+            if t is not None:
+                out[f"{shape} x{f} kernels >= {KERNELS_SPEEDUP_MIN:g}x gpukernsum"] = {
+                    "time_ratio": t, "pass": t >= KERNELS_SPEEDUP_MIN}
+            mo = _ratio(wall(shape, f, "nvtx", "cold"), wall(shape, f, "kernels", "cold"))
+            if mo is not None:
+                out[f"{shape} x{f} moonshot: nvtx-kernels within {MOONSHOT:g}x of kernels"] = {
+                    "time_ratio": mo, "pass": mo <= MOONSHOT}
+        if 100 in factors:
+            for q in QUESTIONS:
+                w = wall(shape, 100, q, "warm")
+                if w is not None:
+                    out[f"{shape} x100 warm {QUESTIONS[q][1]} < {WARM_MAX_S:g} s"] = {
+                        "wall_s": w, "pass": w < WARM_MAX_S}
+        for a, b in zip(factors, factors[1:], strict=False):
+            for q in ("nvtx", "kernels"):
+                lin = _ratio(wall(shape, b, q, "cold"), wall(shape, a, q, "cold"))
+                if lin is not None and b == 4 * a:
+                    out[f"{shape} {QUESTIONS[q][1]} x{b}/x{a} <= {LINEARITY_MAX:g}"] = {
+                        "time_ratio": lin, "pass": lin <= LINEARITY_MAX}
+    return out
 
 
 # --------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--src", type=Path, default=DEFAULT_SRC,
-                    help="real nsys export to scale (read only; default: the fastvideo fixture)")
-    ap.add_argument("--factor", type=int, default=300,
-                    help="replay factor of the main file (default 300: ~1.03 M kernels)")
-    ap.add_argument("--linearity-multiple", type=int, default=4,
-                    help="also time nsys-mine on a file MULTIPLE times bigger "
-                         "(default 4; 0 = skip)")
-    ap.add_argument("--linearity-base", type=int, metavar="FACTOR",
-                    help="small file of the linearity pair (default: --factor); e.g. "
-                         "--linearity-base 75 compares x75 with x300 and keeps x300 for the "
-                         "nsys comparison, avoiding the 2.3 GiB x1200 file")
+    ap.add_argument("--factors", default="30,100,300,1200",
+                    help="replay factors (default 30,100,300,1200)")
+    ap.add_argument("--shapes", default="shallow,nested",
+                    help="shallow (the fastvideo fixture) and/or nested (nested_export.py)")
+    ap.add_argument("--questions", default="nvtx,kernels,ranges,dominant",
+                    help="nvtx, kernels, ranges, dominant (default: all)")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="runs per command; the median wall time is reported (default 3)")
+                    help="runs per nsys-mine command and gpukernsum (default 3)")
     ap.add_argument("--nvtxkernsum-repeat", type=int, default=1,
                     help="runs of the slow `nsys stats nvtxkernsum` (default 1)")
-    ap.add_argument("--nsys",
-                    help="nsys binary (default .cache/nsys/usr/bin/nsys, else nsys on PATH)")
+    ap.add_argument("--nsys", help="nsys binary (default $NSYS, .cache/nsys, PATH)")
     ap.add_argument("--nsys-mine", dest="nsys_mine",
                     help="nsys-mine executable (default .venv/bin/nsys-mine)")
-    ap.add_argument("--skip-nsys", action="store_true",
-                    help="time only nsys-mine (nvtxkernsum takes ~45-60 s on the default file)")
-    ap.add_argument("--nsys-at-multiple", action="store_true",
-                    help="also run nsys stats on the big linearity file (slow: minutes)")
-    ap.add_argument("--timeout", type=float, default=600,
-                    help="per-command limit in s (default 600)")
-    ap.add_argument("--gap-ns", type=int, default=DEFAULT_GAP_NS, help=argparse.SUPPRESS)
-    ap.add_argument("--rebuild", action="store_true",
-                    help="rebuild the scaled files even if cached")
+    ap.add_argument("--skip-nsys", action="store_true", help="time only nsys-mine")
+    ap.add_argument("--timeout", type=float, default=900,
+                    help="per-command limit in s (default 900)")
+    ap.add_argument("--rebuild", action="store_true", help="rebuild the scaled files")
+    ap.add_argument("--drop-files", action="store_true",
+                    help="delete each scaled file after timing it (saves disk)")
     ap.add_argument("--keep-outputs", type=Path, metavar="DIR",
-                    help="copy each command's CSV output to DIR (for diffing)")
+                    help="where the first run's CSV of every command goes (default "
+                         "benchmarks/out)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="save all results as JSON")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a target is missed or a command failed")
     a = ap.parse_args(argv)
 
-    if not a.src.is_file():
-        print(f"error: source export {a.src} not found (see --src)", file=sys.stderr)
-        return 2
-    nsys = find_nsys(a.nsys)
-    if not nsys and not a.skip_nsys:
-        print("warning: no nsys found (--nsys); timing nsys-mine only", file=sys.stderr)
+    factors = sorted(int(f) for f in a.factors.split(",") if f.strip())
+    shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
+    questions = [q.strip() for q in a.questions.split(",") if q.strip()]
+    nsys = None if a.skip_nsys else find_nsys(a.nsys)
     mine = find_nsys_mine(a.nsys_mine)
-    base = a.factor
-    lin_base = a.linearity_base or base
-    big = (lin_base * a.linearity_multiple
-           if a.linearity_multiple and a.linearity_multiple > 1 else None)
-
+    compile_project()
     t_start = time.perf_counter()
-    files = {}
-    for f in sorted({base} | ({lin_base, big} if big else set())):
-        path, meta = scaled_file(a.src, f, a.gap_ns, a.rebuild)
-        files[f] = (path, meta)
-        c = meta["counts"]
-        print(f"x{f}: {path.name}, {meta['dst_size'] / 2**20:.0f} MiB, "
-              f"{c.get('CUPTI_ACTIVITY_KIND_KERNEL', 0):,} kernels, "
-              f"{c.get('NVTX_EVENTS_ranges', 0):,} NVTX ranges, "
-              f"{c.get('CUPTI_ACTIVITY_KIND_RUNTIME', 0):,} runtime rows"
-              + (" (cached)" if meta.get("cached") else f" (built in {meta['scale_seconds']} s)"),
-              flush=True)
-
-    def repeat_of(r: Result) -> int:
-        if r.label == "nsys stats nvtxkernsum":
-            return max(1, a.nvtxkernsum_repeat)
-        return max(1, a.repeat)
-
-    with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="floor_") as tmp:
+    with tempfile.TemporaryDirectory(dir=OUT_DIR if OUT_DIR.exists() else None) as tmp:
         floor = rss_floor(Path(tmp))
-    print(f"peak-RSS floor of the launcher (/bin/true): {_fmt(floor, '.1f')} MB", flush=True)
-
+    print(f"peak-RSS floor of the launcher (/bin/true): {_fmt(floor, '.1f')} MB; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     results: list[Result] = []
-    for f, (path, _meta) in files.items():
-        skip = a.skip_nsys or (f != base and not a.nsys_at_multiple)
-        print(f"timing on {path.name}:", flush=True)
-        results += bench_file(path, f, commands(nsys, mine, path, skip), repeat_of, a.timeout,
-                              a.keep_outputs)
-
-    checks = summarize(results, base, lin_base, big, a.linearity_multiple)
+    files: dict[str, dict] = {}
+    for shape in shapes:
+        src = FASTVIDEO if shape == "shallow" else nested_source(a.rebuild)
+        for f in factors:
+            path, meta = scaled_file(src, f, DEFAULT_GAP_NS, a.rebuild, shape)
+            c = meta["counts"]
+            files[f"{shape} x{f}"] = {"path": str(path), **meta}
+            print(f"{shape} x{f}: {path.stat().st_size / 2**20:.0f} MiB, "
+                  f"{c.get('CUPTI_ACTIVITY_KIND_KERNEL', 0):,} kernels, "
+                  f"{c.get('NVTX_EVENTS_ranges', 0):,} NVTX ranges, "
+                  f"{c.get('CUPTI_ACTIVITY_KIND_RUNTIME', 0):,} runtime rows; "
+                  f"load average {os.getloadavg()[0]:.2f}", flush=True)
+            results += bench_file(shape, path, f, nsys, mine, questions, a.repeat,
+                                  a.nvtxkernsum_repeat, a.timeout, a.keep_outputs)
+            if a.drop_files:
+                path.unlink(missing_ok=True)
+                path.with_name(path.name + ".json").unlink(missing_ok=True)
+    print()
+    print(table(results))
+    print()
+    found = checks(results, factors)
+    for name, c in found.items():
+        value = c.get("time_ratio", c.get("wall_s"))
+        print(f"{'PASS' if c['pass'] else 'FAIL'}  {name}: {_fmt(value)}"
+              + (f" (memory {_fmt(c['rss_ratio'])}x less)" if c.get("rss_ratio") else ""))
     total = time.perf_counter() - t_start
-    print(f"\ntotal {total:.0f} s. nsys: {nsys or '-'}; nsys-mine: {' '.join(mine)}")
-
+    print(f"\ntotal {total:.0f} s. nsys: {nsys or '-'}; nsys-mine: {' '.join(mine)}; "
+          f"load average now {os.getloadavg()[0]:.2f}")
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
                      "python": platform.python_version(), "platform": platform.platform()},
-            "nsys": nsys, "nsys_mine": mine, "src": str(a.src),
-            "statistic": "wall: median of runs (wall_min_s also given); RSS: max over runs",
-            "rss_floor_mb": floor,
-            "files": {str(f): {"path": str(p), **m} for f, (p, m) in files.items()},
-            "results": [r.to_json() for r in results],
-            "checks": checks,
-            "total_seconds": round(total, 1),
+            "nsys": nsys, "nsys_mine": mine, "rss_floor_mb": floor, "files": files,
+            "statistic": "wall and CPU: median of runs; RSS: max over runs",
+            "results": [r.to_json() for r in results], "checks": found,
+            "table": table(results), "total_seconds": round(total, 1),
         }, indent=1))
         print(f"results saved to {a.json}")
-
     if a.check:
-        failed = any(not r.ok for r in results) or any(c["pass"] is False for c in checks.values())
+        failed = any(not r.ok for r in results) or any(not c["pass"] for c in found.values())
         return 1 if failed else 0
     return 0
 

@@ -14,8 +14,18 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values)
     if values.size == 0:
         return values.copy()
-    s = np.sort(values, kind="stable")
+    s = np.sort(values)
     keep = np.empty(s.size, dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def factorize(items: list) -> tuple[np.ndarray, list]:
+    """(code per item, distinct items in order of first appearance), without pandas: one
+    dict of the distinct items (Python hashes each string once)."""
+    index: dict = dict.fromkeys(items)
+    for i, key in enumerate(index):
+        index[key] = i
+    codes = np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+    return codes, list(index)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.cache import ExportCache, Part
 from nsys_parsers.errors import BadOption
 from nsys_parsers.kernels import KernelData
 from nsys_parsers.ranges import RangeData
@@ -105,3 +106,28 @@ def attribute(kernels: KernelData, ranges: RangeData, mode: str = "all") -> Pair
         raise BadOption(f"unknown attribution {mode!r}; use one of {', '.join(ATTRIBUTIONS)}")
     p = pairs(kernels, ranges)
     return innermost(p, ranges) if mode == "innermost" else p
+
+
+def _pairs_part(mode: str) -> str:
+    return f"pairs.{mode}"
+
+
+def cached_pairs(cache: ExportCache | None, mode: str, act) -> Pairs | None:
+    """Pairs of ``mode`` stored for this export's activity (as read, no window), if any."""
+    part = cache.get(_pairs_part(mode)) if cache is not None else None
+    if part is None:
+        return None
+    r, k = part.arrays.get("range_idx"), part.arrays.get("kernel_idx")
+    if (r is None or k is None or r.size != k.size
+            or part.meta.get("shape") != [len(act.ranges), len(act.kernels)]):
+        return None
+    if r.size and (int(r.max()) >= len(act.ranges) or int(k.max()) >= len(act.kernels)):
+        return None
+    return Pairs(range_idx=r, kernel_idx=k)
+
+
+def cache_pairs(cache: ExportCache | None, mode: str, act, p: Pairs) -> None:
+    if cache is not None:
+        cache.put(_pairs_part(mode), Part(
+            arrays={"range_idx": p.range_idx, "kernel_idx": p.kernel_idx},
+            meta={"shape": [len(act.ranges), len(act.kernels)]}))

@@ -21,10 +21,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from nsys_parsers.arrays import factorize
 from nsys_parsers.sqlite_file import connect_readonly
 
 TEXT_SEP = "\x1f"  # ASCII unit separator: never part of a kernel or range name
 CHUNK_ROWS = 1 << 19
+MIN_CHUNK_ROWS = 1 << 16
 
 
 def ints_from_text(text: str | None) -> np.ndarray:
@@ -56,13 +58,20 @@ def text_column(conn: sqlite3.Connection, source_sql: str, column: str,
     return parts
 
 
-def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int = CHUNK_ROWS
+def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int | None = None
                  ) -> list[dict[str, int]]:
-    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows."""
-    lo_hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows
+    (default: at least 8 chunks, so that two threads share the work evenly, of 64 K to
+    512 K rows: each chunk's strings stay small)."""
+    # Two subqueries: SQLite answers a lone min() or max() of the rowid with one b-tree seek,
+    # but `SELECT min(rowid), max(rowid)` scans the whole table.
+    lo_hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), '
+                         f'(SELECT max(rowid) FROM "{table}")').fetchone()
     if lo_hi[0] is None:
         return []
     lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
+    if chunk_rows is None:
+        chunk_rows = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
     return [{"lo": a, "hi": min(a + chunk_rows, hi)} for a in range(lo, hi, chunk_rows)]
 
 
@@ -112,13 +121,10 @@ def names_job(sql: str, bounds: dict[str, int]
               ) -> Callable[[sqlite3.Connection], tuple[np.ndarray, list[str]]]:
     """Column ``k`` of a chunk, factorized: (code per row, distinct values)."""
     def job(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
-        import pandas as pd
-
         keys = text_column(conn, sql, "k", bounds)
         if not keys:
             return np.zeros(0, dtype=np.int64), []
-        codes, uniques = pd.factorize(np.asarray(keys, dtype=object), sort=False)
-        return codes.astype(np.int64), list(uniques)
+        return factorize(keys)
     return job
 
 

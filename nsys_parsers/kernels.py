@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_parsers import queries as Q
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.cache import ExportCache, Part
 from nsys_parsers.errors import BadOption
 from nsys_parsers.fetch import Reader, gather_ints, ints_job, rowid_chunks
 from nsys_parsers.names import kernel_names
@@ -95,8 +97,8 @@ def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
         return l_tid, l_start, l_end
     r_pid = r_tid & ~np.int64(LOW24)
     # Small integer codes for processes, so that (process, correlationId) packs in one int64.
-    pids, inv = np.unique(np.concatenate([r_pid, k_pid]), return_inverse=True)
-    r_code, k_code = inv[: r_pid.size], inv[r_pid.size:]
+    pids = sorted_unique(np.concatenate([sorted_unique(r_pid), sorted_unique(k_pid)]))
+    r_code, k_code = np.searchsorted(pids, r_pid), np.searchsorted(pids, k_pid)
     corr_max = int(max(r_corr.max(initial=0), k_corr.max(initial=0))) + 1
     min_corr = min(int(r_corr.min(initial=0)), int(k_corr.min(initial=0)))
     if corr_max * len(pids) < 2**62 and min_corr >= -1:
@@ -107,7 +109,10 @@ def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
                                    np.concatenate([r_corr, k_corr])], axis=1), axis=0,
                          return_inverse=True)[1].ravel()
         r_key, k_key = both[: r_code.size], both[r_code.size:]
-    order = np.lexsort((r_end - r_start, r_key))  # by key, narrowest call first
+    order = np.argsort(r_key, kind="stable")
+    sk = r_key[order]
+    if sk.size > 1 and bool((sk[1:] == sk[:-1]).any()):  # a launch recorded twice
+        order = np.lexsort((r_end - r_start, r_key))  # by key, narrowest call first
     sorted_key = r_key[order]
     pos = np.searchsorted(sorted_key, k_key, side="left")
     pos_c = np.minimum(pos, sorted_key.size - 1)
@@ -134,13 +139,37 @@ def build_kernels(export, kernel_cols: list[np.ndarray], launch_cols: list[np.nd
                       notes=list(notes))
 
 
-def load_kernel_durations(export, *, name_kind: str = "demangled", workers: int = 2
-                          ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
-    """Just what a plain kernel summary needs: (names, name code per kernel, durations, notes)."""
+def _read_durations(export, name_kind: str, workers: int
+                    ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
     name_col, notes = kernel_name_column(export, name_kind)
     sql = Q.KERNEL_DURATIONS.sql(export, name_col=name_col)
     with Reader(export.path, workers=workers) as rd:
         d, n = gather_ints([rd.submit(ints_job(sql, ["d", "n"], b))
                             for b in rowid_chunks(export.db, KERNEL_TABLE)], 2)
     names, codes = kernel_names(export, n)
+    return names, codes, d, notes
+
+
+def kernel_names_by_kind(export, name_kind: str, workers: int = 2
+                         ) -> tuple[np.ndarray, list[str], list[str]]:
+    """(name code per kernel, names, notes) for ``name_kind``, in table order."""
+    names, codes, _, notes = _read_durations(export, name_kind, workers)
+    return codes, names, notes
+
+
+def load_kernel_durations(export, *, name_kind: str = "demangled", workers: int = 2,
+                          cache: ExportCache | None = None
+                          ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+    """Just what a plain kernel summary needs: (names, name code per kernel, durations, notes),
+    from ``cache`` when it has them (stored there when read)."""
+    part_name = f"kernel_durations.{name_kind}"
+    if cache is not None:
+        part = cache.get(part_name)
+        if part is not None:
+            return (part.strings["names"], part.arrays["code"], part.arrays["duration"],
+                    list(part.meta.get("notes", [])))
+    names, codes, d, notes = _read_durations(export, name_kind, workers)
+    if cache is not None:
+        cache.put(part_name, Part(arrays={"code": codes, "duration": d},
+                                  strings={"names": names}, meta={"notes": notes}))
     return names, codes, d, notes

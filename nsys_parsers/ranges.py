@@ -9,21 +9,26 @@ apart: they name the non-default domains.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from nsys_parsers import queries as Q
+from nsys_parsers.fetch import int_columns
 from nsys_parsers.schema import (
     LOW24,
     NVTX_DOMAIN_CREATE,
     NVTX_PUSHPOP,
+    NVTX_RANGE_TYPES,
     NVTX_TABLE,
     NVTXT_PUSHPOP,
     Schema,
 )
 
 NVTX_COLUMNS = ["s", "e", "t", "f", "r"]
+READ_TYPES = np.array(NVTX_RANGE_TYPES + (NVTX_DOMAIN_CREATE,), dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,33 @@ def tid_of(global_tid: np.ndarray) -> np.ndarray:
     return global_tid & LOW24
 
 
-def nvtx_numeric_sql(export: Schema) -> str:
-    """NVTX_NUMERIC for this schema (older exports lack endGlobalTid or domainId)."""
+def nvtx_numeric_sql(export: Schema, query: Q.Query = Q.NVTX_NUMERIC) -> str:
+    """NVTX_NUMERIC (or NVTX_NUMERIC_DENSE) for this schema (older exports lack
+    endGlobalTid or domainId)."""
     cross = ("e.endGlobalTid IS NOT NULL AND e.endGlobalTid != e.globalTid"
              if export.has_column(NVTX_TABLE, "endGlobalTid") else "0")
     domain = "ifnull(e.domainId, 0)" if export.has_column(NVTX_TABLE, "domainId") else "0"
-    return Q.NVTX_NUMERIC.sql(export, cross_thread=cross, domain=domain)
+    return query.sql(export, cross_thread=cross, domain=domain)
+
+
+def nvtx_numeric_job(export: Schema, bounds: dict[str, int]
+                     ) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
+    """A chunk job giving the NVTX_COLUMNS of the range and domain-create rows with rowids in
+    ``bounds``. Reads every row without its rowid (implied when the rowids have no gap) and
+    keeps the event types read; a chunk with gaps is read again with its rowids."""
+    dense_sql = nvtx_numeric_sql(export, Q.NVTX_NUMERIC_DENSE)
+    sparse_sql = nvtx_numeric_sql(export)
+
+    def run(conn: sqlite3.Connection) -> list[np.ndarray]:
+        s, e, t, f = int_columns(conn, dense_sql, NVTX_COLUMNS[:4], bounds)
+        if s.size != bounds["hi"] - bounds["lo"]:
+            return int_columns(conn, sparse_sql, NVTX_COLUMNS, bounds)
+        r = np.arange(bounds["lo"], bounds["hi"], dtype=np.int64)
+        keep = np.isin(f & 0xFF, READ_TYPES)
+        if not keep.all():
+            s, e, t, f, r = s[keep], e[keep], t[keep], f[keep], r[keep]
+        return [s, e, t, f, r]
+    return run
 
 
 def build_ranges(cols: list[np.ndarray], capture_end: int) -> RangeData:

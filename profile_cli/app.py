@@ -41,6 +41,15 @@ app = typer.Typer(
 )
 
 
+def _one_blas_thread() -> None:
+    """Mining uses no BLAS: keep OpenBLAS from starting a thread pool when numpy loads
+    (about 50 ms of CPU). Called by the mining commands before they import numpy; the model
+    commands (bench, profile) keep the user's setting."""
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 @contextlib.contextmanager
 def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
     """The export opened for questions, with a spinner on stderr while a long read runs."""
@@ -84,6 +93,7 @@ def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
 
     Example: `nsys-mine info run.sqlite --format json`
     """
+    _one_blas_thread()
     from reports.info import info_for_people
     from reports.render import render_object
 
@@ -95,7 +105,7 @@ def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
 
 
 @app.command()
-@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys"))
+@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys", "cache"))
 @output_options()
 def kernels(
     exports: ExportsArg,
@@ -112,6 +122,7 @@ def kernels(
     Examples: `nsys-mine kernels run.sqlite` ·
     `nsys-mine kernels sweep/ --range forward --within measure --top 3`
     """
+    _one_blas_thread()
     from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
 
     title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
@@ -126,7 +137,7 @@ def kernels(
 
 
 @app.command()
-@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys"))
+@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys", "cache"))
 @output_options()
 def ranges(exports: ExportsArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
     """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
@@ -136,6 +147,7 @@ def ranges(exports: ExportsArg, analysis: AnalysisOptions, out: OutputSpec) -> N
     Examples: `nsys-mine ranges run.sqlite --depth 2` ·
     `nsys-mine ranges a.sqlite b.sqlite --match forward --match backward`
     """
+    _one_blas_thread()
     from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
 
     export = _single(exports)
@@ -149,7 +161,8 @@ def ranges(exports: ExportsArg, analysis: AnalysisOptions, out: OutputSpec) -> N
 
 
 @app.command("nvtx-kernels")
-@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys"))
+@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
+                        "cache"))
 @output_options()
 def nvtx_kernels(
     export: ExportArg,
@@ -162,6 +175,7 @@ def nvtx_kernels(
     Examples: `nsys-mine nvtx-kernels run.sqlite` ·
     `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
     """
+    _one_blas_thread()
     from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
 
     with _analysis(export, analysis) as a:
@@ -191,6 +205,7 @@ def dominant(
     Examples: `nsys-mine dominant run.sqlite --within measure` ·
     `nsys-mine dominant sweep/ --range forward --within measure --format text`
     """
+    _one_blas_thread()
     from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
 
     export = _single(exports)
@@ -213,6 +228,7 @@ def memops(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> Non
 
     Example: `nsys-mine memops run.sqlite`
     """
+    _one_blas_thread()
     from reports.memops import MEMOPS_COLUMNS, MEMOPS_VIEW
 
     with _analysis(export, analysis) as a:

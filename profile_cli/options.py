@@ -39,6 +39,11 @@ DepthOpt = Annotated[Optional[int], typer.Option(
 MatchOpt = Annotated[Optional[List[str]], typer.Option(
     "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
     help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
+CacheOpt = Annotated[bool, typer.Option(
+    "--cache/--no-cache", rich_help_panel=ANALYSIS_PANEL,
+    help="Keep the columns read from the export in the user cache dir ($NSYS_MINE_CACHE_DIR, "
+         "default ~/.cache/nsys-mine/columns; never next to the export) and answer the next "
+         "questions from there. --no-cache reads the export and writes nothing.")]
 AttributionOpt = Annotated[str, typer.Option(
     "--attribution", rich_help_panel=ANALYSIS_PANEL, **choice(ATTRIBUTIONS),
     help="all: a kernel counts in every range that encloses its launch (as nsys "
@@ -48,6 +53,7 @@ AttributionOpt = Annotated[str, typer.Option(
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
     "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
+    "cache": CacheOpt,
 }, "analysis", convert={"match": lambda v: tuple(v or ()),
                         "rules": lambda v: v})
 

@@ -45,12 +45,26 @@ def _wanted(console: Any, force: bool) -> bool:
     return console.is_terminal or force or os.environ.get("NSYS_MINE_PROGRESS") == "1"
 
 
+def _maybe_terminal(stream: Any) -> bool:
+    """Whether rich could take ``stream`` for a terminal (it also obeys FORCE_TERMINAL)."""
+    if os.environ.get("NSYS_MINE_PROGRESS") == "1" or os.environ.get("FORCE_TERMINAL"):
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 @contextlib.contextmanager
 def status(message: str, *, delay_s: float = 0.8, force: bool = False) -> Iterator[None]:
     """A spinner with ``message`` on stderr while a long read runs: it appears only once the
     work has taken ``delay_s`` (quick answers stay clean) and is gone when it ends."""
+    import sys
     import threading
 
+    if not (force or _maybe_terminal(sys.stderr)):
+        yield  # a pipe or a CI log: no spinner, and no need to load rich for it
+        return
     from rich.console import Console
 
     console = Console(stderr=True)

@@ -31,7 +31,8 @@ import numpy as np
 
 from nsys_parsers.activity import Activity, load_activity
 from nsys_parsers.arrays import sorted_unique
-from nsys_parsers.attribution import Pairs, attribute
+from nsys_parsers.attribution import Pairs, attribute, cache_pairs, cached_pairs, innermost
+from nsys_parsers.cache import ExportCache
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import load_kernel_durations
 from nsys_parsers.names import OP_ID_SUFFIX, RangeNames, looks_like_emit_nvtx, range_names
@@ -64,6 +65,9 @@ class ExportAnalysis:
         self._merge: bool | None = None
         self._merged: dict[int, tuple[RangeNames, RangeNames]] = {}  # names -> merged names
         self._shown: np.ndarray | None = None
+        # the export's cache entry (None: --no-cache); it holds what was read and resolved
+        self.cache: ExportCache | None = (ExportCache.for_export(self.export)
+                                          if self.options.cache else None)
 
     @property
     def within(self) -> str | None:
@@ -77,6 +81,8 @@ class ExportAnalysis:
         self.close()
 
     def close(self) -> None:
+        if self.cache is not None:
+            self.cache.flush()
         if self._owned:
             self.export.close()
 
@@ -85,7 +91,7 @@ class ExportAnalysis:
         need_names = need_names or self.within is not None or bool(self.options.match)
         if self._raw is None:
             self._raw = load_activity(self.export, name_kind=self.options.name_kind,
-                                      with_names=need_names)
+                                      with_names=need_names, cache=self.cache)
             self._raw_names = self._raw.names
         if self._view is None:
             if self.within:
@@ -97,7 +103,7 @@ class ExportAnalysis:
     def _complete_raw_names(self) -> RangeNames:
         assert self._raw is not None and self._raw.ranges is not None
         if self._raw_names is None:
-            self._raw_names = range_names(self.export, self._raw.ranges)
+            self._raw_names = range_names(self.export, self._raw.ranges, cache=self.cache)
         return self._raw_names
 
     @property
@@ -117,8 +123,8 @@ class ExportAnalysis:
         if names is None:
             if rows is None:  # no `within` (it resolves every name): the view is the raw data
                 names = self._view_names = self._complete_raw_names()
-            else:
-                names = range_names(self.export, act.ranges, rows=rows)
+            else:  # likewise: the view is the raw data, whose names the cache keeps
+                names = range_names(self.export, act.ranges, rows=rows, cache=self.cache)
         if not self.merges_op_ids(names):
             return names
         cached = self._merged.get(id(names))
@@ -148,7 +154,16 @@ class ExportAnalysis:
         if attribution not in self._pairs:
             act = self.activity
             assert act.kernels is not None and act.ranges is not None
-            self._pairs[attribution] = attribute(act.kernels, act.ranges, attribution)
+            cached = self.within is None and self.cache is not None
+            p = cached_pairs(self.cache, attribution, act) if cached else None
+            if p is None:
+                if attribution == "innermost":  # from the `all` pairs, computed once
+                    p = innermost(self.pairs("all"), act.ranges)
+                else:
+                    p = attribute(act.kernels, act.ranges, attribution)
+                if cached:
+                    cache_pairs(self.cache, attribution, act, p)
+            self._pairs[attribution] = p
         return self._pairs[attribution]
 
     def shown(self) -> np.ndarray | None:
@@ -225,7 +240,7 @@ class ExportAnalysis:
             self.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         if range_name is None and self.within is None and self._raw is None:
             names, codes, durations, notes = load_kernel_durations(
-                self.export, name_kind=self.options.name_kind)
+                self.export, name_kind=self.options.name_kind, cache=self.cache)
             rows = summarize_kernels(names, codes, durations, self.rules)
             return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
         act = self.activity
@@ -256,8 +271,10 @@ class ExportAnalysis:
         self.export.require(NVTX_TABLE, "the NVTX range summary")
         self._load(need_names=True)
         act = self.activity
-        pairs = self.pairs("all") if act.kernels is not None and len(act.kernels) else None
-        report = range_report(act, self.names(), pairs, shown=self.shown())
+        has_kernels = act.kernels is not None and len(act.kernels) > 0
+        pairs = self.pairs("all") if has_kernels else None
+        inner = self.pairs("innermost") if has_kernels else None
+        report = range_report(act, self.names(), pairs, shown=self.shown(), inner=inner)
         report.notes += self.merge_notes() + self._filter_notes()
         return report
 

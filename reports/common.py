@@ -31,11 +31,17 @@ class GroupStats:
     max: np.ndarray
     stddev: np.ndarray
 
+    _plain: list[list[Any]] | None = None
+
     def row(self, g: int) -> dict[str, Any]:
         """The duration columns of group g, as every report names them."""
-        return {"total_ns": int(self.total[g]), "avg_ns": r1(self.avg[g]),
-                "med_ns": r1(self.med[g]), "min_ns": int(self.min[g]),
-                "max_ns": int(self.max[g]), "stddev_ns": r1(self.stddev[g])}
+        if self._plain is None:  # every group at once: numpy rounds, tolist() unwraps
+            self._plain = [self.total.tolist(), r1_array(self.avg).tolist(),
+                           r1_array(self.med).tolist(), self.min.tolist(),
+                           self.max.tolist(), r1_array(self.stddev).tolist()]
+        t, a, m, lo, hi, sd = self._plain
+        return {"total_ns": t[g], "avg_ns": a[g], "med_ns": m[g], "min_ns": lo[g],
+                "max_ns": hi[g], "stddev_ns": sd[g]}
 
 
 def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupStats:
@@ -76,6 +82,12 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     with np.errstate(invalid="ignore", divide="ignore"):
         std[nonempty] = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1)), 0.0)
     return GroupStats(count, total, avg, med, vmin, vmax, std)
+
+
+def r1_array(x: np.ndarray) -> np.ndarray:
+    """``r1`` of every element (the same float operations, so the same results)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.sign(x) * np.floor(np.abs(x) * 10 + 0.5) / 10
 
 
 def r1(x: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from reports.common import group_stats, r1
+from reports.grouping import group_ids
 from reports.render import View
 
 KERNEL_COLUMNS = [
@@ -32,8 +33,8 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
 
     if durations.size == 0:
         return []
-    used, gid = np.unique(name_code, return_inverse=True)
-    gid = gid.ravel()
+    gid, first = group_ids(name_code)
+    used = name_code[first]
     st = group_stats(gid, durations, used.size)
     grand = int(st.total.sum())
     cats = categorize_many([names[i] for i in used], rules)

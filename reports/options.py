@@ -17,7 +17,8 @@ class AnalysisOptions:
     ``name_kind``: kernel names short, demangled or mangled. ``rules``: a TOML file of extra
     kernel-category rules. ``nsys``: the nsys binary that exports ``.nsys-rep`` reports.
     ``depth``: only range instances at nesting depth <= N (1 = outermost on its thread).
-    ``match``: only ranges whose name matches one of these glob patterns."""
+    ``match``: only ranges whose name matches one of these glob patterns. ``cache``: keep
+    the columns read in the user cache dir and reuse them (``nsys_parsers.cache``)."""
 
     within: str | None = None
     merge_op_ids: str = "off"
@@ -26,6 +27,7 @@ class AnalysisOptions:
     nsys: str | None = None
     depth: int | None = None
     match: tuple[str, ...] = ()
+    cache: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.merge_op_ids, bool):

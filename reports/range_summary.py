@@ -17,7 +17,7 @@ from nsys_parsers.activity import Activity
 from nsys_parsers.attribution import Pairs, innermost
 from nsys_parsers.names import RangeNames
 from reports.common import Report, group_stats
-from reports.grouping import group_ids
+from reports.grouping import distinct_pairs, group_ids
 from reports.render import View
 
 RANGE_VIEW_COLUMNS = [
@@ -40,10 +40,11 @@ RANGE_COLUMNS = [
 
 
 def range_report(act: Activity, names: RangeNames, p: Pairs | None,
-                 shown: np.ndarray | None = None) -> Report:
+                 shown: np.ndarray | None = None, inner: Pairs | None = None) -> Report:
     """Rows of RANGE_COLUMNS from ranges, their complete names and the ``all`` attribution
     pairs (None when there are no kernels). ``shown``: which range instances count (the
-    depth/match filters); exclusive time is still decided among all ranges."""
+    depth/match filters); exclusive time is still decided among all ranges. ``inner``: the
+    ``innermost`` pairs of ``p``, if known."""
     r = act.ranges
     assert r is not None
     notes = list(act.notes)
@@ -66,7 +67,7 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     elif len(k):
         dur = k.duration
         if p is not None and len(p):
-            inner = innermost(p, r)
+            inner = innermost(p, r) if inner is None else inner
             inner_g = gid[inner.range_idx]
             ok = inner_g >= 0
             excl = np.bincount(inner_g[ok], weights=dur[inner.kernel_idx[ok]],
@@ -74,11 +75,9 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
             sel = gid[p.range_idx] >= 0
             p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
             if p_range.size:
-                pg = gid[p_range]
-                _, firsts = group_ids(pg, p_kernel)  # distinct (group, kernel)
-                kinst = np.bincount(pg[firsts], minlength=ng).astype(np.int64)
-                incl = np.bincount(pg[firsts], weights=dur[p_kernel[firsts]],
-                                   minlength=ng).astype(np.int64)
+                ug, uk = distinct_pairs(gid[p_range], p_kernel, ng)  # (group, kernel)
+                kinst = np.bincount(ug, minlength=ng).astype(np.int64)
+                incl = np.bincount(ug, weights=dur[uk], minlength=ng).astype(np.int64)
                 # span per range instance, then summed per group
                 order = np.argsort(p_range, kind="stable")
                 ri = p_range[order]
@@ -101,17 +100,20 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     if unclosed:
         notes.append(f"{unclosed} ranges were never closed: they end at the end of the capture.")
     rows = []
+    name_of = names.code[first].tolist()
+    pushpop = r.pushpop[first].tolist()
+    count, kinst_l, incl_l = st.count.tolist(), kinst.tolist(), incl.tolist()
+    excl_l, span_l = excl.tolist(), span.tolist()
     for g in range(ng):
-        i = first[g]
         rows.append({
-            "range": names.names[names.code[i]],
-            "style": "PushPop" if r.pushpop[i] else "StartEnd",
-            "instances": int(st.count[g]),
+            "range": names.names[name_of[g]],
+            "style": "PushPop" if pushpop[g] else "StartEnd",
+            "instances": count[g],
             **st.row(g),
-            "kernel_instances": int(kinst[g]),
-            "gpu_inclusive_ns": int(incl[g]),
-            "gpu_exclusive_ns": int(excl[g]),
-            "gpu_span_ns": int(span[g]),
+            "kernel_instances": kinst_l[g],
+            "gpu_inclusive_ns": incl_l[g],
+            "gpu_exclusive_ns": excl_l[g],
+            "gpu_span_ns": span_l[g],
         })
     rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -202,13 +204,49 @@ def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    for r in rows:
-        writer.writerow([_cell(c, r.get(c), human=False) if isinstance(r.get(c), (dict, list)) else
-                         ("" if _is_missing(r.get(c)) else r.get(c)) for c in columns])
+    # Values as they are (csv writes None as an empty field); NaN as an empty field, dicts
+    # and lists as their human text. Rows that have every column go through itemgetter.
+    try:
+        table = list(map(operator.itemgetter(*columns), rows)) if columns else []
+        if len(columns) == 1:
+            table = [(v,) for v in table]
+    except KeyError:
+        table = [tuple(r.get(c) for c in columns) for r in rows]
+    fix = []  # the columns that hold a NaN, a dict or a list
+    for i in range(len(columns)):
+        values = list(map(operator.itemgetter(i), table))
+        kinds = set(map(type, values))
+        if kinds & {dict, list, tuple}:
+            fix.append(i)
+        elif kinds == {float}:
+            if any(map(math.isnan, values)):
+                fix.append(i)
+        elif float in kinds and any(v != v for v in values):
+            fix.append(i)
+    if fix:
+        table = [tuple(_csv_value(columns[i], v) if i in fix else v
+                       for i, v in enumerate(row)) for row in table]
+    writer.writerows(table)
     return buf.getvalue()
 
 
+def _csv_value(column: str, v: Any) -> Any:
+    if v.__class__ is float and v != v:
+        return None
+    if isinstance(v, (dict, list, tuple)):
+        return _cell(column, v, human=False)
+    return v
+
+
 def to_json(data: Any) -> str:
+    """JSON text; a list of rows is written one row per line (the C encoder: fast)."""
+    if isinstance(data, list):
+        try:
+            lines = [json.dumps(row, ensure_ascii=False, allow_nan=False) for row in data]
+        except (TypeError, ValueError):  # numpy scalars or NaN: make them plain first
+            lines = [json.dumps(jsonable(row), ensure_ascii=False) for row in data]
+        return "[\n" + ",\n".join("  " + line for line in lines) + ("\n]\n" if lines
+                                                                    else "]\n")
     return json.dumps(jsonable(data), indent=2, ensure_ascii=False) + "\n"
 
 

@@ -34,6 +34,19 @@ KNOWN = [
 ]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_column_cache(tmp_path_factory):
+    """The column cache of every test run lives in a fresh folder (never ~/.cache): the first
+    question on a fixture reads the export, later ones the cache, as for users."""
+    old = os.environ.get("NSYS_MINE_CACHE_DIR")
+    os.environ["NSYS_MINE_CACHE_DIR"] = str(tmp_path_factory.mktemp("column-cache"))
+    yield
+    if old is None:
+        os.environ.pop("NSYS_MINE_CACHE_DIR", None)
+    else:
+        os.environ["NSYS_MINE_CACHE_DIR"] = old
+
+
 def fixture_path(name: str) -> Path:
     p = FIXTURES / name
     if not p.exists():

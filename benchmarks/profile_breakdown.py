@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Where the time of one nsys-mine command goes: cProfile, cold (empty cache) then warm.
+
+    .venv/bin/python benchmarks/profile_breakdown.py FILE [--command nvtx-kernels]
+        [--format json]
+
+Runs ``python -m cProfile -m profile_cli COMMAND FILE --format FORMAT`` twice in a fresh
+cache folder (cold: it reads the export; warm: from the cache) and prints the cumulative
+time of the stages (imports, reading, the launch join, attribution, names, the report,
+rendering). cProfile slows Python-level code down, and it sees only the main thread: the
+reading threads show up as the main thread waiting for them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# (label, file suffix, function name): cumulative time of the first match
+STAGES = [
+    ("whole command", "profile_cli/__main__.py", "<module>"),
+    ("imports at start (typer, the app)", "profile_cli/app.py", "<module>"),
+    ("load: kernels, launches, NVTX (threads)", "nsys_parsers/activity.py", "load_activity"),
+    ("  of which from the cache", "nsys_parsers/activity.py", "_from_cache"),
+    ("  of which reading threads (waited for)", "nsys_parsers/fetch.py", "gather_ints"),
+    ("  of which the launch join", "nsys_parsers/kernels.py", "join_launches"),
+    ("attribution pairs", "nsys_parsers/attribution.py", "attribute"),
+    ("  pairs from the cache", "nsys_parsers/attribution.py", "cached_pairs"),
+    ("names of the ranges with kernels", "nsys_parsers/names.py", "range_names"),
+    ("report (grouping, statistics)", "reports/nvtx_kernels.py", "nvtx_kernel_report"),
+    ("report (ranges)", "reports/range_summary.py", "range_report"),
+    ("report (dominant)", "reports/dominant.py", "dominant_report"),
+    ("rendering", "reports/render.py", "render_rows"),
+    ("writing the cache (waited for)", "nsys_parsers/cache.py", "flush"),
+]
+
+
+OTHER = "everything else (numpy and report imports, option parsing, opening the export)"
+
+
+def stage_times(prof: Path) -> list[tuple[str, float]]:
+    stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    out = []
+    for label, suffix, func in STAGES:
+        best = None
+        for (file, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.items():
+            if name == func and file.replace("\\", "/").endswith(suffix):
+                best = ct if best is None else max(best, ct)
+        if best is not None:
+            out.append((label, best))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file", type=Path)
+    ap.add_argument("--command", default="nvtx-kernels")
+    ap.add_argument("--format", default="json")
+    a = ap.parse_args(argv)
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        env["NSYS_MINE_CACHE_DIR"] = str(Path(tmp) / "cache")
+        rows = {}
+        for run in ("cold", "warm"):
+            prof = Path(tmp) / f"{run}.prof"
+            subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m",
+                            "profile_cli", a.command, str(a.file), "--format", a.format,
+                            "--output", str(Path(tmp) / "out")], env=env, cwd=ROOT,
+                           check=True)
+            rows[run] = dict(stage_times(prof))
+    print(f"| stage ({a.command} --format {a.format}, {a.file.name}) | cold s | warm s |")
+    print("| --- | ---: | ---: |")
+    for run in ("cold", "warm"):  # what no stage names: imports inside the command, ...
+        top = [v for k, v in rows[run].items() if k != "whole command" and not
+               k.startswith(" ")]
+        rows[run][OTHER] = rows[run].get("whole command", 0.0) - sum(top)
+    for label in [s[0] for s in STAGES] + [OTHER]:
+        c, w = rows["cold"].get(label), rows["warm"].get(label)
+        if c is None and w is None:
+            continue
+        print(f"| {label} | {'-' if c is None else f'{c:.2f}'} | "
+              f"{'-' if w is None else f'{w:.2f}'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

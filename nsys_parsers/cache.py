@@ -1,0 +1,265 @@
+"""A cache of the columns read from an export, so that the second question is instant.
+
+Reading millions of rows out of SQLite costs seconds; the arrays it gives take tenths of a
+second to read back from a plain file. Each export gets one cache entry: a folder in the user
+cache dir (``$NSYS_MINE_CACHE_DIR``, default ``~/.cache/nsys-mine/columns``), never next to
+the export (CI artifacts may be read-only). An entry holds named *parts* (the kernels and
+ranges as loaded, the names resolved so far, attribution pairs), each one file:
+
+    MAGIC | u32 header length | u32 CRC-32 of the header | header (JSON) | body
+
+The header names the export it belongs to (path, size, mtime, inode, SQLite header bytes,
+schema digest) and the arrays of the body (dtype, shape, offset) with the body's CRC-32.
+A part is used only when all of that matches; anything else (a truncated, corrupt or foreign
+file, another export at that path, an older format) is ignored and rebuilt, never trusted.
+Loaded arrays are read-only views of the file's bytes.
+
+Writes go to a temporary file in the entry and are renamed into place (readers see the old
+part or the new one, never half of one); a folder that cannot be written only means no
+caching. The cache is bounded (``$NSYS_MINE_CACHE_MAX_MB``, default 4096): after each write
+the least recently used entries are removed until the total fits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nsys_parsers.nsys_tool import user_cache_dir
+from nsys_parsers.schema import Schema
+
+CACHE_DIR_ENV = "NSYS_MINE_CACHE_DIR"
+CACHE_MAX_ENV = "NSYS_MINE_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 4096
+# Bump when what a part holds, or how it is computed, changes: older entries are then ignored.
+FORMAT_VERSION = 1
+MAGIC = b"NSYSMINE\x01COLS\n"
+_PREFIX = struct.Struct("<II")  # header length, header CRC-32
+_ALIGN = 64
+_USED = "last-used"  # touched on every use: the LRU clock of an entry
+
+
+def cache_root() -> Path:
+    """Where cache entries live: ``$NSYS_MINE_CACHE_DIR`` or ``<user cache>/columns``."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    return Path(env).expanduser() if env else user_cache_dir() / "columns"
+
+
+def cache_limit_bytes() -> int:
+    try:
+        mb = float(os.environ.get(CACHE_MAX_ENV, DEFAULT_MAX_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return max(0, int(mb * 2**20))
+
+
+def export_key(path: Path, schema: Schema) -> dict[str, Any]:
+    """What identifies the export a cache entry was built from. The SQLite header bytes
+    carry the file change counter and the page count: a rewritten file differs there even
+    when its size and mtime do not."""
+    st = path.stat()
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    tables = json.dumps(sorted((t, sorted(c)) for t, c in schema.tables.items()))
+    return {
+        "path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+        "inode": st.st_ino, "sqlite_header": hashlib.sha256(header).hexdigest()[:32],
+        "schema": hashlib.sha256(tables.encode()).hexdigest()[:32], "format": FORMAT_VERSION,
+    }
+
+
+@dataclass
+class Part:
+    """What one part holds: arrays (read-only when loaded), lists of strings (names) and
+    JSON-able metadata."""
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    strings: dict[str, list[str]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ExportCache:
+    """The cache entry of one export. ``get`` returns a part or None (missing, stale or
+    corrupt); ``put`` stores one (in a background thread: call ``flush`` before exiting)."""
+
+    def __init__(self, key: dict[str, Any], root: Path | None = None,
+                 limit_bytes: int | None = None):
+        self.key = key
+        self.root = root if root is not None else cache_root()
+        self.limit = cache_limit_bytes() if limit_bytes is None else limit_bytes
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+        self.dir = self.root / digest
+        self._writers: list[threading.Thread] = []
+
+    @classmethod
+    def for_export(cls, export: Any) -> ExportCache | None:
+        """The entry of an open ``Export`` (None when its file cannot be identified)."""
+        try:
+            return cls(export_key(Path(export.path), export))
+        except OSError:
+            return None
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, name: str) -> Part | None:
+        path = self.dir / f"{name}.part"
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        part = _decode(data, self.key, name)
+        if part is not None:
+            self._touch()
+        return part
+
+    # -- writing -------------------------------------------------------------------------
+    def put(self, name: str, part: Part, *, background: bool = True) -> None:
+        """Store a part. Arrays must not change afterwards (loaded data never does)."""
+        if background:
+            t = threading.Thread(target=self._write, args=(name, part), daemon=False)
+            t.start()
+            self._writers.append(t)
+        else:
+            self._write(name, part)
+
+    def flush(self) -> None:
+        """Wait for the writes in flight."""
+        while self._writers:
+            self._writers.pop().join()
+
+    def _write(self, name: str, part: Part) -> None:
+        try:
+            chunks, header = _encode(part, self.key, name)
+            size = sum(len(c) for c in chunks)
+            if size > self.limit:
+                return
+            self.dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "wb") as fh:
+                for c in chunks:
+                    fh.write(c)
+            os.replace(tmp, self.dir / f"{name}.part")
+            self._touch()
+            evict(self.root, self.limit, keep=self.dir)
+        except OSError:
+            return  # an unwritable cache folder means no caching, never a failed report
+
+    def _touch(self) -> None:
+        try:
+            os.utime(self.dir / _USED)
+        except FileNotFoundError:
+            try:
+                (self.dir / _USED).write_bytes(b"")
+            except OSError:
+                pass
+        except OSError:
+            pass
+
+
+def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict[str, Any]]:
+    arrays = []
+    offset = 0
+    bodies: list[Any] = []
+    crc = 0
+    blobs = {f"strings:{k}": np.frombuffer(json.dumps(v, ensure_ascii=False).encode(), np.uint8)
+             for k, v in part.strings.items()}
+    for col, arr in {**part.arrays, **blobs}.items():
+        arr = np.ascontiguousarray(arr)
+        pad = (-offset) % _ALIGN
+        if pad:
+            bodies.append(b"\0" * pad)
+            crc = zlib.crc32(b"\0" * pad, crc)
+            offset += pad
+        view = arr.data.cast("B") if arr.size else b""
+        arrays.append([col, arr.dtype.str, list(arr.shape), offset, arr.nbytes])
+        bodies.append(view)
+        crc = zlib.crc32(view, crc)
+        offset += arr.nbytes
+    header = {"key": key, "part": name, "arrays": arrays, "meta": part.meta,
+              "body_bytes": offset, "body_crc": crc, "written": time.time()}
+    head = json.dumps(header, ensure_ascii=True).encode()
+    return [MAGIC, _PREFIX.pack(len(head), zlib.crc32(head)), head, *bodies], header
+
+
+def _decode(data: bytes, key: dict[str, Any], name: str) -> Part | None:
+    """The part in ``data`` if it is whole, uncorrupted and of this export; else None."""
+    try:
+        if not data.startswith(MAGIC):
+            return None
+        pos = len(MAGIC)
+        head_len, head_crc = _PREFIX.unpack_from(data, pos)
+        pos += _PREFIX.size
+        head = data[pos:pos + head_len]
+        if len(head) != head_len or zlib.crc32(head) != head_crc:
+            return None
+        header = json.loads(head)
+        if header.get("key") != key or header.get("part") != name:
+            return None
+        body = memoryview(data)[pos + head_len:]
+        if len(body) != header["body_bytes"] or zlib.crc32(body) != header["body_crc"]:
+            return None
+        arrays: dict[str, np.ndarray] = {}
+        strings: dict[str, list[str]] = {}
+        for col, dtype, shape, offset, nbytes in header["arrays"]:
+            dt = np.dtype(dtype)
+            count = int(np.prod(shape)) if shape else 1
+            if count * dt.itemsize != nbytes or offset + nbytes > len(body):
+                return None
+            arr = np.frombuffer(body, dtype=dt, count=count, offset=offset)
+            if col.startswith("strings:"):
+                strings[col[len("strings:"):]] = json.loads(arr.tobytes().decode())
+            else:
+                arrays[col] = arr.reshape(shape)
+        return Part(arrays=arrays, strings=strings, meta=header.get("meta") or {})
+    except (ValueError, TypeError, KeyError, struct.error, UnicodeDecodeError):
+        return None
+
+
+def _entry_size(entry: Path) -> int:
+    total = 0
+    for p in entry.iterdir():
+        try:
+            total += p.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _last_used(entry: Path) -> float:
+    try:
+        return (entry / _USED).stat().st_mtime
+    except OSError:
+        try:
+            return entry.stat().st_mtime
+        except OSError:
+            return 0.0
+
+
+def evict(root: Path, limit_bytes: int, keep: Path | None = None) -> list[Path]:
+    """Remove the least recently used entries under ``root`` until the total size fits
+    ``limit_bytes`` (``keep``, the entry in use, goes last). Returns what was removed."""
+    try:
+        entries = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    sized = [(_last_used(p), _entry_size(p), p) for p in entries]
+    total = sum(s for _, s, _ in sized)
+    removed = []
+    for _, size, p in sorted(sized, key=lambda x: (x[2] == keep, x[0])):
+        if total <= limit_bytes:
+            break
+        shutil.rmtree(p, ignore_errors=True)
+        total -= size
+        removed.append(p)
+    return removed

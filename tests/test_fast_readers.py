@@ -1,0 +1,68 @@
+"""The fast paths of the readers give the same answers as the plain ones: NVTX rows read
+without their rowids (implied when a chunk has no gaps), grouping by several code columns,
+factorizing names without pandas."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import numpy as np
+
+from nsys_parsers.arrays import factorize
+from reports.analysis import ExportAnalysis
+from reports.grouping import group_ids
+
+FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
+
+
+def test_nvtx_rows_with_rowid_gaps_read_as_without(fx, tmp_path):
+    gaps = tmp_path / "gaps.sqlite"
+    shutil.copyfile(fx(FASTVIDEO), gaps)
+    with sqlite3.connect(gaps) as db:  # our own copy: the fixture is never written
+        db.execute("DELETE FROM NVTX_EVENTS WHERE rowid % 7 = 3")
+    dense = tmp_path / "dense.sqlite"
+    shutil.copyfile(gaps, dense)
+    with sqlite3.connect(dense) as db:
+        db.execute("VACUUM")  # renumbers the rowids: no gaps
+        count, lo, hi = db.execute(
+            "SELECT count(*), min(rowid), max(rowid) FROM NVTX_EVENTS").fetchone()
+    assert hi - lo + 1 == count
+    with ExportAnalysis(gaps, cache=False) as a, ExportAnalysis(dense, cache=False) as b:
+        assert len(a.activity.ranges) == len(b.activity.ranges) == count
+        assert a.nvtx_kernels().rows == b.nvtx_kernels().rows
+        assert a.ranges().rows == b.ranges().rows
+        assert len(a.ranges().rows) > 10_000
+
+
+def test_group_ids_orders_groups_by_the_key_columns():
+    rng = np.random.default_rng(1)
+    cols = [rng.integers(-1, n, 50_000) for n in (3, 40_000, 7, 90)]  # 7.6e8 key space
+    gid, first = group_ids(*cols)
+    keys = np.stack(cols, axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    assert first.size == len(uniq)
+    assert np.array_equal(gid, inv.ravel())  # the same ids as a lexicographic unique
+    assert np.array_equal(keys[first], uniq)
+
+
+def test_factorize_keeps_first_appearance_order():
+    codes, uniq = factorize(["b", "a", "b", "", "a", "c"])
+    assert uniq == ["b", "a", "", "c"]
+    assert codes.tolist() == [0, 1, 0, 2, 1, 3]
+    codes, uniq = factorize([])
+    assert codes.size == 0 and uniq == []
+
+
+def test_distinct_count_with_members_in_order_or_not():
+    from reports.grouping import distinct_count
+
+    rng = np.random.default_rng(2)
+    member = np.sort(rng.integers(0, 5_000, 40_000))
+    gid = rng.integers(0, 300, member.size)
+    expected = np.zeros(300, dtype=np.int64)
+    for g, _m in set(zip(gid.tolist(), member.tolist(), strict=True)):
+        expected[g] += 1
+    assert np.array_equal(distinct_count(gid, member, 300), expected)  # in order
+    shuffle = rng.permutation(member.size)
+    assert np.array_equal(distinct_count(gid[shuffle], member[shuffle], 300), expected)
