@@ -282,12 +282,13 @@ def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
     signatures the structure gives way first: template argument lists collapse (largest
     first: ``kernel<…>(int, T1)``), then the parameter list (``kernel<…>(…)``), then the return
     type and namespaces (``…::kernel<…>(…)``); only then the middle of what is left
-    (``void at::native::vec…(int, T1)``). ``signature=False`` (range names, paths): only
-    the middle gives way."""
+    (``void at::native::vec…(int, T1)``). ``signature=False`` (range names, paths): a
+    pyprof/DLProf marker (a Python dict literal) becomes its summary (``marker_summary``),
+    then only the middle gives way."""
     if len(name) <= width:
         return name
     if not signature:
-        return _middle(name, width)
+        return _middle(marker_summary(name) or name, width)
     text = name
     groups = _template_groups(name)
     chosen: list[tuple[int, int]] = []
@@ -301,6 +302,54 @@ def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
             return text
         text = step(text)
     return text if len(text) <= width else _middle(text, width)
+
+
+# pyprof / DLProf write a Python dict per NVTX range: an operator call with its arguments, or
+# the Python stack that made it. Their distinctive parts are the argument shapes and the
+# innermost frame of the user's own code, hundreds of characters in.
+_MARKER_MAX = 20_000
+
+
+def marker_summary(name: str) -> str | None:
+    """A pyprof/DLProf marker in a few words, else None: ``{'mod': 'torch.nn.functional',
+    'op': 'conv2d', 'args': [{'shape': (1, 3, 32, 32), ...}, ...]}`` ->
+    ``conv2d(1x3x32x32, 6x3x3x3, 6)``; ``{'traceMarker': [frames], 'funcStack':
+    '/…/Conv2d::forward/conv2d'}`` -> ``conv2d @ dummy_network.py:25`` (the innermost frame
+    outside site-packages)."""
+    if not (name.startswith("{'") and name.endswith("}")) or len(name) > _MARKER_MAX:
+        return None
+    import ast
+
+    try:
+        marker = ast.literal_eval(name)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(marker, dict):
+        return None
+    if isinstance(marker.get("op"), str):
+        args = marker.get("args") if isinstance(marker.get("args"), list) else []
+        return f"{marker['op']}({', '.join(_marker_arg(a) for a in args)})"
+    frames = marker.get("traceMarker")
+    if isinstance(frames, list) and all(isinstance(f, str) for f in frames):
+        own = [f for f in frames if "site-packages" not in f and "dist-packages" not in f]
+        stack = marker.get("funcStack")
+        op = stack.rsplit("/", 1)[-1] if isinstance(stack, str) and stack else ""
+        where = (own or frames or [""])[-1].rsplit("/", 1)[-1]
+        return f"{op} @ {where}" if op and where else (op or where or None)
+    return None
+
+
+def _marker_arg(arg: Any) -> str:
+    """One argument of a pyprof operator marker: a tensor's shape (``16x6x5x5``), else its
+    value or type."""
+    if not isinstance(arg, dict):
+        return "?"
+    shape = arg.get("shape")
+    if isinstance(shape, (tuple, list)):
+        return "x".join(map(str, shape)) if shape else "scalar"
+    if "value" in arg:
+        return str(arg["value"])
+    return str(arg.get("type", "?"))
 
 
 def _structure(name: str) -> str:
@@ -362,6 +411,8 @@ def _collapsed(name: str, groups: list[tuple[int, int]]) -> str:
 
 
 def _middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
     if width <= 1:
         return "…"[:width]
     keep = width - 1
@@ -399,6 +450,7 @@ class Layout:
 # Flexible columns: a width they keep while other columns can still be left out, and the
 # least they can be shown at.
 COMFORT = {"name": 30, "text": 24}
+WHOLE_NAME = 40
 MINIMUM = {"name": MIN_NAME, "text": MIN_TEXT}
 
 
@@ -419,8 +471,10 @@ def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, li
     groups = [g if isinstance(g, tuple) else (g,) for g in drop]
 
     # first the width that reads well: a signature collapsed, other names and text comfortable
+    # (a range name up to WHOLE_NAME characters: it says which row this is)
     useful = {c: max((len(_structure(v)) for v in cells[c]), default=0)
-              if _is_signature(c) else COMFORT.get(kinds[c], 10**9) for c in columns}
+              if _is_signature(c) else max(COMFORT["name"], min(content[c], WHOLE_NAME))
+              if kinds[c] == "name" else COMFORT.get(kinds[c], 10**9) for c in columns}
 
     def attempt(floor: dict[str, int], wrap: bool) -> Layout | None:
         head_w = {c: longest_word[c] if wrap else len(headers[c]) for c in cols}

@@ -155,6 +155,36 @@ def test_emit_nvtx_capture_groups_operators_in_dominant(cli_at, fx):
     assert "op_id =" in cli_at(120, "ranges", fx(FASTVIDEO)).stdout
 
 
+def test_pyprof_markers_are_summarised_not_cut(cli_at, fx):
+    """DLProf/pyprof ranges are Python dicts hundreds of characters long whose distinctive
+    parts (argument shapes, the user's own frame) are deep inside: cutting their middle made
+    different ranges read the same. A table shows their summary; json keeps them whole."""
+    rows = json.loads(cli_at(120, "dominant", fx(DLPROF), "-f", "json").stdout)
+    markers = [r["range"] for r in rows if (r["range"] or "").startswith("{'")]
+    assert len(markers) == 4 and min(map(len, markers)) > 200
+    lines = _table_lines(cli_at(150, "dominant", fx(DLPROF)).stdout)
+    labels = [ln.split("  ")[0] for ln in lines]
+    for label in ("conv2d(1x6x30x30, 16x6x5x5, 16)", "conv2d(1x3x32x32, 6x3x3x3, 6)",
+                  "conv2d @ dummy_network.py:26", "conv2d @ dummy_network.py:25"):
+        assert label in labels, labels
+    at80 = [ln.split("  ")[0] for ln in _table_lines(cli_at(80, "dominant", fx(DLPROF)).stdout)]
+    assert len(set(at80)) == len(at80)  # still told apart when the middle gives way
+
+
+def test_marker_summary_leaves_other_names_alone():
+    from reports.render import marker_summary, shorten_name
+
+    assert marker_summary("{'op': 'linear', 'args': [{'shape': (8, 64)}, {'value': 2}, 3]}") \
+        == "linear(8x64, 2, ?)"
+    assert marker_summary("{'traceMarker': ['/x/site-packages/a.py:1'], 'funcStack': ''}") \
+        == "a.py:1"
+    for name in ("aten::mm", "{'op': ", "{'op': 'x'} + __import__('os')", "{'a': 1}",
+                 "{1: 2}", "{'op': [1]}"):
+        assert marker_summary(name) is None, name
+    assert shorten_name("abc", 10, signature=False) == "abc"
+    assert shorten_name("abcdefghijkl", 5, signature=False) == "ab…kl"
+
+
 def test_depth_and_match_filters(cli_at, fx):
     rows = json.loads(cli_at(120, "ranges", fx(DLPROF), "-f", "json", "--match", "aten::conv*",
                              "--match", "aten::add_*").stdout)
