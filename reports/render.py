@@ -327,7 +327,8 @@ def marker_summary(name: str) -> str | None:
     if not isinstance(marker, dict):
         return None
     if isinstance(marker.get("op"), str):
-        args = marker.get("args") if isinstance(marker.get("args"), list) else []
+        args = marker.get("args")
+        args = args if isinstance(args, list) else []
         return f"{marker['op']}({', '.join(_marker_arg(a) for a in args)})"
     frames = marker.get("traceMarker")
     if isinstance(frames, list) and all(isinstance(f, str) for f in frames):
