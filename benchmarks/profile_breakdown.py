@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # (label, file suffix, function name): cumulative time of the first match
 STAGES = [
     ("whole command", "profile_cli/__main__.py", "<module>"),
-    ("imports at start (typer, the app)", "profile_cli/app.py", "<module>"),
+    ("imports at start (typer)", "profile_cli/app.py", "<module>"),
+    ("the command's module (option declarations)", "profile_cli/mine_cmds.py", "<module>"),
     ("load: kernels, launches, NVTX (threads)", "nsys_parsers/activity.py", "load_activity"),
     ("  of which from the cache", "nsys_parsers/activity.py", "_from_cache"),
     ("  of which reading threads (waited for)", "nsys_parsers/fetch.py", "gather_ints"),

@@ -4,361 +4,51 @@ Each command parses options, calls one library function that returns data, and h
 to ``reports.render``. ``main()`` is the one place where library errors become
 ``Error: ...`` on stderr and exit code 1. Heavy libraries (pandas, numpy, torch) are imported
 inside the commands, so that ``--help`` and small jobs start fast.
+
+The commands live in modules of their own (``COMMAND_MODULES``). ``main()`` imports only the
+module of the command it runs (a mining command does not import the profiler, the model
+configs or the inference suite, and Typer builds its options only): ``--help``, no command
+or an unknown one get every module. ``app``, the whole application, is built on first use.
 """
 
 from __future__ import annotations
 
-import contextlib
+import importlib
 import sys
-from dataclasses import replace
-from pathlib import Path
-from typing import Annotated, Any, Iterator, List, Optional
+from typing import Any
 
 import typer
 
 from nsys_parsers.errors import NsysMineError
-from profile_cli.common import (
-    ExportArg,
-    ExportsArg,
-    OutputSpec,
-    choice,
-    emit,
-    emit_report,
-    option_group,
-    output_options,
-)
-from profile_cli.options import ANALYSIS_PANEL, AttributionOpt, analysis_options
-from reports.options import AnalysisOptions
-from reports.shape import AttentionShape
 
-app = typer.Typer(
-    name="nsys-mine",
-    help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, and where.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
-)
+# Modules with a ``register(app)`` function, in the order of `nsys-mine --help`.
+COMMAND_MODULES = ("profile_cli.mine_cmds", "profile_cli.gate_cmds", "profile_cli.bench_cmds",
+                   "profile_cli.profile_cmds", "profile_cli.infer_cmds")
+# Which module defines each command, so that main() imports that one only
+# (tests/test_cli.py checks it against the registered commands).
+MODULE_OF = {
+    **dict.fromkeys(("info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops",
+                     "categories", "attention", "report"), "profile_cli.mine_cmds"),
+    **dict.fromkeys(("compare", "diff", "check"), "profile_cli.gate_cmds"),
+    **dict.fromkeys(("bench", "memory"), "profile_cli.bench_cmds"),
+    **dict.fromkeys(("profile", "sweep"), "profile_cli.profile_cmds"),
+    **dict.fromkeys(("infer", "micro"), "profile_cli.infer_cmds"),
+}
 
 
-def _one_blas_thread() -> None:
-    """Mining uses no BLAS: keep OpenBLAS from starting a thread pool when numpy loads
-    (about 50 ms of CPU). Called by the mining commands before they import numpy; the model
-    commands (bench, profile) keep the user's setting."""
-    import os
-
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-@contextlib.contextmanager
-def _analysis(export: Path, analysis: AnalysisOptions) -> Iterator[Any]:
-    """The export opened for questions, with a spinner on stderr while a long read runs."""
-    from profile_cli.progress import status
-    from reports.analysis import ExportAnalysis
-
-    with status(f"reading {export.name}"), ExportAnalysis(export, analysis) as a:
-        yield a
-
-
-def _single(exports: list[Path]) -> Path | None:
-    """The export when one file is given (the one-export tables, unchanged), else None."""
-    return exports[0] if len(exports) == 1 and not exports[0].is_dir() else None
-
-
-def _emit_many(exports: list[Path], analysis: AnalysisOptions, ask: Any, columns: list[str],
-               view: Any, out: OutputSpec, *, title: str) -> None:
-    """One question of several exports (or sweep folders): each export's rows with a
-    `config` column; people see the top rows of each (--top, default 5 per export)."""
-    from profile_cli.reporting import export_targets
-    from reports.multi import TOP_EACH, ask_each, combine
-    from reports.render import HUMAN_FORMATS
-
-    targets = export_targets(exports)
-    answers, skipped = ask_each(targets, ask, opener=lambda p: _analysis(p, analysis))
-    human = out.format in HUMAN_FORMATS
-    top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    report, people = combine(answers, columns, view, skipped=skipped, top_each=top_each)
-    if analysis.within is None and all(t.config for t in targets):
-        report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
-                            "their warmup steps out (as profile and sweep do).")
-    emit_report(report, report.columns, people, replace(out, top=0),
-                title=f"{title}, {len(answers)} exports")
-
-
-@app.command()
-@analysis_options(only=("nsys",))
-@output_options(top=0)
-def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
-    """Export metadata: nsys and schema version, GPUs, capture command, table row counts.
-
-    Example: `nsys-mine info run.sqlite --format json`
-    """
-    _one_blas_thread()
-    from reports.info import info_for_people
-    from reports.render import render_object
-
-    with _analysis(export, analysis) as a:
-        data = a.info()
-    human, notes = info_for_people(data)
-    out.emit(render_object(data, out.format, title=f"nsys export {export.name}",
-                           width=out.width, human=human, notes=notes))
-
-
-@app.command()
-@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys", "cache"))
-@output_options()
-def kernels(
-    exports: ExportsArg,
-    analysis: AnalysisOptions,
-    out: OutputSpec,
-    range_name: Annotated[Optional[str], typer.Option(
-        "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
-        help="Only kernels launched inside NVTX ranges of this name.")] = None,
-) -> None:
-    """CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum).
-
-    Several exports or a sweep folder: one table with a `config` column.
-
-    Examples: `nsys-mine kernels run.sqlite` ·
-    `nsys-mine kernels sweep/ --range forward --within measure --top 3`
-    """
-    _one_blas_thread()
-    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
-
-    title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
-    export = _single(exports)
-    if export is None:
-        _emit_many(exports, analysis, lambda a: a.kernels(range_name=range_name),
-                   KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
-        return
-    with _analysis(export, analysis) as a:
-        result = a.kernels(range_name=range_name)
-    emit_report(result, KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
-
-
-@app.command()
-@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys", "cache"))
-@output_options()
-def ranges(exports: ExportsArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
-    """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
-
-    Several exports or a sweep folder: one table with a `config` column.
-
-    Examples: `nsys-mine ranges run.sqlite --depth 2` ·
-    `nsys-mine ranges a.sqlite b.sqlite --match forward --match backward`
-    """
-    _one_blas_thread()
-    from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
-
-    export = _single(exports)
-    if export is None:
-        _emit_many(exports, analysis, lambda a: a.ranges(), RANGE_COLUMNS, RANGE_VIEW, out,
-                   title="NVTX ranges")
-        return
-    with _analysis(export, analysis) as a:
-        result = a.ranges()
-    emit_report(result, RANGE_COLUMNS, RANGE_VIEW, out, title="NVTX ranges")
-
-
-@app.command("nvtx-kernels")
-@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
-                        "cache"))
-@output_options()
-def nvtx_kernels(
-    export: ExportArg,
-    analysis: AnalysisOptions,
-    out: OutputSpec,
-    attribution: AttributionOpt = "all",
-) -> None:
-    """Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum).
-
-    Examples: `nsys-mine nvtx-kernels run.sqlite` ·
-    `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
-    """
-    _one_blas_thread()
-    from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
-
-    with _analysis(export, analysis) as a:
-        result = a.nvtx_kernels(attribution=attribution)
-    emit_report(result, NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW, out,
-                title=f"CUDA kernels by NVTX range ({attribution})")
-
-
-@app.command()
-@analysis_options(merge_op_ids="auto")
-@output_options()
-def dominant(
-    exports: ExportsArg,
-    analysis: AnalysisOptions,
-    out: OutputSpec,
-    range_names: Annotated[Optional[List[str]], typer.Option(
-        "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
-        help="Only these ranges (repeat the option for several).")] = None,
-    attribution: AttributionOpt = "all",
-) -> None:
-    """Which kernel dominates: for the whole export and for each NVTX range.
-
-    One row per range: the dominant kernel, its share of the range's GPU time, its calls per
-    range instance, the runner-up and the kernel-category mix. `--format text` gives one
-    sentence per range. Several exports or a sweep folder: one table with a `config` column.
-
-    Examples: `nsys-mine dominant run.sqlite --within measure` ·
-    `nsys-mine dominant sweep/ --range forward --within measure --format text`
-    """
-    _one_blas_thread()
-    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
-
-    export = _single(exports)
-    if export is None:
-        _emit_many(exports, analysis, lambda a: a.dominant(range_names=range_names or None,
-                                                           attribution=attribution),
-                   DOMINANT_COLUMNS, DOMINANT_VIEW, out, title="Dominant kernel per range")
-        return
-    with _analysis(export, analysis) as a:
-        result = a.dominant(range_names=range_names or None, attribution=attribution)
-    emit_report(result, DOMINANT_COLUMNS, DOMINANT_VIEW, out,
-                title="Dominant kernel per range")
-
-
-@app.command()
-@analysis_options(only=("nsys",))
-@output_options()
-def memops(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
-    """Memory operations: memcpy by kind and memset, count, bytes, time and throughput.
-
-    Example: `nsys-mine memops run.sqlite`
-    """
-    _one_blas_thread()
-    from reports.memops import MEMOPS_COLUMNS, MEMOPS_VIEW
-
-    with _analysis(export, analysis) as a:
-        result = a.memops()
-    emit_report(result, MEMOPS_COLUMNS, MEMOPS_VIEW, out, title="Memory operations")
-
-
-@app.command()
-@output_options(top=0)
-def categories(
-    out: OutputSpec,
-    rules: Annotated[Optional[Path], typer.Option(
-        "--rules", dir_okay=False, metavar="FILE",
-        help="TOML file with extra kernel-category rules (listed first: they are tried "
-             "first).")] = None,
-) -> None:
-    """The kernel-category rule table (first match wins; rules of --rules come first).
-
-    Examples: `nsys-mine categories` · `nsys-mine categories --rules my_rules.toml`
-    """
-    from reports.categories import CATEGORY_VIEW, load_rules, rules_report
-
-    emit_report(rules_report(load_rules(rules)), CATEGORY_VIEW.columns, CATEGORY_VIEW, out,
-                title="Kernel category rules (first match wins)")
-
-
-SHAPE_PANEL = "Attention FLOPs (default: the profile sidecar NAME.json)"
-# Give a command the attention-shape options; it receives them as ``shape: AttentionShape``.
-shape_options = option_group(AttentionShape, {
-    "size": Annotated[Optional[str], typer.Option(
-        "--size", metavar="PRESET", rich_help_panel=SHAPE_PANEL,
-        help="Model size preset: gives --d-model and --heads.")],
-    "d_model": Annotated[Optional[int], typer.Option(
-        "--d-model", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Model width d.")],
-    "heads": Annotated[Optional[int], typer.Option(
-        "--heads", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Attention heads h.")],
-    "context": Annotated[Optional[int], typer.Option(
-        "--context", min=1, metavar="N", rich_help_panel=SHAPE_PANEL,
-        help="Context length T (tokens).")],
-    "batch": Annotated[Optional[int], typer.Option(
-        "--batch", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Batch size B.")],
-}, "shape")
-REPORT_FORMATS = ("html", "md")
-
-
-@app.command()
-@analysis_options(only=("within", "nsys"))
-@shape_options()
-@output_options()
-def attention(export: ExportArg, analysis: AnalysisOptions, shape: AttentionShape,
-              out: OutputSpec) -> None:
-    """Attention runtime vs FLOPs: scores, softmax and final matmul of the naive attention.
-
-    Per sub-range: the analytic FLOPs of one instance (one layer, one forward pass), the
-    measured time per instance (GPU kernel time, else CPU range time: said which), achieved
-    GFLOP/s, and the ratios to `computing attention scores`. The shape comes from the
-    `profile` sidecar (NAME.json) or the options; `profile` exports count measured steps only.
-
-    Examples: `nsys-mine attention profiles/tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3.sqlite`
-    ·
-    `nsys-mine attention run.sqlite --size small --context 512 --batch 4 --format md`
-    """
-    from reports.attention import ATTENTION_COLUMNS, ATTENTION_VIEW, attention_for_export
-
-    result = attention_for_export(export, analysis, shape, opener=_analysis)
-    emit_report(result, ATTENTION_COLUMNS, ATTENTION_VIEW, out,
-                title="Attention: runtime vs FLOPs per instance")
-
-
-@app.command()
-@analysis_options(only=("within", "merge_op_ids", "rules", "nsys"), merge_op_ids="auto")
-@shape_options()
-def report(
-    target: Annotated[Path, typer.Argument(
-        help="An nsys export (.sqlite, .nsys-rep) or a sweep folder (sweep --out-dir).",
-        show_default=False, metavar="TARGET")],
-    analysis: AnalysisOptions,
-    shape: AttentionShape,
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", dir_okay=False, metavar="FILE", show_default=False,
-        help="The file to write (default: report.html, or report.md with --format md).")
-    ] = None,
-    fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", show_default=False, **choice(REPORT_FORMATS),
-        help="html: one self-contained file (plots inside, nothing fetched, no scripts); "
-             "md: markdown with PNG files beside it. Default: from the --output suffix, "
-             "else html.")] = None,
-    top: Annotated[int, typer.Option(
-        "--top", min=0, metavar="N", help="Rows of the kernel and range tables (0: all).")
-    ] = 20,
-) -> None:
-    """The page people open: headline answers, plots and tables of an export or a sweep.
-
-    One export: the dominant kernel per range, kernel categories per range (plot), attention
-    FLOPs vs runtime, top kernels, the forward vs step mix, memory operations, metadata. A
-    sweep folder: heatmaps of step time and of the dominant category over size x context,
-    forward/backward time vs context, dominant kernels per config, failed configs and why.
-
-    Examples: `nsys-mine report run.sqlite -o run.html` ·
-    `nsys-mine report sweep/ --format md -o sweep.md`
-    """
-    from profile_cli.reporting import build_report
-    from reports.render import Rendered
-
-    fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")
-    output = output or Path(f"report.{fmt}")
-    page = build_report(target, analysis, shape, top=top, opener=_analysis)
-    if fmt == "html":
-        from reports.html import page_html
-
-        emit(Rendered(text=page_html(page)), output)
-        extra = ""
-    else:
-        from reports.page import page_markdown
-
-        text, files = page_markdown(page, output.stem)
-        for name, data in files.items():
-            (output.parent / name).write_bytes(data)
-        emit(Rendered(text=text), output)
-        extra = f" and {len(files)} PNG file(s) beside it"
-    sys.stderr.write(f"wrote {output}{extra} ({len(page.figures())} plot(s))\n")
-
-
-def _register_optional_commands() -> None:
-    """Commands that live in their own modules (model benchmarks, profiling, inference and
-    micro-benchmarks)."""
-    import importlib
-
-    for module in ("profile_cli.gate_cmds", "profile_cli.bench_cmds",
-                   "profile_cli.profile_cmds", "profile_cli.infer_cmds"):
+def new_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
+    """The application with the commands of ``modules`` (an optional one that is not
+    installed is left out)."""
+    app = typer.Typer(
+        name="nsys-mine",
+        help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, "
+             "and where.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="markdown",
+    )
+    for module in modules:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -366,15 +56,29 @@ def _register_optional_commands() -> None:
                 continue
             raise
         mod.register(app)
+    return app
 
 
-_register_optional_commands()
+def _modules_for(args: list[str]) -> tuple[str, ...]:
+    """The command modules ``args`` needs: the one of its command, else all of them."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    module = MODULE_OF.get(command or "")
+    return (module,) if module else COMMAND_MODULES
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the whole application, built on first use (tests, docs generation)."""
+    if name == "app":
+        app = globals()["app"] = new_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; NsysMineError -> ``Error: ...`` on stderr, exit code 1."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, standalone_mode=True, prog_name="nsys-mine")
+        new_app(_modules_for(args))(args=args, standalone_mode=True, prog_name="nsys-mine")
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         sys.exit(1)

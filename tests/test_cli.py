@@ -133,6 +133,21 @@ def test_help_for_every_command(cli):
         assert (cmd.callback.__doc__ or "").strip(), f"{name} has no help text"
 
 
+def test_main_knows_the_module_of_every_command():
+    """main() imports only the module of the command it runs: MODULE_OF names every
+    registered command's module, and nothing else."""
+    import profile_cli.app as cli_app
+
+    app = cli_app.app
+    registered = {c.name or c.callback.__name__: c.callback.__module__
+                  for c in app.registered_commands}
+    registered.update({g.name: "profile_cli.infer_cmds" for g in app.registered_groups})
+    assert registered == cli_app.MODULE_OF
+    assert cli_app._modules_for(["--help"]) == cli_app.COMMAND_MODULES
+    assert cli_app._modules_for(["nvtx-kernels", "x.sqlite"]) == ("profile_cli.mine_cmds",)
+    assert cli_app._modules_for(["kernal"]) == cli_app.COMMAND_MODULES  # "did you mean"
+
+
 def test_help_states_each_commands_own_defaults(cli):
     """profile and sweep start from the tiny model: their --help says so (it said small)."""
     for name, size in (("profile", "tiny"), ("sweep", "tiny"), ("bench", "small")):

@@ -79,12 +79,27 @@ def test_no_import_cycles():
 
 
 def test_the_cli_starts_without_heavy_libraries():
-    """``nsys-mine --help`` must not pay for numpy, pandas, torch or matplotlib."""
-    code = ("import sys, profile_cli.app; heavy = [m for m in ('numpy', 'pandas', 'torch', "
-            "'matplotlib') if m in sys.modules]; print(','.join(heavy))")
+    """``nsys-mine --help`` (every command registered) must not pay for numpy, pandas,
+    torch or matplotlib."""
+    code = ("import sys, profile_cli.app; profile_cli.app.app; "
+            "heavy = [m for m in ('numpy', 'pandas', 'torch', 'matplotlib') "
+            "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.strip()
     assert out == "", f"imported at CLI start-up: {out}"
+
+
+def test_a_mining_command_imports_its_own_module_only():
+    """``nsys-mine kernels ...`` builds the mining commands only: not the profiler, the
+    model configs of the suites or the other command modules (about 0.1 s of start-up)."""
+    code = ("import sys, profile_cli.app as a\n"
+            "try:\n    a.main(['kernels', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(','.join(sorted(m for m in sys.modules if m.startswith('profile_cli.')"
+            " or m in ('nvtx_model.infer_config', 'nvtx_model.micro_config'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.strip().splitlines()[-1]
+    assert set(out.split(",")) <= {"profile_cli.app", "profile_cli.common",
+                                   "profile_cli.options", "profile_cli.mine_cmds"}, out
 
 
 def test_the_model_package_does_not_need_typer_or_torch_to_plan():
