@@ -10,15 +10,22 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 
     ``np.unique`` without flags switched to a hash table in numpy 2.3; on millions of distinct
     integers it is ~100x slower than a sort (2.2 s vs 0.02 s for 3 M values with numpy 2.4).
+    Values already in order (the range indices of attribution pairs) are not sorted again:
+    the check costs 1 ms per million, a sort 60 ms.
     """
     values = np.asarray(values)
     if values.size == 0:
         return values.copy()
-    s = np.sort(values)
+    s = values if is_sorted(values) else np.sort(values)
     keep = np.empty(s.size, dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def is_sorted(values: np.ndarray) -> bool:
+    """Whether ``values`` (1-d) never decrease."""
+    return values.size < 2 or bool(np.all(values[1:] >= values[:-1]))
 
 
 def factorize(items: list) -> tuple[np.ndarray, list]:

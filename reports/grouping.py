@@ -15,23 +15,33 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Returns ``(gid, first)``: a group id per row (groups ordered by the key columns), and for
     each group the index of one of its rows (to read the key values back).
 
-    Columns are combined one at a time: the groups so far times the next column's values make
-    a key that is ranked densely (a table of ``present`` flags) when that table is small, else
-    by sorting. Dense ranks keep the order, so the final ids follow the key columns.
+    The columns make one mixed-radix key, ranked densely (a table of ``present`` flags) when
+    that table is small, else by sorting; when their product is too large for one integer,
+    they are combined one at a time (the groups so far times the next column's values).
+    Dense ranks keep the order, so the final ids follow the key columns.
     """
     n = cols[0].size
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    gid = np.zeros(n, dtype=np.int64)
-    ngroups = 1
-    for c in cols:
-        c = np.asarray(c, dtype=np.int64) + 1
-        radix = int(c.max()) + 1
-        if ngroups * radix >= 2**62:  # pragma: no cover - only with huge raw ids
-            _, c = np.unique(c, return_inverse=True)
-            c = c.ravel().astype(np.int64)
-            radix = int(c.max()) + 1
-        gid, ngroups = _rank(gid * radix + c, ngroups * radix)
+    shifted = [np.asarray(c, dtype=np.int64) + 1 for c in cols]
+    radices = [int(c.max()) + 1 for c in shifted]
+    bound = 1
+    for r in radices:
+        bound *= r
+    if bound < 2**62:  # one mixed-radix key of all columns, ranked once
+        key = shifted[0]
+        for c, r in zip(shifted[1:], radices[1:]):
+            key = key * r + c
+        gid, ngroups = _rank(key, bound)
+    else:  # column by column: the groups so far times the next column's values
+        gid = np.zeros(n, dtype=np.int64)
+        ngroups = 1
+        for c, radix in zip(shifted, radices):
+            if ngroups * radix >= 2**62:  # pragma: no cover - only with huge raw ids
+                _, c = np.unique(c, return_inverse=True)
+                c = c.ravel().astype(np.int64)
+                radix = int(c.max()) + 1
+            gid, ngroups = _rank(gid * radix + c, ngroups * radix)
     first = np.full(ngroups, -1, dtype=np.int64)
     first[gid[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
     return gid, first

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from nsys_parsers.activity import Activity
+from nsys_parsers.arrays import is_sorted
 from nsys_parsers.attribution import Pairs, innermost
 from nsys_parsers.names import RangeNames
 from reports.common import Report, group_stats
@@ -48,13 +49,19 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     r = act.ranges
     assert r is not None
     notes = list(act.notes)
-    rows_idx = np.arange(len(r)) if shown is None else np.flatnonzero(shown)
-    sub_gid, sub_first = group_ids(names.code[rows_idx], r.pushpop[rows_idx].astype(np.int64))
-    ng = sub_first.size
-    first = rows_idx[sub_first]
-    gid = np.full(len(r), -1, dtype=np.int64)  # group of each range; -1: not shown
-    gid[rows_idx] = sub_gid
-    st = group_stats(sub_gid, (r.end - r.start)[rows_idx], ng)
+    if shown is None:  # every range (no copies of million-row columns)
+        gid, first = group_ids(names.code, r.pushpop.astype(np.int64))
+        ng = first.size
+        st = group_stats(gid, r.end - r.start, ng)
+    else:
+        rows_idx = np.flatnonzero(shown)
+        sub_gid, sub_first = group_ids(names.code[rows_idx],
+                                       r.pushpop[rows_idx].astype(np.int64))
+        ng = sub_first.size
+        first = rows_idx[sub_first]
+        gid = np.full(len(r), -1, dtype=np.int64)  # group of each range; -1: not shown
+        gid[rows_idx] = sub_gid
+        st = group_stats(sub_gid, (r.end - r.start)[rows_idx], ng)
     kinst = np.zeros(ng, dtype=np.int64)
     incl = np.zeros(ng, dtype=np.int64)
     excl = np.zeros(ng, dtype=np.int64)
@@ -79,10 +86,13 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
                 kinst = np.bincount(ug, minlength=ng).astype(np.int64)
                 incl = np.bincount(ug, weights=dur[uk], minlength=ng).astype(np.int64)
                 # span per range instance, then summed per group
-                order = np.argsort(p_range, kind="stable")
-                ri = p_range[order]
-                ks = k.start[p_kernel[order]]
-                ke = k.end[p_kernel[order]]
+                if is_sorted(p_range):  # pairs come range by range
+                    ri, pk = p_range, p_kernel
+                else:
+                    order = np.argsort(p_range, kind="stable")
+                    ri, pk = p_range[order], p_kernel[order]
+                ks = k.start[pk]
+                ke = k.end[pk]
                 starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
                 inst_first = np.minimum.reduceat(ks, starts)
                 inst_last = np.maximum.reduceat(ke, starts)

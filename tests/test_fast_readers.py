@@ -46,6 +46,31 @@ def test_group_ids_orders_groups_by_the_key_columns():
     assert np.array_equal(keys[first], uniq)
 
 
+def test_group_ids_dense_and_column_by_column_keys_agree_with_unique():
+    """A small key space (ranked with a table), and one too large for one integer (> 2**62:
+    the columns are combined one at a time), give the ids of a lexicographic unique."""
+    rng = np.random.default_rng(3)
+    for highs in ((5, 3, 4, 12), (2**40, 2**30, 5)):
+        cols = [rng.integers(-1, n, 20_000) for n in highs]
+        gid, first = group_ids(*cols)
+        keys = np.stack(cols, axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        assert np.array_equal(gid, inv.ravel()), highs
+        assert np.array_equal(keys[first], uniq), highs
+
+
+def test_sorted_unique_of_sorted_and_unsorted_values():
+    from nsys_parsers.arrays import is_sorted, sorted_unique
+
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 1000, 10_000)
+    ordered = np.sort(x)
+    assert is_sorted(ordered) and not is_sorted(x) and is_sorted(x[:1])
+    assert np.array_equal(sorted_unique(x), np.unique(x))
+    assert np.array_equal(sorted_unique(ordered), np.unique(x))
+    assert sorted_unique(ordered) is not ordered  # never a view the caller could change
+
+
 def test_factorize_keeps_first_appearance_order():
     codes, uniq = factorize(["b", "a", "b", "", "a", "c"])
     assert uniq == ["b", "a", "", "c"]
