@@ -5,7 +5,8 @@
 Targets (issue: answers people can read): every table command answers in under 3 s on every
 shared fixture, and human output is no slower than JSON (it renders the top 20 rows only).
 Prints one row per (command, fixture): median wall seconds of `-f table` and `-f json` (each a
-fresh process, as a user runs it, COLUMNS=120, stdout to /dev/null) and their ratio.
+fresh process, as a user runs it, COLUMNS=120, stdout to /dev/null) and their ratio. Then every
+row (`--top 0`) of the largest tables: the emit_nvtx fixture with one row per operator call.
 """
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ def main() -> int:
             print(f"{command:13s} {fx.name:58s} {t_table:8.2f} {t_json:8.2f} "
                   f"{t_table / t_json:10.2f}")
     print(f"slowest table answer: {worst:.2f} s (target: under 3 s)")
+    big = [fx for fx in fixtures if fx.name.startswith("fastvideo")]
+    for fx in big:
+        print(f"\nevery row (--top 0 --merge-op-ids off), {fx.name}:")
+        for command in ("ranges", "nvtx-kernels", "dominant"):
+            t = {fmt: statistics.median(
+                wall([command, str(fx), "--top", "0", "--merge-op-ids", "off", "-f", fmt])[0]
+                for _ in range(args.repeat)) for fmt in ("table", "json")}
+            print(f"{command:13s} {'':58s} {t['table']:8.2f} {t['json']:8.2f} "
+                  f"{t['table'] / t['json']:10.2f}")
     return 0
 
 

@@ -29,8 +29,8 @@ def progress_bar(label: str, *, force: bool = False, transient: bool = True
         yield None
         return
     with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
-                  transient=transient) as bar:
+                  TimeElapsedColumn(), TextColumn("{task.description}", markup=False),
+                  console=console, transient=transient) as bar:
         task = bar.add_task("starting", total=None)
 
         def update(done: int, total: int, description: Optional[str] = None) -> None:
@@ -71,7 +71,9 @@ def status(message: str, *, delay_s: float = 0.8, force: bool = False) -> Iterat
     if not _wanted(console, force):
         yield
         return
-    spinner = console.status(message)
+    from rich.text import Text
+
+    spinner = console.status(Text(message))  # a file called run[1].sqlite is not markup
     lock = threading.Lock()
     state = {"done": False}
 
@@ -142,10 +144,11 @@ def progress_board(label: str, *, force: bool = False, max_lines: int = 8
         yield None
         return
     overall = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), TextColumn("{task.description}"), console=console)
+                       TimeElapsedColumn(), TextColumn("{task.description}", markup=False),
+                       console=console)
     items = Progress(SpinnerColumn(), TimeElapsedColumn(),
                      TextColumn("{task.fields[name]}", style="cyan"),
-                     TextColumn("{task.description}"), console=console)
+                     TextColumn("{task.description}", markup=False), console=console)
     with Live(Group(overall, items), console=console, refresh_per_second=4,
               transient=False) as live:
         yield Board(live, overall, items, max_lines)

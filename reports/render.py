@@ -13,7 +13,7 @@ import json
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from nsys_parsers.errors import BadOption
 from nsys_parsers.plain import is_missing as _is_missing
@@ -563,31 +563,113 @@ def _share(flex: list[str], natural: dict[str, int], least: dict[str, int],
 def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None,
                width: int | None = None, drop: tuple[str | tuple[str, ...], ...] = (),
                labels: dict[str, str] | None = None) -> tuple[Any, list[str]]:
-    """A rich Table that fits ``width`` (None: natural width), and the columns left out."""
+    """A rich renderable of the table that fits ``width`` (None: natural width), and the
+    columns left out. Cells are plain text: a name like ``step[layer]`` or ``[/]`` is shown
+    as it is, never read as rich markup. Tables of more than ``FAST_ROWS`` rows whose cells
+    all fit their columns (nothing to wrap) are laid out here, line by line, as rich would
+    lay them out (rich takes about 0.5 ms a row: 9 s for 16 k rows)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     cells = {c: [_cell(c, r.get(c), human=True) for r in rows] for c in columns}
     kinds = {c: _kind(c, rows, cells[c]) for c in columns}
     headers = {c: _header((labels or {}).get(c, c)) for c in columns}
     layout = fit_columns(columns, headers, cells, kinds, width, drop)
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False, collapse_padding=True, header_style="bold")
+    shown = {c: [shorten_name(v, layout.widths[c], signature=_is_signature(c)) for v in cells[c]]
+             if kinds[c] == "name" else cells[c] for c in layout.columns}
+    if len(rows) > FAST_ROWS:
+        text = table_text(layout, shown, kinds, title, width)
+        if text is not None:
+            return text, layout.dropped
+    table = Table(title=Text(title) if title is not None else None, title_justify="left",
+                  title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True, header_style="bold")
     for c in layout.columns:
         w = layout.widths[c]
+        head = Text(layout.headers[c])
         if kinds[c] == "num":
-            table.add_column(layout.headers[c], justify="right", no_wrap=True, min_width=w)
+            table.add_column(head, justify="right", no_wrap=True, min_width=w)
         elif kinds[c] == "name":
-            table.add_column(layout.headers[c], no_wrap=True, min_width=min(w, 1), max_width=w)
+            table.add_column(head, no_wrap=True, min_width=min(w, 1), max_width=w)
         elif kinds[c] == "label":
-            table.add_column(layout.headers[c], no_wrap=True, min_width=w)
+            table.add_column(head, no_wrap=True, min_width=w)
         else:
-            table.add_column(layout.headers[c], overflow="fold", max_width=w)
+            table.add_column(head, overflow="fold", max_width=w)
     for i in range(len(rows)):
-        table.add_row(*[shorten_name(cells[c][i], layout.widths[c],
-                                     signature=_is_signature(c))
-                        if kinds[c] == "name" else cells[c][i] for c in layout.columns])
+        table.add_row(*[Text(shown[c][i]) for c in layout.columns])
     return table, layout.dropped
+
+
+FAST_ROWS = 60  # more rows than this (beyond the default top 20): table_text when it can
+
+
+def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str],
+               title: str | None, width: int | None) -> Any:
+    """The table as one rich ``Text`` (bold title and header, the rule, the rows), the same
+    characters rich's Table gives for this layout; None when a cell or header would need
+    wrapping or the table would not fit ``width`` (then rich lays it out)."""
+    from rich.cells import cell_len
+
+    def size(v: str) -> int:  # terminal cells (µ is one, a CJK character two)
+        return len(v) if v.isascii() else cell_len(v)
+
+    cols = layout.columns
+    head_lines = {c: layout.headers[c].split("\n") for c in cols}
+    sizes = {c: [size(v) for v in shown[c]] for c in cols}
+    widths = {}
+    for c in cols:
+        need = max(sizes[c] + [size(h) for h in head_lines[c]] + [1])
+        if kinds[c] in ("num", "label"):
+            need = max(need, layout.widths[c])
+        elif need > layout.widths[c] or any("\n" in v for v in shown[c]):
+            return None  # longer than its column: rich folds it
+        widths[c] = need
+    total = sum(widths.values()) + TABLE_GAP * (len(cols) - 1)
+    if (width is not None and total > width) or (title is not None and size(title) > total):
+        return None
+    gap = " " * TABLE_GAP
+    right = [kinds[c] == "num" for c in cols]
+    col_w = [widths[c] for c in cols]
+
+    def line(values: Iterable[str], lens: Iterable[int]) -> str:
+        return gap.join(" " * (w - n) + v if r else v + " " * (w - n)
+                        for v, n, w, r in zip(values, lens, col_w, right))
+
+    lines: list[tuple[str, bool]] = []  # (line, bold)
+    if title is not None:
+        lines.append((title + " " * (total - size(title)), True))
+    height = max(len(head_lines[c]) for c in cols)
+    for i in range(height):  # header cells sit on the rule, as rich puts them
+        heads = [head_lines[c][i - height + len(head_lines[c])]
+                 if i >= height - len(head_lines[c]) else "" for c in cols]
+        lines.append((line(heads, map(size, heads)), True))
+    lines.append(("\u2500" * total, False))
+    rows = zip(zip(*[shown[c] for c in cols]), zip(*[sizes[c] for c in cols]))
+    lines.extend((line(values, lens), False) for values, lens in rows)
+    return TableLines(lines, total)
+
+
+class TableLines:
+    """Lines laid out already, for rich to write as they are (a ``Text`` would be joined
+    with its neighbours by ``Console.print`` and word-wrapped line by line again)."""
+
+    def __init__(self, lines: list[tuple[str, bool]], width: int):
+        self.lines, self.width = lines, width
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.segment import Segment
+        from rich.style import Style
+
+        bold, newline = Style(bold=True), Segment.line()
+        for text, strong in self.lines:
+            yield Segment(text, bold if strong else None)
+            yield newline
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement(self.width, self.width)
 
 
 def rank_rows(rows: list[dict[str, Any]], view: View) -> list[dict[str, Any]]:
@@ -713,7 +795,9 @@ def render_rows(
         return Rendered(text=text)
     if fmt == "latex":
         return Rendered(text=to_latex(rows, columns, caption=title))
-    parts: list[Any] = list(caption)
+    from rich.text import Text
+
+    parts: list[Any] = [Text(c) for c in caption]
     if rows or not notes:
         drop = tuple(g for g in (view.drop or DEFAULT_DROP)
                      if any(c in columns for c in (g if isinstance(g, tuple) else (g,))))
@@ -726,8 +810,6 @@ def render_rows(
                          f"{', '.join(_header(view.headers.get(c, c)) for c in dropped)}; "
                          f"--wide shows every "
                          f"column, --format csv or json gives everything")
-    from rich.text import Text
-
     for n in notes:
         parts.append(Text(n, style="yellow"))
     if fmt == "text":

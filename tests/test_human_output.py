@@ -217,3 +217,52 @@ def test_in_a_real_terminal(fx, tmp_path):
     lines = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", ln).rstrip("\r") for ln in out.splitlines()]
     assert all(len(ln) <= 80 for ln in lines), max(lines, key=len)
     assert any(re.search(r"69\.4\s+1\.531 s\s+26", ln) for ln in lines)
+
+
+@pytest.mark.parametrize("command,fixture", CASES)
+def test_long_tables_laid_out_line_by_line_equal_rich(command, fixture, cli_at, fx,
+                                                      monkeypatch):
+    """Tables of many rows are written line by line (rich's Table takes 0.5 ms a row); at
+    80 and 120 columns and --wide, with every row, the characters are those of rich's
+    Table: the fast path is switched on for every size here and compared with rich."""
+    import reports.render as render
+
+    outputs = {}
+    for fast_rows in (0, 10**9):
+        monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
+        for width in (80, 120):
+            outputs[fast_rows, width] = cli_at(width, command, fx(fixture), "--top", "0").stdout
+        outputs[fast_rows, "wide"] = cli_at(120, command, fx(fixture), "--top", "0",
+                                            "--wide").stdout
+    for key in (80, 120, "wide"):
+        assert outputs[0, key] == outputs[10**9, key], (command, fixture, key)
+
+
+def test_names_are_never_read_as_markup():
+    """A range called ``step[layer]``, ``[/]`` or ``:smile:`` is shown as it is (rich
+    markup ate the first, raised on the second, drew an emoji for the third), by rich's
+    Table and by the line-by-line layout alike."""
+    import reports.render as render
+
+    rows = [{"range": n, "total_ns": i + 1} for i, n in enumerate(
+        ["step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"] * 30)]
+    view = render.View(columns=["range", "total_ns"])
+    for fast_rows in (0, 10**9):
+        render.FAST_ROWS = fast_rows
+        try:
+            out = render.render_rows(rows, ["range", "total_ns"], "text", view=view, top=0,
+                                     width=80, title="[t] ranges").text
+        finally:
+            render.FAST_ROWS = 60
+        assert out.startswith("[t] ranges")
+        for name in ("step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"):
+            assert name in out, (fast_rows, name)
+
+
+def test_every_row_of_a_long_table_is_quick(cli_at, fx):
+    """`ranges --top 0` on the emit_nvtx fixture, one row per operator call (16 k rows):
+    every row written, each line within 120 columns (it took 9 s through rich's Table)."""
+    out = cli_at(120, "ranges", fx(FASTVIDEO), "--top", "0", "--merge-op-ids", "off").stdout
+    lines = out.splitlines()
+    assert len(lines) > 16_000
+    assert max(len(ln) for ln in lines) <= 120
