@@ -87,21 +87,39 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _create_tables(db) -> None:
+    db.table("runs").create(dict(RUNS_SCHEMA), pk="name")
+    db.table("dominant").create({"name": str, "range": str, "kernel": str, "category": str,
+                                 "share_pct": float, "per_range_instance": float,
+                                 "range_kernel_ns": int}, pk=("name", "range"))
+    db.table("mix").create({"name": str, "scope": str, "category": str, "share_pct": float},
+                           pk=("name", "scope", "category"))
+    db.table("range_times").create({"name": str, "range": str, "instances": int,
+                                    "avg_ns": float, "gpu_inclusive_ns": int},
+                                   pk=("name", "range"))
+
+
 def open_index(out_dir: Path):
+    """The folder's index, created when missing. A new index is built beside it and renamed
+    into place, so whoever opens ``index.sqlite`` (Datasette, a script polling the sweep, a
+    test) finds either no file or one with every table, never an empty database. Callers hold
+    ``index_lock``."""
     import sqlite_utils
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    db = sqlite_utils.Database(out_dir / INDEX_NAME)
-    if "runs" not in db.table_names():
-        db.table("runs").create(dict(RUNS_SCHEMA), pk="name")
-        db.table("dominant").create({"name": str, "range": str, "kernel": str, "category": str,
-                               "share_pct": float, "per_range_instance": float,
-                               "range_kernel_ns": int}, pk=("name", "range"))
-        db.table("mix").create({"name": str, "scope": str, "category": str, "share_pct": float},
-                         pk=("name", "scope", "category"))
-        db.table("range_times").create({"name": str, "range": str, "instances": int,
-                                  "avg_ns": float, "gpu_inclusive_ns": int},
-                                 pk=("name", "range"))
+    path = out_dir / INDEX_NAME
+    if not path.exists():
+        fresh = out_dir / f".{INDEX_NAME}.{os.getpid()}.new"
+        fresh.unlink(missing_ok=True)
+        building = sqlite_utils.Database(fresh)
+        try:
+            _create_tables(building)
+        finally:
+            building.close()
+        os.replace(fresh, path)
+    db = sqlite_utils.Database(path)
+    if "runs" not in db.table_names():  # an empty file, not made by us
+        _create_tables(db)
     else:  # an index written before these columns existed
         have = set(db.table("runs").columns_dict)
         for column, kind in RUNS_SCHEMA.items():

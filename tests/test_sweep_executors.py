@@ -364,3 +364,35 @@ def test_a_local_sweep_leaves_configs_held_by_slurm_jobs_alone(tmp_path, monkeyp
     with pytest.raises(BadOption, match="collect them with `nsys-mine sweep --collect"):
         sweeper.run_sweep(spec(context="16"), tmp_path, NsysSpec())
     assert run_rows(open_index(tmp_path))[next(iter(names))]["status"] == "queued"
+
+
+# --------------------------------------------------------------------------------------------
+# The index file appears whole (a poller once found index.sqlite with no `runs` table)
+
+
+def test_a_new_index_appears_with_every_table(tmp_path, monkeypatch):
+    from profile_cli import sweep_index
+
+    out = tmp_path / "out"
+    seen: list[bool] = []
+    build = sweep_index._create_tables
+
+    def watching(db):
+        seen.append((out / sweep_index.INDEX_NAME).exists())
+        build(db)
+
+    monkeypatch.setattr(sweep_index, "_create_tables", watching)
+    open_index(out).close()
+    assert seen == [False]  # the tables were built before the file had its name
+    conn = sqlite3.connect(f"file:{out / sweep_index.INDEX_NAME}?mode=ro", uri=True)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert tables == {"runs", "dominant", "mix", "range_times"}
+    assert sorted(p.name for p in out.iterdir()) == [sweep_index.INDEX_NAME]
+    open_index(out).close()  # opening it again builds nothing
+    assert seen == [False]
+
+
+def test_an_empty_index_file_gets_its_tables(tmp_path):
+    (tmp_path / "index.sqlite").touch()
+    assert run_rows(open_index(tmp_path)) == {}
