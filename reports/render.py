@@ -40,9 +40,20 @@ class Rendered:
     width: int | None = None  # the width the rich parts were laid out for
 
 
+def cell_width(text: str) -> int:
+    """How many terminal cells ``text`` takes: its length when ASCII, else as rich measures
+    it (a CJK character or most emoji take two cells, a combining accent none)."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
 def shorten(value: Any, width: int = MAX_NAME_CHARS, *, signature: bool = False) -> Any:
-    """Strings longer than ``width`` shortened with ``shorten_name``; other values as given."""
-    if isinstance(value, str) and len(value) > width:
+    """Strings wider than ``width`` cells shortened with ``shorten_name``; other values as
+    given."""
+    if isinstance(value, str) and cell_width(value) > width:
         return shorten_name(value, width, signature=signature)
     return value
 
@@ -278,14 +289,15 @@ MIN_TEXT = 20
 
 
 def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
-    """``name`` in at most ``width`` characters, keeping its start and its end. For C++
+    """``name`` in at most ``width`` terminal cells (``cell_width``: characters, where a CJK
+    character counts two), keeping its start and its end. For C++
     signatures the structure gives way first: template argument lists collapse (largest
     first: ``kernel<…>(int, T1)``), then the parameter list (``kernel<…>(…)``), then the return
     type and namespaces (``…::kernel<…>(…)``); only then the middle of what is left
     (``void at::native::vec…(int, T1)``). ``signature=False`` (range names, paths): a
     pyprof/DLProf marker (a Python dict literal) becomes its summary (``marker_summary``),
     then only the middle gives way."""
-    if len(name) <= width:
+    if cell_width(name) <= width:
         return name
     if not signature:
         return _middle(marker_summary(name) or name, width)
@@ -293,15 +305,15 @@ def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
     groups = _template_groups(name)
     chosen: list[tuple[int, int]] = []
     for group in sorted(groups, key=lambda g: g[0] - g[1]):  # largest first
-        if len(text) <= width:
+        if cell_width(text) <= width:
             return text
         chosen.append(group)
         text = _collapsed(name, chosen)
     for step in (_collapse_params, _drop_return_type, _drop_namespaces):
-        if len(text) <= width:
+        if cell_width(text) <= width:
             return text
         text = step(text)
-    return text if len(text) <= width else _middle(text, width)
+    return text if cell_width(text) <= width else _middle(text, width)
 
 
 # pyprof / DLProf write a Python dict per NVTX range: an operator call with its arguments, or
@@ -412,12 +424,30 @@ def _collapsed(name: str, groups: list[tuple[int, int]]) -> str:
 
 
 def _middle(text: str, width: int) -> str:
-    if len(text) <= width:
+    """``text`` in ``width`` cells: its start, an ellipsis, its end."""
+    if cell_width(text) <= width:
         return text
     if width <= 1:
         return "…"[:width]
     keep = width - 1
-    return text[: keep - keep // 2] + "…" + (text[-(keep // 2):] if keep // 2 else "")
+    if text.isascii():
+        return text[: keep - keep // 2] + "…" + (text[-(keep // 2):] if keep // 2 else "")
+    head = _fit_cells(text, keep - keep // 2)
+    tail = _fit_cells(text[::-1], keep - cell_width(head))[::-1]  # a cell head left over
+    return head + "…" + tail
+
+
+def _fit_cells(text: str, cells: int) -> str:
+    """The longest start of ``text`` that takes at most ``cells`` terminal cells (a wide
+    character that would straddle the limit is left out)."""
+    from rich.cells import get_character_cell_size
+
+    used = 0
+    for i, ch in enumerate(text):
+        used += get_character_cell_size(ch)
+        if used > cells:
+            return text[:i]
+    return text
 
 
 def _is_signature(column: str) -> bool:
@@ -429,7 +459,7 @@ def _kind(column: str, rows: list[dict[str, Any]], cells: list[str]) -> str:
         return "num"
     if column in NAME_COLUMNS or _is_signature(column):
         return "name"
-    if max((len(c) for c in cells), default=0) <= 16:
+    if max((cell_width(c) for c in cells), default=0) <= 16:
         return "label"  # short text (a status, a size, a preformatted number): never wraps
     return "text"
 
@@ -462,7 +492,7 @@ def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, li
     shrink; headers wrap at spaces; names and text give way down to a comfortable width, then
     the columns of ``drop`` are left out (in order; a tuple goes together), then names and
     text give way down to their minimum."""
-    content = {c: max((len(v) for v in cells[c]), default=0) for c in columns}
+    content = {c: max((cell_width(v) for v in cells[c]), default=0) for c in columns}
     longest_word = {c: max((len(w) for w in headers[c].split()), default=0) for c in columns}
     cols = list(columns)
     if width is None:
@@ -473,7 +503,7 @@ def fit_columns(columns: list[str], headers: dict[str, str], cells: dict[str, li
 
     # first the width that reads well: a signature collapsed, other names and text comfortable
     # (a range name up to WHOLE_NAME characters: it says which row this is)
-    useful = {c: max((len(_structure(v)) for v in cells[c]), default=0)
+    useful = {c: max((cell_width(_structure(v)) for v in cells[c]), default=0)
               if _is_signature(c) else max(COMFORT["name"], min(content[c], WHOLE_NAME))
               if kinds[c] == "name" else COMFORT.get(kinds[c], 10**9) for c in columns}
 
@@ -609,11 +639,7 @@ def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str
     """The table as one rich ``Text`` (bold title and header, the rule, the rows), the same
     characters rich's Table gives for this layout; None when a cell or header would need
     wrapping or the table would not fit ``width`` (then rich lays it out)."""
-    from rich.cells import cell_len
-
-    def size(v: str) -> int:  # terminal cells (µ is one, a CJK character two)
-        return len(v) if v.isascii() else cell_len(v)
-
+    size = cell_width  # terminal cells (µ is one, a CJK character two)
     cols = layout.columns
     head_lines = {c: layout.headers[c].split("\n") for c in cols}
     sizes = {c: [size(v) for v in shown[c]] for c in cols}

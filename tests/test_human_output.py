@@ -268,3 +268,58 @@ def test_every_row_of_a_long_table_is_quick(cli_at, fx):
     lines = out.splitlines()
     assert len(lines) > 16_000
     assert max(len(ln) for ln in lines) <= 120
+
+
+def _wide_names_export(path):
+    """70 ranges whose names are Chinese (two terminal cells a character) and differ only at
+    their end, each launching one kernel."""
+    from tests.synth import Synth
+
+    s = Synth()
+    for i in range(70):
+        t = 1_000_000 + i * 10_000
+        s.range("前向传播 注意力 计算 分数 " * 3 + f"第{i}层", t, t + 5_000)
+        s.kernel("ampere_sgemm_128x64_tn", t + 1_000 + 5_000, t + 9_000,
+                 launch=(t + 1_000, t + 1_500))
+    return s.write(path)
+
+
+@pytest.mark.parametrize("command", ["ranges", "nvtx-kernels"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_wide_characters_are_measured_in_terminal_cells(command, width, cli_at, tmp_path,
+                                                        monkeypatch):
+    """A Chinese range name takes twice its length in a terminal. The layout measures cells
+    (it measured characters: rich then cut the names at their end, and rows that differ only
+    there all read the same); names are shortened in the middle, every line fits, each row
+    keeps its own end, and the line-by-line layout equals rich's Table."""
+    from rich.cells import cell_len
+
+    import reports.render as render
+
+    path = _wide_names_export(tmp_path / "wide.sqlite")
+    outputs = []
+    for fast_rows in (0, 10**9):
+        monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
+        outputs.append(cli_at(width, command, path, "--top", "0").stdout)
+    assert outputs[0] == outputs[1]
+    lines = outputs[0].splitlines()
+    assert max(cell_len(ln) for ln in lines) <= width
+    rows = [ln for ln in lines if "层" in ln]
+    assert len(rows) == 70
+    assert {re.search(r"第(\d+)层", ln).group(1) for ln in rows} == {str(i) for i in range(70)}
+    assert all("…" in ln for ln in rows)  # shortened in the middle, by us
+    assert all(re.match(r"\d\.000 µs[ 1]+ \d\.000 µs", ln) for ln in rows)  # numbers whole
+
+
+def test_middle_shortening_counts_cells():
+    from rich.cells import cell_len
+
+    from reports.render import shorten_name
+
+    name = "前向传播注意力计算分数" * 4 + "结束"
+    for width in range(1, 40):
+        short = shorten_name(name, width, signature=False)
+        assert cell_len(short) <= width, (width, short)
+        assert cell_len(short) >= width - 1  # a wide character may not fit the last cell
+    assert shorten_name(name, 20, signature=False).endswith("结束")
+    assert shorten_name("a" * 30, 11, signature=False) == "aaaaa…aaaaa"
