@@ -26,7 +26,7 @@ def _size_option(default: str | None) -> Any:
     return Annotated[Optional[str], typer.Option(
         "--size", rich_help_panel=PANEL, show_default=default or DEFAULT_SIZE,
         help=f"Size preset or comma list: {', '.join(PRESETS)}, custom:dD-fF-LL-hH. With "
-             "--d-model/--d-ff/--layers/--heads: one preset to start from, or 'custom'.")]
+             "--d-model, --d-ff, --layers or --heads: one preset to start from, or 'custom'.")]
 
 
 SizeOpt = _size_option(None)
@@ -55,10 +55,10 @@ PrecisionOpt = Annotated[str, typer.Option(
 AttentionOpt = Annotated[str, typer.Option(
     "--attention", rich_help_panel=PANEL,
     help="Comma list of naive (written-out softmax, CS336 reference) and sdpa "
-         "(torch.nn.functional.scaled_dot_product_attention).")]
+         "(PyTorch's fused scaled_dot_product_attention).")]
 NvtxOpt = Annotated[str, typer.Option(
     "--nvtx", rich_help_panel=PANEL, **choice(LEVELS),
-    help="NVTX ranges: off, coarse (warmup/measure/step/phases), fine (+ per block and "
+    help="NVTX ranges: off, coarse (warmup, measure, step, phases), fine (+ per block and "
          "attention internals). See docs/MODEL.md.")]
 DeviceOpt = Annotated[str, typer.Option(
     "--device", rich_help_panel=PANEL, **choice(DEVICES),

@@ -133,6 +133,35 @@ def test_help_for_every_command(cli):
         assert (cmd.callback.__doc__ or "").strip(), f"{name} has no help text"
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_help_cuts_no_word(cli, monkeypatch, width):
+    """At 80 and 120 columns, no help shows a word cut to ``…`` (Typer's tables cut
+    ``--slurm-gpus-per-t…``, ``--d-model/--d-ff/--layers/-…``, cache paths and environment
+    variables): long words fold onto the next line, and every option's name is all there."""
+    import typer.main
+
+    from profile_cli.app import MODULE_OF, app
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    for name in ["", *MODULE_OF, "micro matmul", "micro mlp"]:
+        out = cli(*name.split(), "--help").stdout
+        assert "…" not in out, (name, width, [ln for ln in out.splitlines() if "…" in ln])
+        assert all(len(ln) <= width for ln in out.splitlines()), (name, width)
+    names: list[str] = []  # the first column of the option panels, folded lines rejoined
+    for ln in cli("sweep", "--help").stdout.splitlines():
+        if ln.startswith("│ ") and not ln[2].isspace():
+            cell = ln[2:].split("  ")[0].strip()
+            if cell.startswith("--") or not names:
+                names.append(cell)
+            else:
+                names[-1] += cell
+    options = [o for p in typer.main.get_command(app).commands["sweep"].params
+               for o in p.opts if o.startswith("--")]
+    assert "--slurm-gpus-per-task" in options
+    shown = {n for cell in names for n in cell.split(",")}
+    assert set(options) <= shown, sorted(set(options) - shown)
+
+
 def test_main_knows_the_module_of_every_command():
     """main() imports only the module of the command it runs: MODULE_OF names every
     registered command's module, and nothing else."""
