@@ -24,7 +24,6 @@ from nvtx_model.config import (
     ATTENTIONS,
     BF16,
     DEFAULT_SEED,
-    DEFAULT_VOCAB,
     DEVICES,
     FP32,
     PRECISIONS,
@@ -34,6 +33,7 @@ from nvtx_model.config import (
 )
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import (
+    ShapeOptions,
     WorkloadSpec,
     _did_you_mean,
     parse_choices,
@@ -279,15 +279,10 @@ def preset_grid(name: str) -> Grid:
 
 # ---- the options ----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class InferSpec:
-    """The options of ``nsys-mine infer`` as given (comma lists unparsed)."""
+class InferSpec(ShapeOptions):
+    """The options of ``nsys-mine infer`` as given (comma lists unparsed; ``size`` None:
+    DEFAULT_INFER_SIZE)."""
 
-    size: Optional[str] = None  # None: DEFAULT_INFER_SIZE
-    d_model: Optional[int] = None
-    d_ff: Optional[int] = None
-    layers: Optional[int] = None
-    heads: Optional[int] = None
-    vocab: int = DEFAULT_VOCAB
     precision: str = "fp32"
     attention: str = "naive"
     nvtx: str = "off"
@@ -378,9 +373,7 @@ def expand_infer(spec: InferSpec) -> tuple[list[InferConfig], InferPlan]:
     hf = spec.hf_path()
     vocab = spec.vocab
     if hf is None:
-        shapes = resolve_shapes(WorkloadSpec(size=spec.size or DEFAULT_INFER_SIZE,
-                                             d_model=spec.d_model, d_ff=spec.d_ff,
-                                             layers=spec.layers, heads=spec.heads))
+        shapes = resolve_shapes(spec, DEFAULT_INFER_SIZE)
     else:
         if spec.size is not None or spec.d_model is not None:
             raise BadOption("--model hf:PATH brings its own shape; leave out --size and "

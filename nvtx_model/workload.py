@@ -37,15 +37,27 @@ DEFAULT_SIZE = "small"
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
-    """The workload options as given (comma lists unparsed). ``configs()`` validates them."""
+class ShapeOptions:
+    """The model-shape options every workload takes, as given: ``--size`` (presets, a comma
+    list) or one custom shape from ``--d-model``/``--d-ff``/``--layers``/``--heads``
+    (``resolve_shapes``), and ``--vocab``."""
 
-    size: Optional[str] = None  # None: DEFAULT_SIZE
+    size: Optional[str] = None  # None: the command's default size
     d_model: Optional[int] = None
     d_ff: Optional[int] = None
     layers: Optional[int] = None
     heads: Optional[int] = None
     vocab: int = DEFAULT_VOCAB
+
+    @property
+    def has_custom_shape(self) -> bool:
+        return any(v is not None for v in (self.d_model, self.d_ff, self.layers, self.heads))
+
+
+@dataclass(frozen=True)
+class WorkloadSpec(ShapeOptions):
+    """The workload options as given (comma lists unparsed). ``configs()`` validates them."""
+
     context: str = ",".join(map(str, DEFAULT_CONTEXTS))
     batch: int = DEFAULT_BATCH
     mode: str = "forward,train"
@@ -58,10 +70,6 @@ class WorkloadSpec:
     adamw: str = DEFAULT_ADAMW
     seed: int = DEFAULT_SEED
     threads: Optional[int] = None
-
-    @property
-    def has_custom_shape(self) -> bool:
-        return any(v is not None for v in (self.d_model, self.d_ff, self.layers, self.heads))
 
     def size_tokens(self) -> list[str]:
         """The sizes asked for, one token each (the default size when none is given)."""
@@ -129,8 +137,11 @@ def parse_custom_label(name: str) -> Shape | None:
     return Shape(d_model=d, d_ff=f, num_layers=layers, num_heads=heads)
 
 
-def resolve_shapes(spec: WorkloadSpec) -> list[tuple[str, Shape]]:
-    """(label, shape) per size: presets by name, or one custom shape from the shape flags."""
+def resolve_shapes(spec: ShapeOptions, default_size: str = DEFAULT_SIZE
+                   ) -> list[tuple[str, Shape]]:
+    """(label, shape) per size: presets by name (``default_size`` when none is given), or
+    one custom shape from the shape flags (starting from the ``--size`` preset when one is
+    given, else from nothing: ``d_ff`` is then 4 x ``d_model`` unless given)."""
     names = [n.strip() for n in (spec.size or "").split(",") if n.strip()]
     overrides = {"d_model": spec.d_model, "d_ff": spec.d_ff, "num_layers": spec.layers,
                  "num_heads": spec.heads}
@@ -140,7 +151,7 @@ def resolve_shapes(spec: WorkloadSpec) -> list[tuple[str, Shape]]:
             raise BadOption("--size custom needs --d-model, --layers and --heads "
                             "(and optionally --d-ff)")
         shapes = []
-        for name in names or [DEFAULT_SIZE]:
+        for name in names or [default_size]:
             canonical = preset_name(name)
             inline = parse_custom_label(name) if canonical is None else None
             if inline is not None:

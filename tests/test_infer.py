@@ -356,3 +356,17 @@ def test_cuda_path_synchronizes_every_token_and_checks_free_gpu_memory(monkeypat
     (row,) = run_inference(configs).rows
     assert row["status"] == "skipped"
     assert row["note"].endswith("> 230.4 KiB = 90% of free GPU memory")
+
+
+def test_a_custom_shape_starts_from_the_given_preset_only():
+    """``infer --d-model 64 --layers 2 --heads 2`` is the shape asked for, with d_ff 4 x 64 as
+    in bench (it started from the default size, small, and took its d_ff of 3072); with
+    ``--size`` the flags change that preset; without flags the default size is small."""
+    custom = InferSpec(d_model=64, layers=2, heads=2, preset="quick_test").configs()[0]
+    assert (custom.model.d_model, custom.model.d_ff, custom.model.num_layers,
+            custom.model.num_heads) == (64, 256, 2, 2)
+    bench = WorkloadSpec(d_model=64, layers=2, heads=2).configs()[0]
+    assert custom.size == bench.size == "custom:d64-f256-L2-h2"
+    from_tiny = InferSpec(size="tiny", layers=1, preset="quick_test").configs()[0]
+    assert from_tiny.model.d_ff == PRESETS["tiny"].d_ff and from_tiny.model.num_layers == 1
+    assert InferSpec(preset="quick_test").configs()[0].size == "small"
