@@ -489,7 +489,8 @@ def infer_configs_from_workload(spec: WorkloadSpec, output_length: int) -> list[
     measured generate calls after ``--warmup`` (``--mode`` and ``--adamw`` do not apply)."""
     if output_length < 1:
         raise BadOption(f"--output-length must be >= 1, got {output_length}")
-    infer_spec = InferSpec(size=spec.size, d_model=spec.d_model, d_ff=spec.d_ff,
+    size = spec.size if spec.size or spec.has_custom_shape else spec.default_size
+    infer_spec = InferSpec(size=size, d_model=spec.d_model, d_ff=spec.d_ff,
                            layers=spec.layers, heads=spec.heads, vocab=spec.vocab,
                            precision=spec.precision, attention=spec.attention, nvtx=spec.nvtx,
                            device=spec.device, seed=spec.seed, threads=spec.threads,

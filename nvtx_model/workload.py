@@ -70,10 +70,13 @@ class WorkloadSpec(ShapeOptions):
     adamw: str = DEFAULT_ADAMW
     seed: int = DEFAULT_SEED
     threads: Optional[int] = None
+    # not an option: the command's size when neither --size nor a shape flag is given (a
+    # custom shape from the flags alone starts from nothing, whatever this is)
+    default_size: str = DEFAULT_SIZE
 
     def size_tokens(self) -> list[str]:
         """The sizes asked for, one token each (the default size when none is given)."""
-        return [n.strip() for n in (self.size or DEFAULT_SIZE).split(",") if n.strip()]
+        return [n.strip() for n in (self.size or self.default_size).split(",") if n.strip()]
 
     def configs(self) -> list[RunConfig]:
         return expand_workload(self)
@@ -193,7 +196,7 @@ def expand_workload(spec: WorkloadSpec) -> list[RunConfig]:
     """One RunConfig per size x context x mode x precision x attention (in that nesting).
 
     Raises BadOption for unknown values, empty lists and impossible shapes."""
-    shapes = resolve_shapes(spec)
+    shapes = resolve_shapes(spec, spec.default_size)
     contexts = parse_ints(spec.context, "--context")
     modes = parse_choices(spec.mode, MODES, "--mode")
     precisions = parse_choices(spec.precision, PRECISIONS, "--precision")

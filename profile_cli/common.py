@@ -107,13 +107,15 @@ def emit(rendered: Rendered, output: Path | None) -> None:
 def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
                  annotate: Callable[[str, Any], Any] | None = None,
                  convert: dict[str, Callable[[Any], Any]] | None = None,
+                 hidden: tuple[str, ...] = (),
                  ) -> Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]:
     """A decorator factory that gives a Typer command one option per field of the dataclass
     ``cls`` (declared in ``option_types``, in --help order) and hands them to the command as
     one ``param: cls`` argument. ``@group(field=value)`` changes a default for one command;
     ``annotate(field, default)`` may return a per-command declaration (e.g. a help text that
     names that default); ``convert`` maps a field's CLI value to the dataclass value. Groups
-    stack: outer groups' options come first."""
+    stack: outer groups' options come first. ``hidden`` fields are no options: a command
+    may only fix their value (``@group(field=value)``)."""
     names = list(option_types)
     field_defaults = {f.name: (f.default_factory() if f.default_factory is not MISSING
                                else f.default) for f in fields(cls)}
@@ -122,11 +124,12 @@ def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
     def factory(only: tuple[str, ...] | None = None, **defaults: Any
                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """``only``: declare just these options (the others keep the dataclass default)."""
-        unknown = (set(defaults) | set(only or ())) - set(names)
+        unknown = (set(defaults) - set(hidden) | set(only or ())) - set(names)
         if unknown:
             raise TypeError(f"not {cls.__name__} options: {', '.join(sorted(unknown))}")
         declared = [n for n in names if only is None or n in only]
-        fixed = {n: defaults[n] for n in names if n not in declared and n in defaults}
+        fixed = {n: defaults[n] for n in [*names, *hidden]
+                 if n not in declared and n in defaults}
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)

@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep)
 
 
-@workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@workload_options(default_size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
 @nsys_options()
 @output_options()
 def profile(
@@ -215,7 +215,7 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
     return join_rendered(parts, out.format)
 
 
-@workload_options(size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@workload_options(default_size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
 @nsys_options()
 @executor_options()
 @output_options(top=0)

@@ -93,11 +93,16 @@ OPTION_TYPES: dict[str, Any] = {
 }
 
 
-def _annotate(name: str, default: Any) -> Any:
-    return _size_option(default) if name == "size" else None  # --help shows this default
-
-
 # Give a Typer command every workload option; it receives them as ``workload: WorkloadSpec``.
-# ``@workload_options(warmup=1, steps=1)`` changes defaults for one command; the command's own
-# options follow the workload options in --help.
-workload_options = option_group(WorkloadSpec, OPTION_TYPES, "workload", annotate=_annotate)
+# ``@workload_options(warmup=1, steps=1)`` changes defaults for one command;
+# ``default_size="tiny"`` its size when neither --size nor a shape flag is given (--size itself
+# stays unset, so --d-model & co. alone describe a shape from nothing, as in every command).
+# The command's own options follow the workload options in --help.
+def workload_options(only: tuple[str, ...] | None = None, **defaults: Any) -> Any:
+    size = defaults.get("default_size", DEFAULT_SIZE)
+
+    def annotate(name: str, default: Any) -> Any:  # --help shows the default size
+        return _size_option(default or size) if name == "size" else None
+
+    return option_group(WorkloadSpec, OPTION_TYPES, "workload", annotate=annotate,
+                        hidden=("default_size",))(only, **defaults)

@@ -131,6 +131,38 @@ def test_decorator_defaults_and_own_options():
         workload_options(wramup=1)
 
 
+def test_a_commands_default_size_never_becomes_the_base_of_a_custom_shape():
+    """profile and sweep default to tiny. --d-model/--layers/--heads alone describe a shape
+    from nothing there too (d_ff 4 x d_model, as bench and infer do); it used to start from
+    tiny and take its d_ff of 256. Without shape flags the default size is tiny; --help
+    says so."""
+    from nvtx_model.infer_config import infer_configs_from_workload
+
+    app = typer.Typer()
+    got = {}
+
+    @app.command()
+    @workload_options(default_size="tiny", context="32", mode="forward")
+    def profile_like(workload: WorkloadSpec) -> None:
+        got["spec"] = workload
+
+    def configs(*args):
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return got["spec"].configs()
+
+    (cfg,) = configs("--d-model", "128", "--layers", "2", "--heads", "2")
+    assert (cfg.size, cfg.model.d_ff) == ("custom:d128-f512-L2-h2", 512)
+    assert [c.size for c in configs()] == ["tiny"]
+    assert got["spec"].size_tokens() == ["tiny"]
+    assert [c.size for c in infer_configs_from_workload(got["spec"], 4)] == ["tiny"]
+    (cfg,) = configs("--size", "tiny", "--layers", "1")
+    assert (cfg.model.d_ff, cfg.model.num_layers) == (PRESETS["tiny"].d_ff, 1)
+    assert "[default: (tiny)]" in " ".join(CliRunner().invoke(app, ["--help"]).output.split())
+    with pytest.raises(TypeError, match="not WorkloadSpec options: default_sise"):
+        workload_options(default_sise="tiny")
+
+
 def test_enum_options_are_validated_by_the_parser():
     app = typer.Typer()
 
