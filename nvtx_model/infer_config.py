@@ -280,9 +280,9 @@ def preset_grid(name: str) -> Grid:
 # ---- the options ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class InferSpec(ShapeOptions):
-    """The options of ``nsys-mine infer`` as given (comma lists unparsed; ``size`` None:
-    DEFAULT_INFER_SIZE)."""
+    """The options of ``nsys-mine infer`` as given (comma lists unparsed)."""
 
+    default_size: str = DEFAULT_INFER_SIZE
     precision: str = "fp32"
     attention: str = "naive"
     nvtx: str = "off"
@@ -373,7 +373,7 @@ def expand_infer(spec: InferSpec) -> tuple[list[InferConfig], InferPlan]:
     hf = spec.hf_path()
     vocab = spec.vocab
     if hf is None:
-        shapes = resolve_shapes(spec, DEFAULT_INFER_SIZE)
+        shapes = resolve_shapes(spec)
     else:
         if spec.size is not None or spec.d_model is not None:
             raise BadOption("--model hf:PATH brings its own shape; leave out --size and "
@@ -489,9 +489,9 @@ def infer_configs_from_workload(spec: WorkloadSpec, output_length: int) -> list[
     measured generate calls after ``--warmup`` (``--mode`` and ``--adamw`` do not apply)."""
     if output_length < 1:
         raise BadOption(f"--output-length must be >= 1, got {output_length}")
-    size = spec.size if spec.size or spec.has_custom_shape else spec.default_size
-    infer_spec = InferSpec(size=size, d_model=spec.d_model, d_ff=spec.d_ff,
+    infer_spec = InferSpec(size=spec.size, d_model=spec.d_model, d_ff=spec.d_ff,
                            layers=spec.layers, heads=spec.heads, vocab=spec.vocab,
+                           default_size=spec.default_size,
                            precision=spec.precision, attention=spec.attention, nvtx=spec.nvtx,
                            device=spec.device, seed=spec.seed, threads=spec.threads,
                            batch_sizes=str(spec.batch), input_lengths=spec.context,

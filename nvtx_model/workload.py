@@ -42,12 +42,15 @@ class ShapeOptions:
     list) or one custom shape from ``--d-model``/``--d-ff``/``--layers``/``--heads``
     (``resolve_shapes``), and ``--vocab``."""
 
-    size: Optional[str] = None  # None: the command's default size
+    size: Optional[str] = None  # None: default_size
     d_model: Optional[int] = None
     d_ff: Optional[int] = None
     layers: Optional[int] = None
     heads: Optional[int] = None
     vocab: int = DEFAULT_VOCAB
+    # not an option: the command's size when neither --size nor a shape flag is given (a
+    # custom shape from the flags alone starts from nothing, whatever this is)
+    default_size: str = DEFAULT_SIZE
 
     @property
     def has_custom_shape(self) -> bool:
@@ -70,9 +73,6 @@ class WorkloadSpec(ShapeOptions):
     adamw: str = DEFAULT_ADAMW
     seed: int = DEFAULT_SEED
     threads: Optional[int] = None
-    # not an option: the command's size when neither --size nor a shape flag is given (a
-    # custom shape from the flags alone starts from nothing, whatever this is)
-    default_size: str = DEFAULT_SIZE
 
     def size_tokens(self) -> list[str]:
         """The sizes asked for, one token each (the default size when none is given)."""
@@ -140,9 +140,8 @@ def parse_custom_label(name: str) -> Shape | None:
     return Shape(d_model=d, d_ff=f, num_layers=layers, num_heads=heads)
 
 
-def resolve_shapes(spec: ShapeOptions, default_size: str = DEFAULT_SIZE
-                   ) -> list[tuple[str, Shape]]:
-    """(label, shape) per size: presets by name (``default_size`` when none is given), or
+def resolve_shapes(spec: ShapeOptions) -> list[tuple[str, Shape]]:
+    """(label, shape) per size: presets by name (``spec.default_size`` when none is given), or
     one custom shape from the shape flags (starting from the ``--size`` preset when one is
     given, else from nothing: ``d_ff`` is then 4 x ``d_model`` unless given)."""
     names = [n.strip() for n in (spec.size or "").split(",") if n.strip()]
@@ -154,7 +153,7 @@ def resolve_shapes(spec: ShapeOptions, default_size: str = DEFAULT_SIZE
             raise BadOption("--size custom needs --d-model, --layers and --heads "
                             "(and optionally --d-ff)")
         shapes = []
-        for name in names or [default_size]:
+        for name in names or [spec.default_size]:
             canonical = preset_name(name)
             inline = parse_custom_label(name) if canonical is None else None
             if inline is not None:
@@ -196,7 +195,7 @@ def expand_workload(spec: WorkloadSpec) -> list[RunConfig]:
     """One RunConfig per size x context x mode x precision x attention (in that nesting).
 
     Raises BadOption for unknown values, empty lists and impossible shapes."""
-    shapes = resolve_shapes(spec, spec.default_size)
+    shapes = resolve_shapes(spec)
     contexts = parse_ints(spec.context, "--context")
     modes = parse_choices(spec.mode, MODES, "--mode")
     precisions = parse_choices(spec.precision, PRECISIONS, "--precision")

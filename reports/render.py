@@ -430,8 +430,6 @@ def _middle(text: str, width: int) -> str:
     if width <= 1:
         return "…"[:width]
     keep = width - 1
-    if text.isascii():
-        return text[: keep - keep // 2] + "…" + (text[-(keep // 2):] if keep // 2 else "")
     head = _fit_cells(text, keep - keep // 2)
     tail = _fit_cells(text[::-1], keep - cell_width(head))[::-1]  # a cell head left over
     return head + "…" + tail
@@ -440,6 +438,8 @@ def _middle(text: str, width: int) -> str:
 def _fit_cells(text: str, cells: int) -> str:
     """The longest start of ``text`` that takes at most ``cells`` terminal cells (a wide
     character that would straddle the limit is left out)."""
+    if text.isascii():
+        return text[:cells]
     from rich.cells import get_character_cell_size
 
     used = 0
@@ -636,7 +636,7 @@ FAST_ROWS = 60  # more rows than this (beyond the default top 20): table_text wh
 
 def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str],
                title: str | None, width: int | None) -> Any:
-    """The table as one rich ``Text`` (bold title and header, the rule, the rows), the same
+    """The table as ``TableLines`` (bold title and header, the rule, the rows), the same
     characters rich's Table gives for this layout; None when a cell or header would need
     wrapping or the table would not fit ``width`` (then rich lays it out)."""
     size = cell_width  # terminal cells (µ is one, a CJK character two)
