@@ -21,6 +21,9 @@ class Report:
     sentences: list[str] = field(default_factory=list)
 
 
+DURATION_COLUMNS = ("total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns")
+
+
 @dataclass
 class GroupStats:
     count: np.ndarray
@@ -31,17 +34,20 @@ class GroupStats:
     max: np.ndarray
     stddev: np.ndarray
 
-    _plain: list[list[Any]] | None = None
+    _plain: dict[str, list[Any]] | None = None
+
+    def columns(self) -> dict[str, list[Any]]:
+        """The duration columns of every group, as every report names them (plain Python
+        numbers: numpy rounds, ``tolist()`` unwraps)."""
+        if self._plain is None:
+            self._plain = dict(zip(DURATION_COLUMNS, [
+                self.total.tolist(), r1_array(self.avg).tolist(), r1_array(self.med).tolist(),
+                self.min.tolist(), self.max.tolist(), r1_array(self.stddev).tolist()]))
+        return self._plain
 
     def row(self, g: int) -> dict[str, Any]:
-        """The duration columns of group g, as every report names them."""
-        if self._plain is None:  # every group at once: numpy rounds, tolist() unwraps
-            self._plain = [self.total.tolist(), r1_array(self.avg).tolist(),
-                           r1_array(self.med).tolist(), self.min.tolist(),
-                           self.max.tolist(), r1_array(self.stddev).tolist()]
-        t, a, m, lo, hi, sd = self._plain
-        return {"total_ns": t[g], "avg_ns": a[g], "med_ns": m[g], "min_ns": lo[g],
-                "max_ns": hi[g], "stddev_ns": sd[g]}
+        """The duration columns of group g."""
+        return {name: values[g] for name, values in self.columns().items()}
 
 
 def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupStats:

@@ -74,21 +74,28 @@ def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
     st = group_stats(gid, durations, ngroups)
     kinst = distinct_count(gid, item_kernel, ngroups)
     rinst = distinct_count(gid[has_r], item_range[has_r], ngroups)
-    rows = []
-    for g in range(ngroups):
-        i = first[g]
-        has = bool(has_r[i])
-        t = int(thread[i])
-        rows.append({
-            "range": names.names[rname[i]] if has else None,
-            "style": ("PushPop" if style[i] == 1 else "StartEnd") if has else None,
-            "pid": int(pid_of(np.array(t))) if t >= 0 else None,
-            "tid": int(tid_of(np.array(t))) if t >= 0 else None,
-            "range_instances": int(rinst[g]),
-            "kernel_instances": int(kinst[g]),
-            **st.row(g),
-            "kernel": k.names[kname[i]],
-        })
+    # one value per group (the key of its first row), then Python lists: no loop over numpy
+    # scalars (that loop took 0.19 s for the 5,384 groups of nested x100)
+    g_has = has_r[first].tolist()
+    g_thread = thread[first]
+    known = g_thread >= 0
+    pids = np.where(known, pid_of(g_thread), -1).tolist()
+    tids_ = np.where(known, tid_of(g_thread), -1).tolist()
+    range_names, kernel_names = names.names, k.names
+    columns = {
+        "range": [range_names[c] if h else None
+                  for c, h in zip(rname[first].tolist(), g_has)],
+        "style": [("PushPop" if s == 1 else "StartEnd") if h else None
+                  for s, h in zip(style[first].tolist(), g_has)],
+        "pid": [v if v >= 0 else None for v in pids],
+        "tid": [v if v >= 0 else None for v in tids_],
+        "range_instances": rinst.tolist(),
+        "kernel_instances": kinst.tolist(),
+        **st.columns(),
+        "kernel": [kernel_names[c] for c in kname[first].tolist()],
+    }
+    keys = list(columns)
+    rows = [dict(zip(keys, values)) for values in zip(*columns.values())]
     rows.sort(key=lambda x: (x["range"] is not None, x["range"] or "", x["pid"] or -1,
                              x["tid"] or -1, -x["total_ns"], x["kernel"]))
     notes = list(act.notes)
