@@ -22,6 +22,7 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.common import Report, check_range_names, r1
+from reports.grouping import distinct_pairs, group_ids
 from reports.render import View, shorten
 
 DOMINANT_COLUMNS = [
@@ -49,9 +50,10 @@ class _Grouped:
 
     def __init__(self, group: np.ndarray, kname: np.ndarray, dur: np.ndarray, nnames: int,
                  cat_code: np.ndarray, ncat: int):
-        key = group * nnames + kname
-        uniq, inv = np.unique(key, return_inverse=True)
-        inv = inv.ravel()
+        # (group, kernel name) ranked by group_ids (a dense table at these sizes: np.unique
+        # sorted the 1.6 M pairs of nested x100 in 0.1 s)
+        inv, first = group_ids(group, kname)
+        uniq = group[first] * nnames + kname[first]
         self.total = np.bincount(inv, weights=dur).astype(np.int64)
         self.count = np.bincount(inv).astype(np.int64)
         self.group = uniq // nnames
@@ -61,41 +63,50 @@ class _Grouped:
         g_sorted = self.group[order]
         self.first = {int(g): int(i) for g, i in zip(*_firsts(g_sorted), strict=True)}
         ckey = self.group * ncat + cat_code[self.kernel]
-        cu, cinv = np.unique(ckey, return_inverse=True)
-        self.cat_total = np.bincount(cinv.ravel(), weights=self.total)
-        self.cat_group, self.cat = cu // ncat, cu % ncat
+        cu, cinv = np.unique(ckey, return_inverse=True)  # few: (group, category) in use
+        cat_group = cu // ncat
         self.grand = np.bincount(self.group, weights=self.total)
+        # plain lists for row(): one row per range name, thousands of them
+        cat_total = np.bincount(cinv.ravel(), weights=self.total).tolist()
+        cat = (cu % ncat).tolist()
+        groups, starts = _firsts(cat_group)
+        ends = np.append(starts[1:], cat_group.size).tolist()
+        self.cats = {g: [(cat[j], cat_total[j]) for j in range(a, b)]
+                     for g, a, b in zip(groups.tolist(), starts.tolist(), ends, strict=True)}
+        self._total, self._count = self.total.tolist(), self.count.tolist()
+        self._kernel, self._group = self.kernel.tolist(), self.group.tolist()
+        self._order, self._grand = self.order.tolist(), self.grand.tolist()
 
     def row(self, g: int, range_name: str | None, range_instances: int | None,
             names: list[str], categories: list[str], cat_names: list[str]) -> dict[str, Any]:
-        if g not in self.first or self.grand[g] <= 0 and self.count[self.order[self.first[g]]] == 0:
+        total, order = self._total, self._order
+        if g not in self.first or self._grand[g] <= 0 and self._count[order[self.first[g]]] == 0:
             return _empty_row(range_name, range_instances)
-        grand = float(self.grand[g])
+        grand = float(self._grand[g])
         i = self.first[g]
-        top = self.order[i]
-        second = self.order[i + 1] if (i + 1 < self.order.size
-                                       and self.group[self.order[i + 1]] == g
-                                       and self.total[self.order[i + 1]] > 0) else None
+        top = order[i]
+        second = order[i + 1] if (i + 1 < len(order) and self._group[order[i + 1]] == g
+                                  and total[order[i + 1]] > 0) else None
 
         def share(t: float) -> float:
             return r1(100.0 * t / grand) if grand else 0.0
 
-        sel = np.flatnonzero(self.cat_group == g)
-        cats = sorted(((cat_names[self.cat[j]], float(self.cat_total[j])) for j in sel
-                       if self.cat_total[j] > 0), key=lambda kv: (-kv[1], kv[0]))
-        kname = int(self.kernel[top])
+        cats = sorted(((cat_names[c], t) for c, t in self.cats.get(g, ()) if t > 0),
+                      key=lambda kv: (-kv[1], kv[0]))
+        kname = self._kernel[top]
+        count = self._count[top]
         return {
             "range": range_name,
             "kernel": names[kname],
             "category": categories[kname],
-            "share_pct": share(self.total[top]),
-            "total_ns": int(self.total[top]),
-            "instances": int(self.count[top]),
+            "share_pct": share(total[top]),
+            "total_ns": total[top],
+            "instances": count,
             "range_instances": range_instances,
-            "per_range_instance": (round(int(self.count[top]) / range_instances, 2)
+            "per_range_instance": (round(count / range_instances, 2)
                                    if range_instances else None),
-            "runner_up": names[int(self.kernel[second])] if second is not None else None,
-            "runner_up_share_pct": share(self.total[second]) if second is not None else None,
+            "runner_up": names[self._kernel[second]] if second is not None else None,
+            "runner_up_share_pct": share(total[second]) if second is not None else None,
             "range_kernel_ns": int(grand),
             "category_shares": {c: share(v) for c, v in cats},
         }
@@ -168,8 +179,7 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
     pk = p.kernel_idx
     if attribution == "all" and len(p):
         # each kernel once per range name, even inside nested same-name ranges
-        _, keep = np.unique(pname * (len(k) + 1) + pk, return_index=True)
-        pname, pk = pname[keep], pk[keep]
+        pname, pk = distinct_pairs(pname, pk, len(names.names))
     grouped = _Grouped(pname, k.name_code[pk], dur[pk], max(nk, 1), cat_code, len(cat_names))
     if range_names:
         wanted = [names.names.index(n) for n in range_names]

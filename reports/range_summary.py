@@ -109,21 +109,18 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     unclosed = int(r.unclosed.sum())
     if unclosed:
         notes.append(f"{unclosed} ranges were never closed: they end at the end of the capture.")
-    rows = []
-    name_of = names.code[first].tolist()
-    pushpop = r.pushpop[first].tolist()
-    count, kinst_l, incl_l = st.count.tolist(), kinst.tolist(), incl.tolist()
-    excl_l, span_l = excl.tolist(), span.tolist()
-    for g in range(ng):
-        rows.append({
-            "range": names.names[name_of[g]],
-            "style": "PushPop" if pushpop[g] else "StartEnd",
-            "instances": count[g],
-            **st.row(g),
-            "kernel_instances": kinst_l[g],
-            "gpu_inclusive_ns": incl_l[g],
-            "gpu_exclusive_ns": excl_l[g],
-            "gpu_span_ns": span_l[g],
-        })
+    range_names = names.names
+    columns = {
+        "range": [range_names[c] for c in names.code[first].tolist()],
+        "style": ["PushPop" if s else "StartEnd" for s in r.pushpop[first].tolist()],
+        "instances": st.count.tolist(),
+        **st.columns(),
+        "kernel_instances": kinst.tolist(),
+        "gpu_inclusive_ns": incl.tolist(),
+        "gpu_exclusive_ns": excl.tolist(),
+        "gpu_span_ns": span.tolist(),
+    }
+    keys = list(columns)
+    rows = [dict(zip(keys, values)) for values in zip(*columns.values())]
     rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)

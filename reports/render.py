@@ -8,6 +8,7 @@ keep raw nanoseconds so that machines can parse them.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -288,6 +289,7 @@ MIN_NAME = 16
 MIN_TEXT = 20
 
 
+@functools.lru_cache(maxsize=8192)  # tables and sentences repeat kernel names, row after row
 def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
     """``name`` in at most ``width`` terminal cells (``cell_width``: characters, where a CJK
     character counts two), keeping its start and its end. For C++
