@@ -21,6 +21,13 @@ class Report:
     sentences: list[str] = field(default_factory=list)
 
 
+def rows_of(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Row dicts from equally long column lists (keys in the order of ``columns``): reports
+    compute per-group columns at once, never by a loop over numpy scalars."""
+    keys = list(columns)
+    return [dict(zip(keys, values)) for values in zip(*columns.values(), strict=True)]
+
+
 DURATION_COLUMNS = ("total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns")
 
 

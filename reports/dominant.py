@@ -48,44 +48,36 @@ def _empty_row(range_name: str | None, range_instances: int | None) -> dict[str,
 class _Grouped:
     """Kernel time per (group, kernel name) and per (group, category), vectorized."""
 
-    def __init__(self, group: np.ndarray, kname: np.ndarray, dur: np.ndarray, nnames: int,
+    def __init__(self, group: np.ndarray, kname: np.ndarray, dur: np.ndarray,
                  cat_code: np.ndarray, ncat: int):
         # (group, kernel name) ranked by group_ids (a dense table at these sizes: np.unique
         # sorted the 1.6 M pairs of nested x100 in 0.1 s)
         inv, first = group_ids(group, kname)
-        uniq = group[first] * nnames + kname[first]
-        self.total = np.bincount(inv, weights=dur).astype(np.int64)
-        self.count = np.bincount(inv).astype(np.int64)
-        self.group = uniq // nnames
-        self.kernel = uniq % nnames
-        order = np.lexsort((self.kernel, -self.total, self.group))  # per group: largest first
-        self.order = order
-        g_sorted = self.group[order]
-        self.first = {int(g): int(i) for g, i in zip(*_firsts(g_sorted), strict=True)}
-        ckey = self.group * ncat + cat_code[self.kernel]
-        cu, cinv = np.unique(ckey, return_inverse=True)  # few: (group, category) in use
-        cat_group = cu // ncat
-        self.grand = np.bincount(self.group, weights=self.total)
-        # plain lists for row(): one row per range name, thousands of them
-        cat_total = np.bincount(cinv.ravel(), weights=self.total).tolist()
+        total = np.bincount(inv, weights=dur).astype(np.int64)
+        groups, kernels = group[first], kname[first]
+        order = np.lexsort((kernels, -total, groups))  # per group: largest first
+        self.first = {int(g): int(i) for g, i in zip(*_firsts(groups[order]), strict=True)}
+        cu, cinv = np.unique(groups * ncat + cat_code[kernels], return_inverse=True)  # few
+        cat_total = np.bincount(cinv.ravel(), weights=total).tolist()
         cat = (cu % ncat).tolist()
-        groups, starts = _firsts(cat_group)
-        ends = np.append(starts[1:], cat_group.size).tolist()
+        cat_groups, starts = _firsts(cu // ncat)
+        ends = np.append(starts[1:], cu.size).tolist()
+        # plain lists for row(): one row per range name, thousands of them
         self.cats = {g: [(cat[j], cat_total[j]) for j in range(a, b)]
-                     for g, a, b in zip(groups.tolist(), starts.tolist(), ends, strict=True)}
-        self._total, self._count = self.total.tolist(), self.count.tolist()
-        self._kernel, self._group = self.kernel.tolist(), self.group.tolist()
-        self._order, self._grand = self.order.tolist(), self.grand.tolist()
+                     for g, a, b in zip(cat_groups.tolist(), starts.tolist(), ends, strict=True)}
+        self.grand = np.bincount(groups, weights=total).tolist()
+        self.total, self.count = total.tolist(), np.bincount(inv).tolist()
+        self.group, self.kernel, self.order = groups.tolist(), kernels.tolist(), order.tolist()
 
     def row(self, g: int, range_name: str | None, range_instances: int | None,
             names: list[str], categories: list[str], cat_names: list[str]) -> dict[str, Any]:
-        total, order = self._total, self._order
-        if g not in self.first or self._grand[g] <= 0 and self._count[order[self.first[g]]] == 0:
+        total, order = self.total, self.order
+        if g not in self.first or self.grand[g] <= 0 and self.count[order[self.first[g]]] == 0:
             return _empty_row(range_name, range_instances)
-        grand = float(self._grand[g])
+        grand = float(self.grand[g])
         i = self.first[g]
         top = order[i]
-        second = order[i + 1] if (i + 1 < len(order) and self._group[order[i + 1]] == g
+        second = order[i + 1] if (i + 1 < len(order) and self.group[order[i + 1]] == g
                                   and total[order[i + 1]] > 0) else None
 
         def share(t: float) -> float:
@@ -93,8 +85,8 @@ class _Grouped:
 
         cats = sorted(((cat_names[c], t) for c, t in self.cats.get(g, ()) if t > 0),
                       key=lambda kv: (-kv[1], kv[0]))
-        kname = self._kernel[top]
-        count = self._count[top]
+        kname = self.kernel[top]
+        count = self.count[top]
         return {
             "range": range_name,
             "kernel": names[kname],
@@ -105,7 +97,7 @@ class _Grouped:
             "range_instances": range_instances,
             "per_range_instance": (round(count / range_instances, 2)
                                    if range_instances else None),
-            "runner_up": names[self._kernel[second]] if second is not None else None,
+            "runner_up": names[self.kernel[second]] if second is not None else None,
             "runner_up_share_pct": share(total[second]) if second is not None else None,
             "range_kernel_ns": int(grand),
             "category_shares": {c: share(v) for c, v in cats},
@@ -162,8 +154,7 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
     cat_names = list(CATEGORIES) + sorted(set(categories) - set(CATEGORIES))
     cat_code = np.array([cat_names.index(c) for c in categories], dtype=np.int64)
     dur = k.duration
-    nk = len(k.names)
-    whole = _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, dur, max(nk, 1),
+    whole = _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, dur,
                      cat_code, len(cat_names))
     rows = [whole.row(0, None, None, k.names, categories, cat_names)]
     if r is None or names is None or p is None:
@@ -180,7 +171,7 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
     if attribution == "all" and len(p):
         # each kernel once per range name, even inside nested same-name ranges
         pname, pk = distinct_pairs(pname, pk, len(names.names))
-    grouped = _Grouped(pname, k.name_code[pk], dur[pk], max(nk, 1), cat_code, len(cat_names))
+    grouped = _Grouped(pname, k.name_code[pk], dur[pk], cat_code, len(cat_names))
     if range_names:
         wanted = [names.names.index(n) for n in range_names]
     else:

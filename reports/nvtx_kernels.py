@@ -21,7 +21,7 @@ from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import pid_of, tid_of
-from reports.common import Report, group_stats
+from reports.common import Report, group_stats, rows_of
 from reports.grouping import distinct_count, group_ids
 from reports.render import View
 
@@ -78,24 +78,20 @@ def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
     # scalars (that loop took 0.19 s for the 5,384 groups of nested x100)
     g_has = has_r[first].tolist()
     g_thread = thread[first]
-    known = g_thread >= 0
-    pids = np.where(known, pid_of(g_thread), -1).tolist()
-    tids_ = np.where(known, tid_of(g_thread), -1).tolist()
+    known = (g_thread >= 0).tolist()  # -1: the kernel's launch row is missing
     range_names, kernel_names = names.names, k.names
-    columns = {
+    rows = rows_of({
         "range": [range_names[c] if h else None
                   for c, h in zip(rname[first].tolist(), g_has)],
         "style": [("PushPop" if s == 1 else "StartEnd") if h else None
                   for s, h in zip(style[first].tolist(), g_has)],
-        "pid": [v if v >= 0 else None for v in pids],
-        "tid": [v if v >= 0 else None for v in tids_],
+        "pid": [v if ok else None for v, ok in zip(pid_of(g_thread).tolist(), known)],
+        "tid": [v if ok else None for v, ok in zip(tid_of(g_thread).tolist(), known)],
         "range_instances": rinst.tolist(),
         "kernel_instances": kinst.tolist(),
         **st.columns(),
         "kernel": [kernel_names[c] for c in kname[first].tolist()],
-    }
-    keys = list(columns)
-    rows = [dict(zip(keys, values)) for values in zip(*columns.values())]
+    })
     rows.sort(key=lambda x: (x["range"] is not None, x["range"] or "", x["pid"] or -1,
                              x["tid"] or -1, -x["total_ns"], x["kernel"]))
     notes = list(act.notes)

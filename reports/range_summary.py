@@ -17,7 +17,7 @@ from nsys_parsers.activity import Activity
 from nsys_parsers.arrays import is_sorted
 from nsys_parsers.attribution import Pairs, innermost
 from nsys_parsers.names import RangeNames
-from reports.common import Report, group_stats
+from reports.common import Report, group_stats, rows_of
 from reports.grouping import distinct_pairs, group_ids
 from reports.render import View
 
@@ -110,7 +110,7 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     if unclosed:
         notes.append(f"{unclosed} ranges were never closed: they end at the end of the capture.")
     range_names = names.names
-    columns = {
+    rows = rows_of({
         "range": [range_names[c] for c in names.code[first].tolist()],
         "style": ["PushPop" if s else "StartEnd" for s in r.pushpop[first].tolist()],
         "instances": st.count.tolist(),
@@ -119,8 +119,6 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
         "gpu_inclusive_ns": incl.tolist(),
         "gpu_exclusive_ns": excl.tolist(),
         "gpu_span_ns": span.tolist(),
-    }
-    keys = list(columns)
-    rows = [dict(zip(keys, values)) for values in zip(*columns.values())]
+    })
     rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)
