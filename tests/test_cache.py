@@ -226,3 +226,20 @@ def test_every_byte_of_a_body_is_checked(tmp_path):
             damaged[i] ^= bit
             path.write_bytes(bytes(damaged))
             assert entry.get("p") is None, f"a change at body byte {i - body} went unseen"
+
+
+def test_loaded_arrays_outlive_a_rewrite_of_their_part(tmp_path):
+    """Parts are mapped, not copied: a part written again (renamed into place) or evicted
+    while its arrays are in use leaves those arrays as they were; an empty file is no part."""
+    entry = ExportCache({"export": "m"}, root=tmp_path)
+    entry.put("p", Part(arrays={"x": np.arange(1000, dtype=np.int64)}), background=False)
+    old = entry.get("p")
+    assert old is not None
+    entry.put("p", Part(arrays={"x": np.full(1000, 7, dtype=np.int64)}), background=False)
+    assert np.array_equal(entry.get("p").arrays["x"], np.full(1000, 7))
+    evict(tmp_path, 0)
+    assert entry.get("p") is None
+    assert np.array_equal(old.arrays["x"], np.arange(1000))
+    entry.dir.mkdir(parents=True)
+    (entry.dir / "p.part").write_bytes(b"")
+    assert entry.get("p") is None
