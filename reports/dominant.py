@@ -22,7 +22,7 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.common import Report, check_range_names, r1
-from reports.grouping import distinct_pairs, group_ids
+from reports.grouping import distinct_pairs, group_ids, in_parallel
 from reports.render import View, shorten
 
 DOMINANT_COLUMNS = [
@@ -154,10 +154,13 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
     cat_names = list(CATEGORIES) + sorted(set(categories) - set(CATEGORIES))
     cat_code = np.array([cat_names.index(c) for c in categories], dtype=np.int64)
     dur = k.duration
-    whole = _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, dur,
-                     cat_code, len(cat_names))
-    rows = [whole.row(0, None, None, k.names, categories, cat_names)]
+
+    def whole_export() -> _Grouped:
+        return _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, dur,
+                        cat_code, len(cat_names))
+
     if r is None or names is None or p is None:
+        rows = [whole_export().row(0, None, None, k.names, categories, cat_names)]
         notes.append("NVTX was not traced (no NVTX_EVENTS table): only the whole-export answer; "
                      "profile with `nsys profile --trace=cuda,nvtx` and NVTX ranges.")
         return Report(rows=rows, columns=DOMINANT_COLUMNS, notes=notes,
@@ -166,12 +169,17 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
         check_range_names(range_names, names.names)
     inst = (instances if instances is not None
             else np.bincount(names.code[names.code >= 0], minlength=len(names.names)))
-    pname = names.code[p.range_idx]
-    pk = p.kernel_idx
-    if attribution == "all" and len(p):
-        # each kernel once per range name, even inside nested same-name ranges
-        pname, pk = distinct_pairs(pname, pk, len(names.names))
-    grouped = _Grouped(pname, k.name_code[pk], dur[pk], cat_code, len(cat_names))
+
+    def per_range_name() -> _Grouped:
+        pname = names.code[p.range_idx]
+        pk = p.kernel_idx
+        if attribution == "all" and len(p):
+            # each kernel once per range name, even inside nested same-name ranges
+            pname, pk = distinct_pairs(pname, pk, len(names.names))
+        return _Grouped(pname, k.name_code[pk], dur[pk], cat_code, len(cat_names))
+
+    whole, grouped = in_parallel(whole_export, per_range_name)  # independent passes
+    rows = [whole.row(0, None, None, k.names, categories, cat_names)]
     if range_names:
         wanted = [names.names.index(n) for n in range_names]
     else:

@@ -22,7 +22,7 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import pid_of, tid_of
 from reports.common import Report, group_stats, rows_of
-from reports.grouping import distinct_count, group_ids
+from reports.grouping import distinct_count, group_ids, in_parallel
 from reports.render import View
 
 NVTX_KERNEL_VIEW = View(
@@ -71,9 +71,10 @@ def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
     gid, first = group_ids(rname, style, thread_code, kname)
     ngroups = first.size
     durations = k.duration[item_kernel]
-    st = group_stats(gid, durations, ngroups)
-    kinst = distinct_count(gid, item_kernel, ngroups)
-    rinst = distinct_count(gid[has_r], item_range[has_r], ngroups)
+    st, kinst, rinst = in_parallel(  # three sorts of the pairs, independent of each other
+        lambda: group_stats(gid, durations, ngroups),
+        lambda: distinct_count(gid, item_kernel, ngroups),
+        lambda: distinct_count(gid[has_r], item_range[has_r], ngroups))
     # one value per group (the key of its first row), then Python lists: no loop over numpy
     # scalars (that loop took 0.19 s for the 5,384 groups of nested x100)
     g_has = has_r[first].tolist()

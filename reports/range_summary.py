@@ -11,14 +11,18 @@ first attributed kernel start to last attributed kernel end (the GPU projection)
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from nsys_parsers.activity import Activity
 from nsys_parsers.arrays import is_sorted
 from nsys_parsers.attribution import Pairs, innermost
+from nsys_parsers.kernels import KernelData
 from nsys_parsers.names import RangeNames
-from reports.common import Report, group_stats, rows_of
-from reports.grouping import distinct_pairs, group_ids
+from nsys_parsers.ranges import RangeData
+from reports.common import GroupStats, Report, group_stats, rows_of
+from reports.grouping import distinct_pairs, group_ids, in_parallel
 from reports.render import View
 
 RANGE_VIEW_COLUMNS = [
@@ -52,7 +56,9 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     if shown is None:  # every range (no copies of million-row columns)
         gid, first = group_ids(names.code, r.pushpop.astype(np.int64))
         ng = first.size
-        st = group_stats(gid, r.end - r.start, ng)
+
+        def cpu_stats() -> GroupStats:
+            return group_stats(gid, r.end - r.start, ng)
     else:
         rows_idx = np.flatnonzero(shown)
         sub_gid, sub_first = group_ids(names.code[rows_idx],
@@ -61,47 +67,33 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
         first = rows_idx[sub_first]
         gid = np.full(len(r), -1, dtype=np.int64)  # group of each range; -1: not shown
         gid[rows_idx] = sub_gid
-        st = group_stats(sub_gid, (r.end - r.start)[rows_idx], ng)
-    kinst = np.zeros(ng, dtype=np.int64)
-    incl = np.zeros(ng, dtype=np.int64)
-    excl = np.zeros(ng, dtype=np.int64)
-    span = np.zeros(ng, dtype=np.int64)
+
+        def cpu_stats() -> GroupStats:
+            return group_stats(sub_gid, (r.end - r.start)[rows_idx], ng)
+    zeros = np.zeros(ng, dtype=np.int64)
     k = act.kernels
+    # the GPU columns: passes over the pairs, independent of the CPU statistics
+    gpu: list[Callable[[], Any]] = []
     if k is None:
         notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): CPU "
                      "times only (GPU columns 0); profile with `nsys profile --trace=cuda,nvtx` "
                      "for GPU time.")
     elif len(k):
-        dur = k.duration
         if p is not None and len(p):
-            inner = innermost(p, r) if inner is None else inner
-            inner_g = gid[inner.range_idx]
-            ok = inner_g >= 0
-            excl = np.bincount(inner_g[ok], weights=dur[inner.kernel_idx[ok]],
-                               minlength=ng).astype(np.int64)
             sel = gid[p.range_idx] >= 0
             p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
+            gpu = [lambda: _exclusive(k, r, p, inner, gid, ng)]
             if p_range.size:
-                ug, uk = distinct_pairs(gid[p_range], p_kernel, ng)  # (group, kernel)
-                kinst = np.bincount(ug, minlength=ng).astype(np.int64)
-                incl = np.bincount(ug, weights=dur[uk], minlength=ng).astype(np.int64)
-                # span per range instance, then summed per group
-                if is_sorted(p_range):  # pairs come range by range
-                    ri, pk = p_range, p_kernel
-                else:
-                    order = np.argsort(p_range, kind="stable")
-                    ri, pk = p_range[order], p_kernel[order]
-                ks = k.start[pk]
-                ke = k.end[pk]
-                starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
-                inst_first = np.minimum.reduceat(ks, starts)
-                inst_last = np.maximum.reduceat(ke, starts)
-                span = np.bincount(gid[ri[starts]], weights=inst_last - inst_first,
-                                   minlength=ng).astype(np.int64)
+                gpu += [lambda: _inclusive(k, gid, p_range, p_kernel, ng),
+                        lambda: _span(k, gid, p_range, p_kernel, ng)]
         no_launch = int((k.launch_tid < 0).sum())
         if no_launch:
             notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed "
                          f"export): they cannot be attributed to ranges.")
+    st, *done = in_parallel(cpu_stats, *gpu)
+    excl = done[0] if done else zeros
+    kinst, incl = done[1] if len(done) > 1 else (zeros, zeros)
+    span = done[2] if len(done) > 2 else zeros
     cross = int(r.cross_thread.sum())
     if cross:
         notes.append(f"{cross} start/end ranges ended on another thread: listed, but not used "
@@ -122,3 +114,36 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     })
     rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)
+
+
+def _exclusive(k: KernelData, r: RangeData, p: Pairs, inner: Pairs | None, gid: np.ndarray,
+               ng: int) -> np.ndarray:
+    """Kernel time per group of the kernels whose innermost range is in the group."""
+    inner = innermost(p, r) if inner is None else inner
+    inner_g = gid[inner.range_idx]
+    ok = inner_g >= 0
+    return np.bincount(inner_g[ok], weights=k.duration[inner.kernel_idx[ok]],
+                       minlength=ng).astype(np.int64)
+
+
+def _inclusive(k: KernelData, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray,
+               ng: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct kernels per group and their time (each kernel once per group)."""
+    ug, uk = distinct_pairs(gid[p_range], p_kernel, ng)  # (group, kernel)
+    return (np.bincount(ug, minlength=ng).astype(np.int64),
+            np.bincount(ug, weights=k.duration[uk], minlength=ng).astype(np.int64))
+
+
+def _span(k: KernelData, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray,
+          ng: int) -> np.ndarray:
+    """Per group, the sum over its instances of first kernel start to last kernel end."""
+    if is_sorted(p_range):  # pairs come range by range
+        ri, pk = p_range, p_kernel
+    else:
+        order = np.argsort(p_range, kind="stable")
+        ri, pk = p_range[order], p_kernel[order]
+    starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
+    inst_first = np.minimum.reduceat(k.start[pk], starts)
+    inst_last = np.maximum.reduceat(k.end[pk], starts)
+    return np.bincount(gid[ri[starts]], weights=inst_last - inst_first,
+                       minlength=ng).astype(np.int64)

@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 
 import numpy as np
+import pytest
 
 from nsys_parsers.arrays import factorize
 from reports.analysis import ExportAnalysis
@@ -91,3 +92,35 @@ def test_distinct_count_with_members_in_order_or_not():
     assert np.array_equal(distinct_count(gid, member, 300), expected)  # in order
     shuffle = rng.permutation(member.size)
     assert np.array_equal(distinct_count(gid[shuffle], member[shuffle], 300), expected)
+
+
+def test_distinct_pairs_with_32_and_64_bit_keys():
+    """Keys that fit 32 bits (members x groups < 2**32) and keys that do not give the same
+    distinct pairs as a set, in member order, as int64."""
+    from reports.grouping import distinct_pairs
+
+    rng = np.random.default_rng(5)
+    for members, groups in ((5_000, 300), (3_000_000, 2_000)):  # 1.5e6 and 6e9 keys
+        member = rng.integers(0, members, 30_000)
+        member[0] = members - 1  # the largest member sets the key width
+        gid = rng.integers(0, groups, member.size)
+        g, m = distinct_pairs(gid, member, groups)
+        expected = sorted(set(zip(member.tolist(), gid.tolist(), strict=True)))
+        assert list(zip(m.tolist(), g.tolist(), strict=True)) == expected
+        assert g.dtype == m.dtype == np.int64
+
+
+def test_in_parallel_keeps_order_and_raises_the_first_error(monkeypatch):
+    import reports.grouping as grouping
+
+    for cpus in (1, 2):
+        monkeypatch.setattr(grouping, "_cpus", lambda n=cpus: n)
+        assert grouping.in_parallel(lambda: 1, lambda: np.arange(3).sum(), lambda: "c") == [
+            1, 3, "c"]
+        assert grouping.in_parallel() == []
+
+        def bad() -> None:
+            raise ValueError("second")
+
+        with pytest.raises(ValueError, match="second"):
+            grouping.in_parallel(lambda: 1, bad, lambda: 3)
