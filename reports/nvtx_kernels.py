@@ -59,39 +59,45 @@ def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
     all) are listed; ``names`` resolved at least for the ranges of ``shown``."""
     k, r = act.kernels, act.ranges
     assert k is not None and r is not None
-    item_range, item_kernel = attributed_items(act, p, p if shown is None else shown)
-    has_r = item_range >= 0
-    safe_r = np.where(has_r, item_range, 0)
-    rname = np.where(has_r, names.code[safe_r], -1)
-    style = np.where(has_r, r.pushpop[safe_r].astype(np.int64), -1)
-    thread = k.launch_tid[item_kernel]  # = the range's thread for attributed kernels
+    shown = p if shown is None else shown
+    item_range, item_kernel = attributed_items(act, p, shown)
+    n_in = len(shown)  # items [0, n_in) have a range, the rest are kernels in no range
+    # The group key (range name, style, thread, kernel name) as two columns: the range's
+    # name and style, and the kernel's thread and name, each built on its own rows once and
+    # then gathered (thread and name of an attributed kernel are its range's thread and its
+    # own), in the same order as the four columns.
+    range_key = np.full(item_range.size, -1, dtype=np.int64)
+    range_key[:n_in] = names.code[shown.range_idx] * 2 + r.pushpop[shown.range_idx]
     tids = sorted_unique(k.launch_tid)
-    thread_code = np.searchsorted(tids, thread)
-    kname = k.name_code[item_kernel]
-    gid, first = group_ids(rname, style, thread_code, kname)
+    kernel_key = (np.searchsorted(tids, k.launch_tid) * len(k.names) + k.name_code)[item_kernel]
+    gid, first = group_ids(range_key, kernel_key)
     ngroups = first.size
     durations = k.duration[item_kernel]
     st, kinst, rinst = in_parallel(  # three sorts of the pairs, independent of each other
         lambda: group_stats(gid, durations, ngroups),
         lambda: distinct_count(gid, item_kernel, ngroups),
-        lambda: distinct_count(gid[has_r], item_range[has_r], ngroups))
+        lambda: distinct_count(gid[:n_in], item_range[:n_in], ngroups))
     # one value per group (the key of its first row), then Python lists: no loop over numpy
     # scalars (that loop took 0.19 s for the 5,384 groups of nested x100)
-    g_has = has_r[first].tolist()
-    g_thread = thread[first]
+    g_has = (first < n_in).tolist()
+    g_range = item_range[first]
+    g_kernel = item_kernel[first]
+    g_thread = k.launch_tid[g_kernel]
     known = (g_thread >= 0).tolist()  # -1: the kernel's launch row is missing
+    rname = names.code[np.maximum(g_range, 0)]
+    style = r.pushpop[np.maximum(g_range, 0)]
+    kname = k.name_code[g_kernel]
     range_names, kernel_names = names.names, k.names
     rows = rows_of({
-        "range": [range_names[c] if h else None
-                  for c, h in zip(rname[first].tolist(), g_has)],
-        "style": [("PushPop" if s == 1 else "StartEnd") if h else None
-                  for s, h in zip(style[first].tolist(), g_has)],
+        "range": [range_names[c] if h else None for c, h in zip(rname.tolist(), g_has)],
+        "style": [("PushPop" if s else "StartEnd") if h else None
+                  for s, h in zip(style.tolist(), g_has)],
         "pid": [v if ok else None for v, ok in zip(pid_of(g_thread).tolist(), known)],
         "tid": [v if ok else None for v, ok in zip(tid_of(g_thread).tolist(), known)],
         "range_instances": rinst.tolist(),
         "kernel_instances": kinst.tolist(),
         **st.columns(),
-        "kernel": [kernel_names[c] for c in kname[first].tolist()],
+        "kernel": [kernel_names[c] for c in kname.tolist()],
     })
     rows.sort(key=lambda x: (x["range"] is not None, x["range"] or "", x["pid"] or -1,
                              x["tid"] or -1, -x["total_ns"], x["kernel"]))
