@@ -323,3 +323,35 @@ def test_middle_shortening_counts_cells():
         assert cell_len(short) >= width - 1  # a wide character may not fit the last cell
     assert shorten_name(name, 20, signature=False).endswith("结束")
     assert shorten_name("a" * 30, 11, signature=False) == "aaaaa…aaaaa"
+
+
+def test_json_rows_are_encoded_as_json_dumps_writes_them():
+    """rows_to_json (column by column) gives the bytes of json.dumps on each row, for every
+    kind of value, and takes the general way where that one differs (NaN, numpy scalars)."""
+    import json
+    import math
+
+    import numpy as np
+
+    from reports.render import rows_to_json, to_json
+
+    cases = [
+        (["a", "b"], [{"a": 1, "b": "x"}, {"a": -2, "b": "y \u00e9 \"q\" \\ \x1f"}]),
+        (["i", "f", "n", "t", "s", "d"],
+         [{"i": 10**20, "f": 1.5, "n": None, "t": True, "s": "第0层", "d": {"gemm": 41.2}},
+          {"i": 0, "f": 1e-300, "n": None, "t": False, "s": "", "d": {}},
+          {"i": 3, "f": 2, "n": 1.0, "t": None, "s": None, "d": [1, "x"]}]),
+        (["100%", 'k"'], [{"100%": 1, 'k"': 2.0}]),  # keys that need escaping
+        (["x", "missing"], [{"x": 1}, {"x": 2, "missing": 3}]),
+        (["x"], [{"x": float("nan")}, {"x": 1.0}]),  # NaN: written as null, as before
+        (["x", "y"], [{"x": np.int64(3), "y": np.float64(0.5)}]),  # numpy scalars
+        (["x"], [{"x": math.inf}]),
+        (["x"], []),
+        ([], [{"x": 1}]),
+    ]
+    for columns, rows in cases:
+        expected = to_json([{c: r.get(c) for c in columns} for r in rows])
+        assert rows_to_json(rows, columns) == expected, columns
+        if rows and columns and "x" not in columns[:1]:
+            assert json.loads(rows_to_json(rows, columns))[0] == {
+                c: rows[0].get(c) for c in columns}
