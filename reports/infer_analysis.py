@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from reports import plots
-from reports.render import render_rows, to_csv, to_json
+from reports.render import render_rows, rows_to_json, to_csv
 
 GROUP_KEYS = ("size", "precision", "attention", "sampling")
 REPORT_COLUMNS = ["size", "precision", "attention", "batch", "input_length", "output_length",
@@ -356,7 +356,7 @@ def write_inference_outputs(rows: list[dict[str, Any]], columns: list[str], out_
     out_dir.mkdir(parents=True, exist_ok=True)
     base = unique_base(out_dir, "infer", stamp)
     json_path, csv_path = Path(f"{base}.json"), Path(f"{base}.csv")
-    json_path.write_text(to_json([{c: r.get(c) for c in columns} for r in rows]),
+    json_path.write_text(rows_to_json(rows, columns),
                          encoding="utf-8")
     csv_path.write_text(to_csv(rows, columns), encoding="utf-8")
     outputs = InferOutputs(files=[json_path, csv_path])

@@ -18,7 +18,7 @@ from typing import Any
 from nvtx_model.micro_config import fit_exponent
 from reports import plots
 from reports.infer_analysis import unique_base
-from reports.render import to_csv, to_json
+from reports.render import rows_to_json, to_csv
 
 MLP_TITLES = {"num_steps": "steps", "num_layers": "layers", "batch_size": "batch size",
               "dim": "width (dim)"}
@@ -113,7 +113,7 @@ def write_micro_outputs(kind: str, rows: list[dict[str, Any]], columns: list[str
     out_dir.mkdir(parents=True, exist_ok=True)
     base = unique_base(out_dir, kind, stamp)
     json_path, csv_path = Path(f"{base}.json"), Path(f"{base}.csv")
-    json_path.write_text(to_json([{c: r.get(c) for c in columns} for r in rows]),
+    json_path.write_text(rows_to_json(rows, columns),
                          encoding="utf-8")
     csv_path.write_text(to_csv(rows, columns), encoding="utf-8")
     files = [json_path, csv_path]

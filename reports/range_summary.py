@@ -11,8 +11,6 @@ first attributed kernel start to last attributed kernel end (the GPU projection)
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
 from nsys_parsers.activity import Activity
@@ -72,28 +70,26 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
             return group_stats(sub_gid, (r.end - r.start)[rows_idx], ng)
     zeros = np.zeros(ng, dtype=np.int64)
     k = act.kernels
-    # the GPU columns: passes over the pairs, independent of the CPU statistics
-    gpu: list[Callable[[], Any]] = []
     if k is None:
         notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): CPU "
                      "times only (GPU columns 0); profile with `nsys profile --trace=cuda,nvtx` "
                      "for GPU time.")
     elif len(k):
-        if p is not None and len(p):
-            sel = gid[p.range_idx] >= 0
-            p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
-            gpu = [lambda: _exclusive(k, r, p, inner, gid, ng)]
-            if p_range.size:
-                gpu += [lambda: _inclusive(k, gid, p_range, p_kernel, ng),
-                        lambda: _span(k, gid, p_range, p_kernel, ng)]
         no_launch = int((k.launch_tid < 0).sum())
         if no_launch:
             notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed "
                          f"export): they cannot be attributed to ranges.")
-    st, *done = in_parallel(cpu_stats, *gpu)
-    excl = done[0] if done else zeros
-    kinst, incl = done[1] if len(done) > 1 else (zeros, zeros)
-    span = done[2] if len(done) > 2 else zeros
+    if k is not None and len(k) and p is not None and len(p):
+        # the GPU columns: passes over the pairs, independent of the CPU statistics
+        sel = gid[p.range_idx] >= 0
+        p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
+        st, excl, (kinst, incl), span = in_parallel(
+            cpu_stats,
+            lambda: _exclusive(k, r, p, inner, gid, ng),
+            lambda: _inclusive(k, gid, p_range, p_kernel, ng),
+            lambda: _span(k, gid, p_range, p_kernel, ng))
+    else:
+        st, excl, kinst, incl, span = cpu_stats(), zeros, zeros, zeros, zeros
     cross = int(r.cross_thread.sum())
     if cross:
         notes.append(f"{cross} start/end ranges ended on another thread: listed, but not used "
@@ -137,6 +133,8 @@ def _inclusive(k: KernelData, gid: np.ndarray, p_range: np.ndarray, p_kernel: np
 def _span(k: KernelData, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray,
           ng: int) -> np.ndarray:
     """Per group, the sum over its instances of first kernel start to last kernel end."""
+    if p_range.size == 0:  # no shown range launched a kernel
+        return np.zeros(ng, dtype=np.int64)
     if is_sorted(p_range):  # pairs come range by range
         ri, pk = p_range, p_kernel
     else:
