@@ -86,10 +86,11 @@ LAUNCHES = Query(
 
 # NVTX rows in table order. `f` packs the event type (bits 0-7), whether a start/end range
 # ended on another thread (bit 8) and the domain id (bits 9-48; ids are small counters).
+# ``{flags}`` is that expression for the export's schema (``ranges.nvtx_flags_sql``).
 NVTX_NUMERIC = Query(
     "nvtx_numeric",
     """SELECT e.start AS s, ifnull(e.end, -1) AS e, ifnull(e.globalTid, -1) AS t,
-              e.eventType + 256 * ({cross_thread}) + 512 * ({domain} & 1099511627775) AS f,
+              {flags} AS f,
               e.rowid AS r
        FROM NVTX_EVENTS AS e NOT INDEXED
        WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (""" + _NVTX_READ_TYPES + ")",
@@ -102,7 +103,7 @@ NVTX_NUMERIC = Query(
 NVTX_NUMERIC_DENSE = Query(
     "nvtx_numeric_dense",
     """SELECT e.start AS s, ifnull(e.end, -1) AS e, ifnull(e.globalTid, -1) AS t,
-              e.eventType + 256 * ({cross_thread}) + 512 * ({domain} & 1099511627775) AS f
+              {flags} AS f
        FROM NVTX_EVENTS AS e NOT INDEXED
        WHERE e.rowid >= :lo AND e.rowid < :hi""",
     needs={NVTX_TABLE: ("start", "end", "eventType", "globalTid")},

@@ -124,3 +124,30 @@ def test_in_parallel_keeps_order_and_raises_the_first_error(monkeypatch):
 
         with pytest.raises(ValueError, match="second"):
             grouping.in_parallel(lambda: 1, bad, lambda: 3)
+
+
+def test_nvtx_flags_shortcut_equals_the_full_expression():
+    """``f`` skips the cross-thread and domain terms on rows that have neither: every mix of
+    endGlobalTid (NULL, same thread, other thread) and domainId (NULL, 0, 5, 2**39) gives the
+    same value as the whole expression, with and without each optional column."""
+    from nsys_parsers.ranges import nvtx_flags_sql
+    from nsys_parsers.schema import NVTX_TABLE, Schema
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE NVTX_EVENTS (eventType INTEGER, globalTid INTEGER, "
+               "endGlobalTid INTEGER, domainId INTEGER)")
+    rows = [(et, 7, end_tid, dom) for et in (33, 59, 60, 75) for end_tid in (None, 7, 8)
+            for dom in (None, 0, 5, 2**39)]
+    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?)", rows)
+    for cols in (("endGlobalTid", "domainId"), ("endGlobalTid",), ("domainId",), ()):
+        schema = Schema(tables={NVTX_TABLE: ("eventType", "globalTid", *cols)})
+        cross = ("e.endGlobalTid IS NOT NULL AND e.endGlobalTid != e.globalTid"
+                 if "endGlobalTid" in cols else "0")
+        domain = "ifnull(e.domainId, 0)" if "domainId" in cols else "0"
+        full = f"e.eventType + 256 * ({cross}) + 512 * ({domain} & 1099511627775)"
+        got = db.execute(f"SELECT {nvtx_flags_sql(schema)}, {full} "
+                         "FROM NVTX_EVENTS AS e").fetchall()
+        assert [a for a, _ in got] == [b for _, b in got], cols
+        crossed = [a for a, _ in got if a & 256]
+        assert len(crossed) == (4 * 4 if "endGlobalTid" in cols else 0), cols
+        assert {a >> 9 for a, _ in got} == ({0, 5, 2**39} if "domainId" in cols else {0}), cols
