@@ -309,7 +309,8 @@ class ExportAnalysis:
         names = self.names()
         report = dominant_report(act, names, self._shown_pairs(self.pairs(attribution)),
                                  range_names=range_names, attribution=attribution,
-                                 rules=self.rules, instances=self._shown_instances(names))
+                                 rules=self.rules, instances=self._shown_instances(names),
+                                 filtered=self.options.filtered)
         report.notes += self.merge_notes() + self._filter_notes()
         return report
 

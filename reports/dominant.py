@@ -61,7 +61,7 @@ class _Grouped:
         cat_total = np.bincount(cinv.ravel(), weights=total).tolist()
         cat = (cu % ncat).tolist()
         cat_groups, starts = _firsts(cu // ncat)
-        ends = np.append(starts[1:], cu.size).tolist()
+        ends = np.append(starts[1:], cu.size).tolist() if starts.size else []  # no pairs
         # plain lists for row(): one row per range name, thousands of them
         self.cats = {g: [(cat[j], cat_total[j]) for j in range(a, b)]
                      for g, a, b in zip(cat_groups.tolist(), starts.tolist(), ends, strict=True)}
@@ -140,11 +140,13 @@ def sentence(row: dict[str, Any]) -> str:
 
 def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
                     range_names: list[str] | None = None, attribution: str = "all",
-                    rules: list | None = None, instances: np.ndarray | None = None) -> Report:
+                    rules: list | None = None, instances: np.ndarray | None = None,
+                    filtered: bool = False) -> Report:
     """The whole-export row, then one row per range name (see the module docstring).
     ``names`` must be complete; ``p`` are the pairs to count (already filtered to the shown
-    ranges); ``instances`` the shown instances per name code (default: all). ``names`` and
-    ``p`` are None when the export has no NVTX ranges."""
+    ranges: ``filtered`` says whether a filter chose them); ``instances`` the shown instances
+    per name code (default: all). ``names`` and ``p`` are None when the export has no NVTX
+    ranges."""
     from reports.categories import CATEGORIES, categorize_many
 
     k, r = act.kernels, act.ranges
@@ -190,7 +192,8 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
     rows += [grouped.row(g, names.names[g], int(inst[g]), k.names, categories, cat_names)
              for g in wanted]
     if len(p) == 0:
-        notes.append("no kernel launch lies inside an NVTX range on the same thread.")
+        notes.append("no kernel launch lies inside a shown range on the same thread." if filtered
+                     else "no kernel launch lies inside an NVTX range on the same thread.")
     no_launch = int((k.launch_tid < 0).sum())
     if no_launch:
         notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed export); "

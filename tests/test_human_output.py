@@ -198,6 +198,18 @@ def test_depth_and_match_filters(cli_at, fx):
     assert cli_at(120, "ranges", fx(DLPROF), "--depth", "0").exit_code == 2
 
 
+def test_dominant_with_a_filter_that_shows_no_kernels(cli_at, fx):
+    """A --match that no range with kernels matches: the whole-export row and a note that
+    says the filter left nothing (it raised a ValueError in the category grouping)."""
+    res = cli_at(120, "dominant", fx(DLPROF), "-f", "json", "--match", "no-such-range*")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) == 1 and rows[0]["range"] is None and rows[0]["total_ns"] > 0
+    human = cli_at(120, "dominant", fx(DLPROF), "--match", "no-such-range*")
+    assert human.exit_code == 0
+    assert "no kernel launch lies inside a shown range" in human.stdout + human.stderr
+
+
 def test_dominant_text_format_is_one_sentence_per_range(cli_at, fx):
     out = cli_at(80, "dominant", fx(DLPROF), "--format", "text", "--top", "3").stdout
     lines = out.splitlines()
