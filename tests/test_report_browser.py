@@ -141,22 +141,6 @@ def test_escaped_names_run_nothing_in_browser(chromium, cli, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def cpu_profile(tmp_path_factory, nsys_bin):
-    pytest.importorskip("torch")
-    pytest.importorskip("nvtx")
-    from profile_cli.app import main
-
-    out = tmp_path_factory.mktemp("profile")
-    with pytest.raises(SystemExit) as done:
-        main(["profile", "--size", "tiny", "--context", "32", "--mode", "train", "--warmup",
-              "1", "--steps", "1", "--device", "cpu", "--out-dir", str(out), "--nsys",
-              str(nsys_bin), "--timeout", "300", "--format", "json", "-o",
-              str(out / "profile.json")])
-    assert done.value.code in (0, None)
-    return out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s1.sqlite"
-
-
-@pytest.fixture(scope="module")
 def cpu_sweep(tmp_path_factory, nsys_bin):
     pytest.importorskip("torch")
     pytest.importorskip("nvtx")
@@ -183,7 +167,7 @@ def test_cpu_profile_report_in_browser(chromium, cli, cpu_profile, tmp_path):
     assert "only what ran inside the 'measure' range" in text
     for r in ("step", "forward", "backward", "optimizer", "computing softmax"):
         assert f" {r}: " in text and "per instance (CPU time), " in text
-    assert "forward: " in text and "1 instance, " in text  # one measured step
+    assert "forward: " in text and "3 instances, " in text  # three measured steps
     # attention: FLOPs from the sidecar (B 4, T 32, d 64, h 4) against CPU time
     assert "computing softmax: 81.9 kFLOP and" in text
     assert "computing attention scores: 524 kFLOP and" in text
@@ -198,7 +182,7 @@ def test_attention_of_a_cpu_profile(cli, cpu_profile):
     assert by["computing attention scores"]["flop"] == 2 * 4 * 32 * 32 * 64
     assert by["computing softmax"]["flop"] == 5 * 4 * 4 * 32 * 32
     assert {r["time_source"] for r in rows} == {"cpu"}
-    assert {r["instances"] for r in rows} == {2}  # 1 measured step x 2 layers
+    assert {r["instances"] for r in rows} == {6}  # 3 measured steps x 2 layers
     assert all(r["time_per_instance_ns"] > 0 and r["achieved_gflops"] > 0 for r in rows)
     shares = [by[n]["time_pct"] for n in ("computing attention scores", "computing softmax",
                                           "final matmul")]
