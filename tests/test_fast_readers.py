@@ -151,3 +151,20 @@ def test_nvtx_flags_shortcut_equals_the_full_expression():
         crossed = [a for a, _ in got if a & 256]
         assert len(crossed) == (4 * 4 if "endGlobalTid" in cols else 0), cols
         assert {a >> 9 for a, _ in got} == ({0, 5, 2**39} if "domainId" in cols else {0}), cols
+
+
+def test_integer_columns_read_as_json_arrays_keep_every_value():
+    """``int_columns`` reads each column as one JSON array: int64 extremes, the -1 sentinel
+    and an empty chunk come back exactly, in row order."""
+    from nsys_parsers.fetch import int_columns
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    values = [(2**63 - 1, -1), (-(2**63), 0), (1_700_000_000_123_456_789, None), (7, 2**40)]
+    db.executemany("INSERT INTO t VALUES (?, ?)", values)
+    sql = "SELECT a, ifnull(b, -1) AS b FROM t WHERE rowid >= :lo AND rowid < :hi"
+    a, b = int_columns(db, sql, ["a", "b"], {"lo": 1, "hi": 5})
+    assert a.dtype == np.int64 and a.tolist() == [v for v, _ in values]
+    assert b.tolist() == [-1, 0, -1, 2**40]
+    empty = int_columns(db, sql, ["a", "b"], {"lo": 9, "hi": 12})
+    assert [x.size for x in empty] == [0, 0] and empty[0].dtype == np.int64
