@@ -22,7 +22,7 @@ import numpy as np
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import factorize, sorted_unique
 from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.fetch import TEXT_SEP, Reader, gather_names, names_job, rowid_chunks
+from nsys_parsers.fetch import Reader, gather_names, ints_from_json, names_job, rowid_chunks
 from nsys_parsers.schema import LOW24, NVTX_TABLE, STRINGS_TABLE, Schema
 
 # PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
@@ -152,22 +152,12 @@ def _subset_keys(export, rowids: np.ndarray, workers: int = 2
     """Name keys of the given NVTX rowids: (rowids, codes, unique keys), by rowid seeks in
     chunks, on a pool of threads (each chunk is one statement: SQLite runs it without the
     GIL)."""
-    key = nvtx_key_expr(export)
-    sql = Q.NVTX_KEYS_BY_ROWID.sql(export, name_key=key)
-    rows_sql = Q.NVTX_KEYS_BY_ROWID_ROWS.sql(export, name_key=key)
+    sql = Q.NVTX_KEYS_BY_ROWID.sql(export, name_key=nvtx_key_expr(export))
 
     def job(ids: str) -> Callable[[sqlite3.Connection], tuple[np.ndarray, list[str]]]:
         def run(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
-            rid_text, keys_text, count = conn.execute(sql, (ids,)).fetchone()
-            if not count:
-                return np.zeros(0, dtype=np.int64), []
-            rid = np.fromstring(rid_text, dtype=np.int64, sep=",")
-            keys = keys_text.split(TEXT_SEP)
-            if len(keys) != count:  # a name contains the separator: row by row
-                rows = conn.execute(rows_sql, (ids,)).fetchall()
-                rid = np.array([x[0] for x in rows], dtype=np.int64)
-                keys = [x[1] or "" for x in rows]
-            return rid, keys
+            rid_json, keys_json = conn.execute(sql, (ids,)).fetchone()
+            return ints_from_json(rid_json), json.loads(keys_json)
         return run
 
     step = max(1, min(ROWID_CHUNK, -(-rowids.size // max(1, workers))))

@@ -119,19 +119,12 @@ NVTX_NAME_KEYS = Query(
     purpose="NVTX range names",
 )
 
-# Name keys of chosen rows (a JSON array of rowids): rowids and keys, in the same order.
+# Name keys of chosen rows (a JSON array of rowids): rowids and keys as two JSON arrays, in
+# the same order.
 NVTX_KEYS_BY_ROWID = Query(
     "nvtx_keys_by_rowid",
-    """SELECT group_concat(e.rowid, ','), group_concat(ifnull({name_key}, ''), char(31)),
-              count(*)
+    """SELECT json_group_array(e.rowid), json_group_array(ifnull({name_key}, ''))
        FROM NVTX_EVENTS AS e WHERE e.rowid IN (SELECT value FROM json_each(?))""",
-    needs={NVTX_TABLE: ("eventType",)},
-    purpose="NVTX range names",
-)
-NVTX_KEYS_BY_ROWID_ROWS = Query(
-    "nvtx_keys_by_rowid_rows",
-    """SELECT e.rowid, {name_key} FROM NVTX_EVENTS AS e
-       WHERE e.rowid IN (SELECT value FROM json_each(?))""",
     needs={NVTX_TABLE: ("eventType",)},
     purpose="NVTX range names",
 )

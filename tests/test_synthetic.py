@@ -229,3 +229,40 @@ def test_merge_op_ids_aggregates_pytorch_calls(tmp_path, cli):
     assert len(ExportAnalysis(p).ranges().rows) == 4  # without the option, one row per call
     res = cli("dominant", p, "--merge-op-ids", "on", "--range", "aten::add_", "--format", "text")
     assert res.exit_code == 0 and "aten::add_: add_k" in res.stdout
+
+
+def test_inline_names_with_any_character(tmp_path, monkeypatch):
+    """Range names are read as JSON arrays of strings: a name may hold the old separator
+    (\\x1f), quotes, backslashes, newlines, a control character or invalid UTF-8, whether
+    every name is read (ranges) or only those of ranges with kernels (nvtx-kernels)."""
+    import sqlite3
+
+    odd = ["a\x1fb", 'say "hi"', "back\\slash", "two\nlines\ttab", "bell\x07", "été ∑ 注意",
+           "plain"]
+    s = Synth()
+    for i, name in enumerate(odd):
+        t = 1_000 * i
+        s.range(name, t, t + 500, inline=True)
+        if i % 2 == 0:
+            s.kernel(f"k{i}", t + 200, t + 300, launch=(t + 10, t + 20))
+    s.range("bad utf8 here", 20_000, 20_500, inline=True)
+    s.kernel("kb", 20_200, 20_300, launch=(20_010, 20_020))
+    idle = [f"idle {i}" for i in range(20)]  # ranges without kernels: nvtx-kernels then
+    for i, name in enumerate(idle):  # seeks the names of the 5 ranges with kernels only
+        s.range(name, 30_000 + 10 * i, 30_005 + 10 * i, inline=True)
+    p = s.write(tmp_path / "odd.sqlite")
+    with sqlite3.connect(p) as db:  # our own file: bytes no UTF-8 decoder accepts
+        db.execute("UPDATE NVTX_EVENTS SET text = CAST(x'6261642075746638fffe' AS TEXT) "
+                   "WHERE text = 'bad utf8 here'")
+    bad = "bad utf8\ufffd\ufffd"
+    import nsys_parsers.names as names_mod
+
+    seeks = []
+    subset = names_mod._subset_keys
+    monkeypatch.setattr(names_mod, "_subset_keys", lambda e, rowids, **kw: (
+        seeks.append(rowids.size), subset(e, rowids, **kw))[1])
+    a = ExportAnalysis(p, cache=False)
+    got = {r["range"]: r["total_ns"] for r in a.nvtx_kernels().rows}
+    assert got == {**{odd[i]: 100 for i in range(0, len(odd), 2)}, bad: 100}
+    assert seeks == [5]  # only the names of the 5 ranges with kernels were read
+    assert {r["range"] for r in a.ranges().rows} == {*odd, bad, *idle}
