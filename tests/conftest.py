@@ -213,7 +213,8 @@ def _submit_slow_slurm_jobs_first(request):
 @pytest.fixture(scope="session")
 def cpu_profile(nsys_bin, tmp_path_factory) -> Path:
     """A real export of the project's model made on CPU by `nsys-mine profile` (tiny model,
-    NVTX fine, 1 warmup + 3 measured training steps), shared by the tests that need one."""
+    NVTX fine, 1 warmup + 3 measured training steps), shared by the tests that need one. The
+    command's JSON answer is kept beside it, in ``profile_answer.json``."""
     pytest.importorskip("torch")
     pytest.importorskip("nvtx")
     out = tmp_path_factory.mktemp("cpu_profile")
@@ -221,4 +222,5 @@ def cpu_profile(nsys_bin, tmp_path_factory) -> Path:
                   "fine", "--warmup", "1", "--steps", "3", "--device", "cpu", "--threads", "1",
                   "--out-dir", out, "--nsys", nsys_bin, "--timeout", "300", "-f", "json")
     assert res.exit_code == 0, res.stderr
+    (out / "profile_answer.json").write_text(res.stdout)
     return out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s3.sqlite"

@@ -9,35 +9,34 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("nvtx")
 
-EXPECTED = {"forward": 2, "loss": 2, "backward": 2, "optimizer": 2, "step": 2,
-            "scaled dot product attention": 4, "computing attention scores": 4,
-            "computing softmax": 4, "final matmul": 4, "attention": 4, "ffn": 4, "measure": 1}
+EXPECTED = {"forward": 3, "loss": 3, "backward": 3, "optimizer": 3, "step": 3,
+            "scaled dot product attention": 6, "computing attention scores": 6,
+            "computing softmax": 6, "final matmul": 6, "attention": 6, "ffn": 6, "measure": 1}
 
 
-def test_profile_tiny_train_fine(tmp_path, cli, nsys_bin):
-    res = cli("profile", "--size", "tiny", "--context", "32", "--mode", "train", "--nvtx", "fine",
-              "--warmup", "1", "--steps", "2", "--device", "cpu", "--out-dir", tmp_path,
-              "--nsys", nsys_bin, "--timeout", "300", "--format", "json")
-    assert res.exit_code == 0, res.stderr
-    data = json.loads(res.stdout)
+def test_profile_tiny_train_fine(cli, cpu_profile):
+    """`nsys-mine profile` of the session (conftest: tiny, train, NVTX fine, 1 warmup + 3
+    measured steps on CPU, under real nsys): its JSON answer, files and sidecar."""
+    out = cpu_profile.parent
+    data = json.loads((out / "profile_answer.json").read_text())
     assert set(data) == {"export", "config", "ranges", "dominant", "kernels", "notes"}
-    name = "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s2"
-    assert data["export"] == str(tmp_path / f"{name}.sqlite")
+    name = "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s3"
+    assert data["export"] == str(out / f"{name}.sqlite")
     for ext in (".sqlite", ".nsys-rep", ".json"):
-        assert (tmp_path / f"{name}{ext}").exists()
+        assert (out / f"{name}{ext}").exists()
     ranges = {r["range"]: r for r in data["ranges"]}
-    # measured steps only: 2 steps x 2 layers; the warmup step is filtered out
+    # measured steps only: 3 steps x 2 layers; the warmup step is filtered out
     assert {k: ranges[k]["instances"] for k in EXPECTED} == EXPECTED
     assert "warmup" not in ranges
     assert data["dominant"] == [] and data["kernels"] == []
     assert any("CPU times" in n for n in data["notes"])
     assert data["config"]["device"] == "cpu" and data["config"]["layers"] == 2
-    side = json.loads((tmp_path / f"{name}.json").read_text())
+    side = json.loads((out / f"{name}.json").read_text())
     assert side["status"] == "ok" and side["trace"] == "nvtx,osrt"
     assert "--sample=none" in side["command"] and side["nsys_version"].startswith("2022.4")
     # the same export through the miner's own commands: warmup is there without --within
-    res = cli("ranges", tmp_path / f"{name}.sqlite", "-f", "json")
-    assert {r["range"]: r["instances"] for r in json.loads(res.stdout)}["forward"] == 3
+    res = cli("ranges", out / f"{name}.sqlite", "-f", "json")
+    assert {r["range"]: r["instances"] for r in json.loads(res.stdout)}["forward"] == 4
 
 
 def test_sweep_resumes_and_records_failures(tmp_path, cli, nsys_bin):
