@@ -87,11 +87,21 @@ def emit(rendered: Rendered, output: Path | None) -> None:
         else:
             sys.stdout.write(rendered.text)
         return
-    from rich.console import Console
-
     # the parts were laid out for rendered.width (None: their natural width, --wide); the
     # console must not lay them out again
     width = max(rendered.width, output_width(output)) if rendered.width else 100_000
+    if (output is not None or not sys.stdout.isatty()) and not _styles_forced():
+        from reports.render import plain_output
+
+        text = plain_output(rendered.rich, width)  # what rich would write: no styles there
+        if text is not None:
+            if output is not None:
+                output.write_text(text, encoding="utf-8")
+            else:
+                sys.stdout.write(text)
+            return
+    from rich.console import Console
+
     if output is not None:
         with output.open("w", encoding="utf-8") as fh:
             console = Console(file=fh, width=width, no_color=True, soft_wrap=False)
@@ -102,6 +112,13 @@ def emit(rendered: Rendered, output: Path | None) -> None:
     console = Console(width=None if tty_natural else width, soft_wrap=False)
     for part in rendered.rich:
         console.print(part)
+
+
+def _styles_forced() -> bool:
+    """Whether rich would write styles to a file or pipe (FORCE_COLOR, TTY_COMPATIBLE)."""
+    import os
+
+    return bool(os.environ.get("FORCE_COLOR")) or os.environ.get("TTY_COMPATIBLE") == "1"
 
 
 def option_group(cls: Any, option_types: dict[str, Any], param: str, *,

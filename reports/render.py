@@ -13,6 +13,7 @@ import io
 import json
 import math
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -39,6 +40,21 @@ class Rendered:
     text: str | None = None  # plain text for md/csv/json/latex
     rich: list[Any] = field(default_factory=list)  # rich renderables for table
     width: int | None = None  # the width the rich parts were laid out for
+
+
+@dataclass
+class Note:
+    """A paragraph of a table output (a caption, a note) with an optional rich style. Rich
+    prints it in a terminal (``__rich__``); elsewhere ``plain_output`` writes it, wrapped at
+    the width as rich wraps it, without importing rich."""
+
+    text: str
+    style: str | None = None
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        return Text(self.text, style=self.style or "")
 
 
 def cell_width(text: str) -> int:
@@ -655,13 +671,10 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
                labels: dict[str, str] | None = None) -> tuple[Any, list[str]]:
     """A rich renderable of the table that fits ``width`` (None: natural width), and the
     columns left out. Cells are plain text: a name like ``step[layer]`` or ``[/]`` is shown
-    as it is, never read as rich markup. Tables of more than ``FAST_ROWS`` rows whose cells
+    as it is, never read as rich markup. Tables (of more than ``FAST_ROWS`` rows) whose cells
     all fit their columns (nothing to wrap) are laid out here, line by line, as rich would
-    lay them out (rich takes about 0.5 ms a row: 9 s for 16 k rows)."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
+    lay them out (rich takes about 0.5 ms a row: 9 s for 16 k rows); rich is imported only
+    for the others."""
     cells = {c: [_cell(c, r.get(c), human=True) for r in rows] for c in columns}
     kinds = {c: _kind(c, rows, cells[c]) for c in columns}
     headers = {c: _header((labels or {}).get(c, c)) for c in columns}
@@ -672,6 +685,10 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
         text = table_text(layout, shown, kinds, title, width)
         if text is not None:
             return text, layout.dropped
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(title) if title is not None else None, title_justify="left",
                   title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                   collapse_padding=True, header_style="bold")
@@ -691,7 +708,9 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
     return table, layout.dropped
 
 
-FAST_ROWS = 60  # more rows than this (beyond the default top 20): table_text when it can
+# Tables of more rows than this are laid out by table_text when it can: all of them (rich's
+# Table took 0.05-0.1 s for the top 20 rows). Tests raise it to compare with rich's Table.
+FAST_ROWS = 0
 
 
 def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str],
@@ -881,9 +900,7 @@ def render_rows(
         return Rendered(text=text)
     if fmt == "latex":
         return Rendered(text=to_latex(rows, columns, caption=title))
-    from rich.text import Text
-
-    parts: list[Any] = [Text(c) for c in caption]
+    parts: list[Any] = [Note(c) for c in caption]
     if rows or not notes:
         drop = tuple(g for g in (view.drop or DEFAULT_DROP)
                      if any(c in columns for c in (g if isinstance(g, tuple) else (g,))))
@@ -897,7 +914,7 @@ def render_rows(
                          f"--wide shows every "
                          f"column, --format csv or json gives everything")
     for n in notes:
-        parts.append(Text(n, style="yellow"))
+        parts.append(Note(n, "yellow"))
     if fmt == "text":
         return Rendered(text=plain_text(parts, None if wide else width))
     return Rendered(rich=parts, width=None if wide else width)
@@ -905,14 +922,78 @@ def render_rows(
 
 def plain_text(parts: list[Any], width: int | None) -> str:
     """rich renderables as plain text (no colour, no styles), laid out for ``width``."""
+    text = plain_output(parts, width or 100_000)
+    if text is None:
+        text = rich_text(parts, width or 100_000)
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def rich_text(parts: list[Any], width: int) -> str:
+    """What rich's Console writes for ``parts`` on a console ``width`` cells wide that is not
+    a terminal (no styles)."""
     from rich.console import Console
 
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width or 100_000, no_color=True, color_system=None,
+    console = Console(file=buffer, width=width, no_color=True, color_system=None,
                       soft_wrap=False)
     for part in parts:
         console.print(part)
-    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+    return buffer.getvalue()
+
+
+# Characters rich's Text drops or expands (control codes, tabs): such notes go through rich.
+_NOT_PLAIN = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def plain_output(parts: list[Any], width: int) -> str | None:
+    """The characters rich's Console writes for ``parts`` on a console ``width`` cells wide
+    that is not a terminal (so no styles), without rich: lines of tables laid out here
+    (``TableLines``) as they are, ``Note`` paragraphs wrapped as rich wraps them. None when a
+    part is anything else, or a line that rich would change: then rich writes the output.
+    Importing rich and laying out a 20-row Table took 0.05-0.1 s of every answer written to
+    a pipe or a file."""
+    lines: list[str] = []
+    for part in parts:
+        if isinstance(part, TableLines):
+            if any(cell_width(line) > width for line, _ in part.lines):
+                return None  # rich would crop it
+            lines.extend(line for line, _ in part.lines)
+        elif isinstance(part, Note):
+            if _NOT_PLAIN.search(part.text) or part.text.endswith("\n"):
+                return None
+            for line in part.text.split("\n"):
+                if cell_width(line) <= width:
+                    lines.append(line)
+                    continue
+                wrapped = _wrap_as_rich(line, width)
+                if wrapped is None:
+                    return None
+                lines.extend(wrapped)
+        else:
+            return None
+    return "".join(line + "\n" for line in lines)
+
+
+def _wrap_as_rich(line: str, width: int) -> list[str] | None:
+    """One line of a Note wider than ``width``, cut into lines the way rich's ``Text.wrap``
+    cuts it (its own word breaking; whitespace beyond the width dropped, then cropped)."""
+    try:
+        from rich._wrap import divide_line
+        from rich.cells import set_cell_size
+    except ImportError:  # pragma: no cover - a rich without them: rich writes the note
+        return None
+    bounds = [0, *divide_line(line, width, fold=True), len(line)]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        piece = line[a:b]
+        excess = len(piece) - width
+        if excess > 0:
+            trailing = len(piece) - len(piece.rstrip())
+            piece = piece[:len(piece) - min(trailing, excess)]
+        if cell_width(piece) > width:
+            piece = set_cell_size(piece, width)
+        out.append(piece)
+    return out
 
 
 def render_object(obj: dict[str, Any], fmt: str, *, title: str | None = None,

@@ -262,13 +262,14 @@ def test_names_are_never_read_as_markup():
     rows = [{"range": n, "total_ns": i + 1} for i, n in enumerate(
         ["step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"] * 30)]
     view = render.View(columns=["range", "total_ns"])
+    default = render.FAST_ROWS
     for fast_rows in (0, 10**9):
         render.FAST_ROWS = fast_rows
         try:
             out = render.render_rows(rows, ["range", "total_ns"], "text", view=view, top=0,
                                      width=80, title="[t] ranges").text
         finally:
-            render.FAST_ROWS = 60
+            render.FAST_ROWS = default
         assert out.startswith("[t] ranges")
         for name in ("step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"):
             assert name in out, (fast_rows, name)
@@ -368,3 +369,44 @@ def test_json_rows_are_encoded_as_json_dumps_writes_them():
         if rows and columns and "x" not in columns[:1]:
             assert json.loads(rows_to_json(rows, columns))[0] == {
                 c: rows[0].get(c) for c in columns}
+
+
+def test_notes_are_wrapped_as_rich_wraps_them():
+    """Output to a pipe or a file is written without rich: its notes must be cut into the
+    lines rich's Console gives (words, words longer than the line, wide characters, spaces),
+    at any width; a note rich would change (a tab, a control code) goes through rich."""
+    import random
+
+    from reports.render import Note, plain_output, rich_text
+
+    rnd = random.Random(7)
+    words = ["a", "kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
+             "前向传播", "µs", "1,234", "(no", "range)", "--top", "x" * 130, "é"]
+    for _ in range(400):
+        text = "".join(rnd.choice(words) + rnd.choice([" ", " ", "  ", "\n", ", "])
+                       for _ in range(rnd.randrange(1, 30))).strip("\n")
+        width = rnd.choice([10, 20, 37, 80, 120])
+        parts = [Note(text, rnd.choice([None, "yellow"])), Note("")]
+        assert plain_output(parts, width) == rich_text(parts, width), (text, width)
+    for odd in ["a\tb", "bell\x07", "line\n"]:
+        assert plain_output([Note(odd)], 80) is None
+
+
+def test_answers_to_a_pipe_do_not_import_rich(fx):
+    """A table written to a pipe is laid out and written without rich's console, table and
+    text modules (importing them and laying out 20 rows took 0.05-0.1 s of every answer);
+    in a terminal rich writes it, with styles."""
+    code = ("import json, sys; from profile_cli.app import main; "
+            f"sys.argv = ['nsys-mine', 'ranges', {str(fx(DLPROF))!r}]\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            "print(json.dumps([m for m in sys.modules if m.startswith('rich.')]), "
+            "file=sys.stderr)")
+    env = dict(os.environ, COLUMNS="120")
+    env.pop("FORCE_COLOR", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # only the cell widths of non-ASCII text (µs), a light module
+    assert not {"rich.console", "rich.table", "rich.text"} & set(
+        json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert "ProfilerStep" in proc.stdout or "forward" in proc.stdout or "──" in proc.stdout
