@@ -7,8 +7,8 @@ inside the commands, so that ``--help`` and small jobs start fast.
 
 The commands live in modules of their own (``COMMAND_MODULES``). ``main()`` imports only the
 module of the command it runs (a mining command does not import the profiler, the model
-configs or the inference suite, and Typer builds its options only): ``--help``, no command
-or an unknown one get every module. ``app``, the whole application, is built on first use.
+configs or the inference suite), and registers that command alone (Typer builds the options
+of that one only): ``--help``, no command or an unknown one get every module. ``app``, the whole application, is built on first use.
 """
 
 from __future__ import annotations
@@ -87,9 +87,12 @@ def _folding_tables() -> Iterator[None]:
             vars(m)["Table"] = table
 
 
-def new_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
+def new_app(modules: tuple[str, ...] = COMMAND_MODULES, only: str | None = None
+            ) -> typer.Typer:
     """The application with the commands of ``modules`` (an optional one that is not
-    installed is left out)."""
+    installed is left out); ``only``: with just that command of them (Typer builds the
+    options of every registered command before it runs one: 15-30 ms for the 9 commands of
+    the mining module)."""
     _help_folds_long_words()
     app = typer.Typer(
         name="nsys-mine",
@@ -108,14 +111,25 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
                 continue
             raise
         mod.register(app)
+    if only is not None:
+        app.registered_commands = [c for c in app.registered_commands if c.name == only]
+        app.registered_groups = [g for g in app.registered_groups if g.name == only]
+        # a callback keeps the application a group: `nsys-mine kernels X` (Typer runs a lone
+        # command without its name)
+        app.callback()(_no_options)
     return app
 
 
-def _modules_for(args: list[str]) -> tuple[str, ...]:
-    """The command modules ``args`` needs: the one of its command, else all of them."""
+def _no_options() -> None:
+    """The group's callback when it holds one command: no options of its own."""
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The application ``args`` needs: its command alone (with the module that defines it),
+    else every command (no command, ``--help``, an unknown one)."""
     command = next((a for a in args if not a.startswith("-")), None)
     module = MODULE_OF.get(command or "")
-    return (module,) if module else COMMAND_MODULES
+    return new_app((module,), only=command) if module else new_app()
 
 
 def __getattr__(name: str) -> Any:
@@ -130,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; NsysMineError -> ``Error: ...`` on stderr, exit code 1."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        new_app(_modules_for(args))(args=args, standalone_mode=True, prog_name="nsys-mine")
+        _app_for(args)(args=args, standalone_mode=True, prog_name="nsys-mine")
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         sys.exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -172,9 +173,32 @@ def test_main_knows_the_module_of_every_command():
                   for c in app.registered_commands}
     registered.update({g.name: "profile_cli.infer_cmds" for g in app.registered_groups})
     assert registered == cli_app.MODULE_OF
-    assert cli_app._modules_for(["--help"]) == cli_app.COMMAND_MODULES
-    assert cli_app._modules_for(["nvtx-kernels", "x.sqlite"]) == ("profile_cli.mine_cmds",)
-    assert cli_app._modules_for(["kernal"]) == cli_app.COMMAND_MODULES  # "did you mean"
+
+    def commands(args: list[str]) -> set[str]:
+        built = cli_app._app_for(args)
+        return ({c.name for c in built.registered_commands}
+                | {g.name for g in built.registered_groups})
+
+    everything = set(cli_app.MODULE_OF)
+    assert commands(["--help"]) == everything
+    assert commands(["kernal"]) == everything  # "did you mean"
+    for name in everything:  # each command alone (micro: a group of commands)
+        assert commands([name, "x.sqlite"]) == {name}
+
+
+def test_a_command_runs_alone(fx):
+    """main() registers the command it runs and no other; the application stays a group
+    (Typer runs a lone command without its name), so arguments, --help and usage errors
+    read as with every command."""
+    exe = [sys.executable, "-m", "profile_cli"]
+    env = dict(os.environ, COLUMNS="100")
+    run = [subprocess.run([*exe, *args], capture_output=True, text=True, env=env, timeout=120)
+           for args in (["kernels", str(fx(DLPROF)), "-f", "csv"], ["kernels", "--help"],
+                        ["kernels"], ["micro", "--help"])]
+    assert run[0].returncode == 0 and run[0].stdout.startswith("name,"), run[0].stderr
+    assert run[1].returncode == 0 and "Usage: nsys-mine kernels [OPTIONS]" in run[1].stdout
+    assert run[2].returncode == 2 and "Usage: nsys-mine kernels" in run[2].stderr
+    assert run[3].returncode == 0 and "Usage: nsys-mine micro" in run[3].stdout
 
 
 def test_help_states_each_commands_own_defaults(cli):
