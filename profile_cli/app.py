@@ -8,7 +8,8 @@ inside the commands, so that ``--help`` and small jobs start fast.
 The commands live in modules of their own (``COMMAND_MODULES``). ``main()`` imports only the
 module of the command it runs (a mining command does not import the profiler, the model
 configs or the inference suite), and registers that command alone (Typer builds the options
-of that one only): ``--help``, no command or an unknown one get every module. ``app``, the whole application, is built on first use.
+of that one only): ``--help``, no command or an unknown one get every module. ``app``, the
+whole application, is built on first use.
 """
 
 from __future__ import annotations
