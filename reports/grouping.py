@@ -27,6 +27,8 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = cols[0].size
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if len(cols) > 1:  # a constant column (all ranges PushPop) neither splits nor orders
+        cols = tuple(c for c in cols if c.min() != c.max()) or cols[:1]
     radices = [int(c.max()) + 2 for c in cols]  # values shifted by one: -1 -> 0
     bound = 1
     for r in radices:
