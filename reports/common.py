@@ -76,10 +76,14 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
         return GroupStats(count, total, avg, med, vmin, vmax, std)
     vmin_all, vmax_all = int(values.min()), int(values.max())
     span = vmax_all - vmin_all + 1
-    if ngroups * span < 2**62:
+    if ngroups * span < 2**62 and -2**61 < vmin_all and vmax_all < 2**61:
         # one sort of a packed (group, value) key instead of a two-key lexsort; the values
         # back by subtracting each row's group offset (4 ms for 1.7 M rows; `%` took 15)
-        sv = np.sort(groups * span + (values - vmin_all))
+        # (in place: a fresh 13 MB temporary costs this VM 2-4 ms of page faults)
+        sv = groups * span
+        sv += values
+        sv -= vmin_all  # no overflow: the packed key is below 2**62 and the values are sane
+        sv.sort()
         sv -= np.repeat(np.arange(count.size, dtype=np.int64) * span - vmin_all, count)
     else:  # pragma: no cover - enormous value ranges
         sv = values[np.lexsort((values, groups))]
@@ -91,8 +95,10 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     med[nonempty] = (sv[starts + (n - 1) // 2] + sv[starts + n // 2]) / 2.0
     vmin[nonempty] = sv[starts]
     vmax[nonempty] = sv[starts + n - 1]
-    mean_sorted = np.repeat(avg[nonempty], n)
-    sq = np.add.reduceat((sv - mean_sorted) ** 2, starts)
+    dev = np.repeat(avg[nonempty], n)  # each value's group mean, then its squared deviation
+    np.subtract(sv, dev, out=dev)
+    np.multiply(dev, dev, out=dev)
+    sq = np.add.reduceat(dev, starts)
     with np.errstate(invalid="ignore", divide="ignore"):
         std[nonempty] = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1)), 0.0)
     return GroupStats(count, total, avg, med, vmin, vmax, std)
