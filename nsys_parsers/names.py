@@ -125,10 +125,51 @@ def name_keys_sql(export: Schema) -> str:
 
 def read_all_keys(export) -> tuple[np.ndarray, list[str]]:
     """The name key code of every NVTX row read (table order) and the distinct keys."""
-    with Reader(export.path) as rd:
+    return PendingKeys(export).result()
+
+
+class PendingKeys:
+    """``read_all_keys`` under way on threads (and SQLite connections) of its own, so that
+    the caller computes meanwhile; ``result()`` waits for the keys, ``close()`` for the
+    threads when the keys are not wanted after all."""
+
+    def __init__(self, export) -> None:
         sql = name_keys_sql(export)
-        return gather_names([rd.submit(names_job(sql, b))
-                             for b in rowid_chunks(export.db, NVTX_TABLE)])
+        chunks = rowid_chunks(export.db, NVTX_TABLE)  # on the caller's connection, here
+        self._reader = Reader(export.path)
+        self._futures = [self._reader.submit(names_job(sql, b)) for b in chunks]
+
+    def result(self) -> tuple[np.ndarray, list[str]]:
+        try:
+            return gather_names(self._futures)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for f in self._futures:  # chunks not started yet are not read
+            f.cancel()
+        self._reader.close()
+
+
+def launching_share(kernels, ranges, sample: int = 2048) -> float:
+    """The share of ``ranges`` that contain the start of a kernel launch call on their
+    thread, estimated on ``sample`` ranges evenly spaced in table order (a few ms at 1 M
+    ranges): whether their names will be read by one scan (above FULL_SCAN_SHARE) is known
+    before the attribution pairs say exactly which ranges launch kernels."""
+    n = len(ranges)
+    known = kernels.launch_tid >= 0
+    if n == 0 or not known.any():
+        return 0.0
+    pick = np.linspace(0, n - 1, num=min(sample, n)).astype(np.int64)
+    l_tid, l_start = kernels.launch_tid[known], kernels.launch_start[known]
+    r_tid, r_start, r_end = ranges.tid[pick], ranges.start[pick], ranges.end[pick]
+    hits = 0
+    for t in sorted_unique(r_tid):
+        starts = np.sort(l_start[l_tid == t], kind="stable")  # launches come nearly in order
+        mine = r_tid == t
+        hits += int((np.searchsorted(starts, r_end[mine], side="right")
+                     > np.searchsorted(starts, r_start[mine], side="left")).sum())
+    return hits / pick.size
 
 
 def _resolve_keys(export, keys: list[str]) -> list[str]:

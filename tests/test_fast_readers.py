@@ -168,3 +168,58 @@ def test_integer_columns_read_as_json_arrays_keep_every_value():
     assert b.tolist() == [-1, 0, -1, 2**40]
     empty = int_columns(db, sql, ["a", "b"], {"lo": 9, "hi": 12})
     assert [x.size for x in empty] == [0, 0] and empty[0].dtype == np.int64
+
+
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+
+
+@pytest.mark.parametrize("fixture", [FASTVIDEO, DLPROF])
+@pytest.mark.parametrize("attribution", ["all", "innermost"])
+def test_names_read_while_the_pairs_are_computed(fixture, attribution, fx, tmp_path,
+                                                 monkeypatch):
+    """nvtx-kernels starts the one scan of every name key before the attribution when most
+    ranges launch kernels (a share estimated on a sample); the rows equal those of reading
+    only the names of the ranges with kernels, afterwards, with and without the cache, and
+    the cache then holds every name (a later `ranges` reads none)."""
+    import reports.analysis as analysis
+    from nsys_parsers.names import launching_share
+
+    with ExportAnalysis(fx(fixture), cache=False) as a:
+        expected = a.nvtx_kernels(attribution=attribution).rows
+        share = launching_share(a.activity.kernels, a.activity.ranges)
+        exact = np.unique(a.pairs("all").range_idx).size / len(a.activity.ranges)
+        assert abs(share - exact) < 0.05
+    started = []
+    real = analysis.PendingKeys
+
+    def spy(export):
+        started.append(export)
+        return real(export)
+
+    monkeypatch.setattr(analysis, "FULL_SCAN_SHARE", 0.0)  # every export: read meanwhile
+    monkeypatch.setattr(analysis, "PendingKeys", spy)
+    with ExportAnalysis(fx(fixture), cache=False) as a:
+        assert a.nvtx_kernels(attribution=attribution).rows == expected
+    monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(tmp_path / "cache"))
+    with ExportAnalysis(fx(fixture)) as a:
+        assert a.nvtx_kernels(attribution=attribution).rows == expected
+    assert len(started) == 2
+    with ExportAnalysis(fx(fixture)) as a:  # warm: names and pairs from the cache
+        assert a.nvtx_kernels(attribution=attribution).rows == expected
+        assert a.ranges().rows
+    assert len(started) == 2
+
+
+def test_names_not_asked_for_stop_the_scan(fx, monkeypatch):
+    """A scan started for names that are then not asked for is stopped and its threads
+    joined when the analysis closes."""
+    import reports.analysis as analysis
+
+    monkeypatch.setattr(analysis, "FULL_SCAN_SHARE", 0.0)
+    a = ExportAnalysis(fx(FASTVIDEO), cache=False)
+    a.pairs("all", names_next=True)
+    keys = a._keys
+    assert keys is not None
+    a.close()
+    assert a._keys is None
+    assert all(f.done() for f in keys._futures)
