@@ -716,19 +716,28 @@ FAST_ROWS = 0
 def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str],
                title: str | None, width: int | None) -> Any:
     """The table as ``TableLines`` (bold title and header, the rule, the rows), the same
-    characters rich's Table gives for this layout; None when a cell or header would need
-    wrapping or the table would not fit ``width`` (then rich lays it out)."""
+    characters rich's Table gives for this layout; None when a header would need wrapping,
+    a cell would need it other than by plain ASCII words (``_wrap_as_rich``), or the table
+    would not fit ``width`` (then rich lays it out)."""
     size = cell_width  # terminal cells (µ is one, a CJK character two)
     cols = layout.columns
     head_lines = {c: layout.headers[c].split("\n") for c in cols}
     sizes = {c: [size(v) for v in shown[c]] for c in cols}
     widths = {}
+    wraps = set()  # text columns whose long cells are cut into lines, as rich folds them
     for c in cols:
         need = max(sizes[c] + [size(h) for h in head_lines[c]] + [1])
         if kinds[c] in ("num", "label"):
             need = max(need, layout.widths[c])
-        elif need > layout.widths[c] or any("\n" in v for v in shown[c]):
-            return None  # longer than its column: rich folds it
+        elif any("\n" in v for v in shown[c]):
+            return None
+        elif need > layout.widths[c]:
+            w = layout.widths[c]
+            if (kinds[c] != "text" or any(size(h) > w for h in head_lines[c])
+                    or not all(v.isascii() and v.isprintable() for v in shown[c])):
+                return None  # rich folds it
+            wraps.add(c)
+            need = w
         widths[c] = need
     total = sum(widths.values()) + TABLE_GAP * (len(cols) - 1)
     if (width is not None and total > width) or (title is not None and size(title) > total):
@@ -751,7 +760,21 @@ def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str
         lines.append((line(heads, map(size, heads)), True))
     lines.append(("\u2500" * total, False))
     rows = zip(zip(*[shown[c] for c in cols]), zip(*[sizes[c] for c in cols]))
-    lines.extend((line(values, lens), False) for values, lens in rows)
+    if not wraps:
+        lines.extend((line(values, lens), False) for values, lens in rows)
+        return TableLines(lines, total)
+    folds = [c in wraps for c in cols]
+    for values, lens in rows:
+        if not any(f and n > w for f, n, w in zip(folds, lens, col_w)):
+            lines.append((line(values, lens), False))
+            continue
+        cells = [(_wrap_as_rich(v, w) if f and n > w else [v])
+                 for v, n, w, f in zip(values, lens, col_w, folds)]
+        if any(cell is None for cell in cells):
+            return None
+        for i in range(max(len(cell) for cell in cells if cell is not None)):
+            parts = [cell[i] if cell is not None and i < len(cell) else "" for cell in cells]
+            lines.append((line(parts, map(size, parts)), False))
     return TableLines(lines, total)
 
 

@@ -410,3 +410,49 @@ def test_answers_to_a_pipe_do_not_import_rich(fx):
     assert not {"rich.console", "rich.table", "rich.text"} & set(
         json.loads(proc.stderr.strip().splitlines()[-1]))
     assert "ProfilerStep" in proc.stdout or "forward" in proc.stdout or "──" in proc.stdout
+
+
+@pytest.mark.parametrize("fixture", [DLPROF, FASTVIDEO, GTLS])
+def test_wrapped_cells_laid_out_line_by_line_equal_rich(fixture, cli_at, fx, monkeypatch):
+    """`info` lists the export's tables in one cell, which wraps in its column: that table
+    too is laid out line by line (rich's Table took 0.06 s of the 0.35 s answer), with the
+    characters of rich's Table at 80 and 120 columns and --wide."""
+    import reports.render as render
+
+    outputs = {}
+    for fast_rows in (0, 10**9):
+        monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
+        for width in (80, 120):
+            outputs[fast_rows, width] = cli_at(width, "info", fx(fixture)).stdout
+        outputs[fast_rows, "wide"] = cli_at(120, "info", fx(fixture), "--wide").stdout
+    for key in (80, 120, "wide"):
+        assert outputs[0, key] == outputs[10**9, key], (fixture, key)
+    assert "CUPTI_ACTIVITY_KIND" in outputs[0, 80]
+
+
+def test_random_wrapped_tables_equal_rich(monkeypatch):
+    """Tables whose text column wraps (words shorter and longer than the column, which are
+    folded, a number column beside it), at widths from 24 to 120: the line-by-line layout
+    gives rich's characters, or leaves the table to rich."""
+    import random
+
+    import reports.render as render
+
+    rnd = random.Random(11)
+    words = ["a", "bb", "kernel", "CUPTI_ACTIVITY_KIND_RUNTIME", "1,234,", "x" * 25, "(no", "y"]
+    laid_out = 0
+    for _ in range(150):
+        rows = [{"key": rnd.choice(["gpus", "tables", "nsys_version", "k"]),
+                 "value": " ".join(rnd.choice(words) for _ in range(rnd.randrange(1, 25))),
+                 "total_ns": rnd.randrange(10**9)} for _ in range(rnd.randrange(1, 6))]
+        width = rnd.choice([24, 32, 40, 57, 80, 101, 120])
+        columns = ["key", "value", "total_ns"]
+        got = {}
+        for fast_rows in (0, 10**9):
+            monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
+            table, _ = render.rich_table(rows, columns, title="t", width=width)
+            if fast_rows == 0:
+                laid_out += isinstance(table, render.TableLines)
+            got[fast_rows] = render.rich_text([table], width)
+        assert got[0] == got[10**9], (rows, width)
+    assert laid_out > 100  # tables left to rich must be the exception
