@@ -87,6 +87,17 @@ def pairs(kernels: KernelData, ranges: RangeData, chunk: int = 1 << 20) -> Pairs
     return Pairs(range_idx=np.concatenate(out_r), kernel_idx=np.concatenate(out_k))
 
 
+def launching_share(kernels: KernelData, ranges: RangeData, sample: int = 2048) -> float:
+    """The share of ``ranges`` that launch a kernel (have attribution pairs), estimated on
+    ``sample`` ranges evenly spaced in table order (2-16 ms at 0.1-1.7 M ranges): whether
+    their names will be read by one scan is known before the pairs of all ranges are."""
+    n = len(ranges)
+    if n == 0:
+        return 0.0
+    pick = sorted_unique(np.linspace(0, n - 1, num=min(sample, n)).astype(np.int64))
+    return sorted_unique(pairs(kernels, ranges.take(pick)).range_idx).size / pick.size
+
+
 def innermost(p: Pairs, ranges: RangeData) -> Pairs:
     """For each kernel, its deepest enclosing range only."""
     if len(p) == 0:

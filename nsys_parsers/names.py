@@ -154,27 +154,6 @@ class PendingKeys:
         self._reader.close()
 
 
-def launching_share(kernels, ranges, sample: int = 2048) -> float:
-    """The share of ``ranges`` that contain the start of a kernel launch call on their
-    thread, estimated on ``sample`` ranges evenly spaced in table order (a few ms at 1 M
-    ranges): whether their names will be read by one scan (above FULL_SCAN_SHARE) is known
-    before the attribution pairs say exactly which ranges launch kernels."""
-    n = len(ranges)
-    known = kernels.launch_tid >= 0
-    if n == 0 or not known.any():
-        return 0.0
-    pick = np.linspace(0, n - 1, num=min(sample, n)).astype(np.int64)
-    l_tid, l_start = kernels.launch_tid[known], kernels.launch_start[known]
-    r_tid, r_start, r_end = ranges.tid[pick], ranges.start[pick], ranges.end[pick]
-    hits = 0
-    for t in sorted_unique(r_tid):
-        starts = np.sort(l_start[l_tid == t], kind="stable")  # launches come nearly in order
-        mine = r_tid == t
-        hits += int((np.searchsorted(starts, r_end[mine], side="right")
-                     > np.searchsorted(starts, r_start[mine], side="left")).sum())
-    return hits / pick.size
-
-
 def _resolve_keys(export, keys: list[str]) -> list[str]:
     """Raw keys ("\\x01<textId>" or inline text) -> display names."""
     ids = [int(u[1:]) for u in keys if u.startswith("\x01") and u[1:].lstrip("-").isdigit()]

@@ -81,25 +81,21 @@ def output_width(output: Path | None = None) -> int:
 
 def emit(rendered: Rendered, output: Path | None) -> None:
     """Write rendered output to stdout or a file; the only place commands print results."""
-    if rendered.text is not None:
-        if output is not None:
-            output.write_text(rendered.text, encoding="utf-8")
-        else:
-            sys.stdout.write(rendered.text)
-        return
     # the parts were laid out for rendered.width (None: their natural width, --wide); the
     # console must not lay them out again
     width = max(rendered.width, output_width(output)) if rendered.width else 100_000
-    if (output is not None or not sys.stdout.isatty()) and not _styles_forced():
+    text = rendered.text
+    if text is None and (output is not None or not sys.stdout.isatty()) and (
+            not _styles_forced()):
         from reports.render import plain_output
 
         text = plain_output(rendered.rich, width)  # what rich would write: no styles there
-        if text is not None:
-            if output is not None:
-                output.write_text(text, encoding="utf-8")
-            else:
-                sys.stdout.write(text)
-            return
+    if text is not None:
+        if output is not None:
+            output.write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+        return
     from rich.console import Console
 
     if output is not None:

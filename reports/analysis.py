@@ -31,7 +31,14 @@ import numpy as np
 
 from nsys_parsers.activity import Activity, load_activity
 from nsys_parsers.arrays import sorted_unique
-from nsys_parsers.attribution import Pairs, attribute, cache_pairs, cached_pairs, innermost
+from nsys_parsers.attribution import (
+    Pairs,
+    attribute,
+    cache_pairs,
+    cached_pairs,
+    innermost,
+    launching_share,
+)
 from nsys_parsers.cache import ExportCache
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import load_kernel_durations
@@ -41,7 +48,6 @@ from nsys_parsers.names import (
     PendingKeys,
     RangeNames,
     cached_range_names,
-    launching_share,
     looks_like_emit_nvtx,
     range_names,
 )
@@ -116,9 +122,8 @@ class ExportAnalysis:
     def _complete_raw_names(self) -> RangeNames:
         assert self._raw is not None and self._raw.ranges is not None
         if self._raw_names is None:
-            keys, self._keys = self._keys, None
             self._raw_names = range_names(self.export, self._raw.ranges, cache=self.cache,
-                                          all_keys=keys.result() if keys is not None else None)
+                                          all_keys=self._take_keys())
         return self._raw_names
 
     @property
@@ -139,9 +144,8 @@ class ExportAnalysis:
             if rows is None:  # no `within` (it resolves every name): the view is the raw data
                 names = self._view_names = self._complete_raw_names()
             else:  # likewise: the view is the raw data, whose names the cache keeps
-                keys, self._keys = self._keys, None
                 names = range_names(self.export, act.ranges, rows=rows, cache=self.cache,
-                                    all_keys=keys.result() if keys is not None else None)
+                                    all_keys=self._take_keys())
         if not self.merges_op_ids(names):
             return names
         cached = self._merged.get(id(names))
@@ -200,6 +204,11 @@ class ExportAnalysis:
             return  # names resolved before: only the missing ones are read, by rowid
         if launching_share(act.kernels, act.ranges) > FULL_SCAN_SHARE:
             self._keys = PendingKeys(self.export)
+
+    def _take_keys(self) -> tuple[np.ndarray, list[str]] | None:
+        """Every range's name keys, if their scan was started (taken: read once)."""
+        keys, self._keys = self._keys, None
+        return keys.result() if keys is not None else None
 
     def shown(self) -> np.ndarray | None:
         """Which ranges of ``activity`` the ``depth``/``match`` filters show (None: all)."""

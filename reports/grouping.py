@@ -27,9 +27,11 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = cols[0].size
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    highs = [int(c.max()) for c in cols]
     if len(cols) > 1:  # a constant column (all ranges PushPop) neither splits nor orders
-        cols = tuple(c for c in cols if c.min() != c.max()) or cols[:1]
-    radices = [int(c.max()) + 2 for c in cols]  # values shifted by one: -1 -> 0
+        keep = [i for i, c in enumerate(cols) if int(c.min()) != highs[i]] or [0]
+        cols, highs = tuple(cols[i] for i in keep), [highs[i] for i in keep]
+    radices = [h + 2 for h in highs]  # values shifted by one: -1 -> 0
     bound = 1
     for r in radices:
         bound *= r

@@ -768,12 +768,14 @@ def table_text(layout: Layout, shown: dict[str, list[str]], kinds: dict[str, str
         if not any(f and n > w for f, n, w in zip(folds, lens, col_w)):
             lines.append((line(values, lens), False))
             continue
-        cells = [(_wrap_as_rich(v, w) if f and n > w else [v])
-                 for v, n, w, f in zip(values, lens, col_w, folds)]
-        if any(cell is None for cell in cells):
-            return None
-        for i in range(max(len(cell) for cell in cells if cell is not None)):
-            parts = [cell[i] if cell is not None and i < len(cell) else "" for cell in cells]
+        cells = []
+        for v, n, w, f in zip(values, lens, col_w, folds):
+            cell = _wrap_as_rich(v, w) if f and n > w else [v]
+            if cell is None:
+                return None
+            cells.append(cell)
+        for i in range(max(map(len, cells))):
+            parts = [cell[i] if i < len(cell) else "" for cell in cells]
             lines.append((line(parts, map(size, parts)), False))
     return TableLines(lines, total)
 
@@ -945,9 +947,10 @@ def render_rows(
 
 def plain_text(parts: list[Any], width: int | None) -> str:
     """rich renderables as plain text (no colour, no styles), laid out for ``width``."""
-    text = plain_output(parts, width or 100_000)
+    width = width or 100_000
+    text = plain_output(parts, width)
     if text is None:
-        text = rich_text(parts, width or 100_000)
+        text = rich_text(parts, width)
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
@@ -998,8 +1001,9 @@ def plain_output(parts: list[Any], width: int) -> str | None:
 
 
 def _wrap_as_rich(line: str, width: int) -> list[str] | None:
-    """One line of a Note wider than ``width``, cut into lines the way rich's ``Text.wrap``
-    cuts it (its own word breaking; whitespace beyond the width dropped, then cropped)."""
+    """A line wider than ``width`` (a Note's, or a table cell's), cut into lines the way
+    rich's ``Text.wrap`` cuts it (its own word breaking; whitespace beyond the width dropped,
+    then cropped)."""
     try:
         from rich._wrap import divide_line
         from rich.cells import set_cell_size

@@ -182,7 +182,7 @@ def test_names_read_while_the_pairs_are_computed(fixture, attribution, fx, tmp_p
     only the names of the ranges with kernels, afterwards, with and without the cache, and
     the cache then holds every name (a later `ranges` reads none)."""
     import reports.analysis as analysis
-    from nsys_parsers.names import launching_share
+    from nsys_parsers.attribution import launching_share
 
     with ExportAnalysis(fx(fixture), cache=False) as a:
         expected = a.nvtx_kernels(attribution=attribution).rows
