@@ -14,18 +14,19 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.fetch import Reader, gather_ints, gather_names, ints_job, names_job, rowid_chunks
+from nsys_parsers.fetch import gather_ints, gather_names, ints_job, names_job
+from nsys_parsers.kernel_groups import kernel_name_column
 from nsys_parsers.kernels import (
     KERNEL_COLUMNS,
     LAUNCH_COLUMNS,
     KernelData,
     build_kernels,
-    kernel_name_column,
     kernel_names_by_kind,
     launch_tables,
 )
 from nsys_parsers.names import RangeNames, cache_range_names, name_keys_sql, range_names
 from nsys_parsers.ranges import NVTX_COLUMNS, RangeData, build_ranges, nvtx_numeric_job
+from nsys_parsers.reader import Reader, rowid_chunks
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 
 ACTIVITY_PART = "activity"

@@ -18,20 +18,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from nsys_parsers.arrays import factorize
-from nsys_parsers.sqlite_file import connect_readonly
 
-if TYPE_CHECKING:  # imported when a Reader starts: a question answered from the cache reads
-    from concurrent.futures import Future  # nothing (concurrent.futures costs 6 ms to import)
-
-CHUNK_ROWS = 1 << 19
-MIN_CHUNK_ROWS = 1 << 16
+if TYPE_CHECKING:
+    from nsys_parsers.reader import Pending
 
 
 def ints_from_json(text: str) -> np.ndarray:
@@ -60,59 +54,6 @@ def text_column(conn: sqlite3.Connection, source_sql: str, column: str,
     return json.loads(text)
 
 
-def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int | None = None
-                 ) -> list[dict[str, int]]:
-    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows
-    (default: at least 8 chunks, so that two threads share the work evenly, of 64 K to
-    512 K rows: each chunk's strings stay small)."""
-    # Two subqueries: SQLite answers a lone min() or max() of the rowid with one b-tree seek,
-    # but `SELECT min(rowid), max(rowid)` scans the whole table.
-    lo_hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), '
-                         f'(SELECT max(rowid) FROM "{table}")').fetchone()
-    if lo_hi[0] is None:
-        return []
-    lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
-    if chunk_rows is None:
-        chunk_rows = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
-    return [{"lo": a, "hi": min(a + chunk_rows, hi)} for a in range(lo, hi, chunk_rows)]
-
-
-class Reader:
-    """A small pool of threads, each with its own read-only connection to one export."""
-
-    def __init__(self, path: Path, workers: int = 2):
-        self.path = path
-        self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers))
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect_readonly(self.path)
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
-        return conn
-
-    def submit(self, job: Callable[[sqlite3.Connection], object]) -> Future:
-        return self._pool.submit(lambda: job(self._conn()))
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        for conn in self._conns:
-            conn.close()
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 # ---------------------------------------------------------------------------------------------
 # chunk jobs (each runs on a pool thread's own connection) and how their results are joined
 
@@ -132,7 +73,7 @@ def names_job(sql: str, bounds: dict[str, int]
     return job
 
 
-def gather_ints(futures: list[Future], ncols: int) -> list[np.ndarray]:
+def gather_ints(futures: list[Pending], ncols: int) -> list[np.ndarray]:
     """Concatenate chunk results column by column, freeing each chunk column once copied
     (peak memory: the chunks plus one final column, not twice the data)."""
     parts = [f.result() for f in futures]
@@ -147,7 +88,7 @@ def gather_ints(futures: list[Future], ncols: int) -> list[np.ndarray]:
     return out
 
 
-def gather_names(futures: list[Future]) -> tuple[np.ndarray, list[str]]:
+def gather_names(futures: list[Pending]) -> tuple[np.ndarray, list[str]]:
     """Merge per-chunk factorizations into one code space."""
     index: dict[str, int] = {}
     codes = []

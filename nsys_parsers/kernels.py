@@ -18,15 +18,14 @@ import numpy as np
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.errors import BadOption
-from nsys_parsers.fetch import Reader, gather_ints, ints_job, rowid_chunks
+from nsys_parsers.fetch import gather_ints, ints_job
+from nsys_parsers.kernel_groups import kernel_name_column
 from nsys_parsers.names import kernel_names
+from nsys_parsers.reader import Reader, rowid_chunks
 from nsys_parsers.schema import (
     DRIVER_TABLE,
     KERNEL_TABLE,
     LOW24,
-    NAME_COLUMN,
-    NAME_KINDS,
     RUNTIME_TABLE,
     Schema,
 )
@@ -64,18 +63,6 @@ class KernelData:
                           launch_start=self.launch_start[keep],
                           launch_end=self.launch_end[keep], name_kind=self.name_kind,
                           notes=self.notes)
-
-
-def kernel_name_column(export: Schema, name_kind: str) -> tuple[str, list[str]]:
-    """The kernel table column for ``name_kind`` (falling back to demangled names)."""
-    if name_kind not in NAME_KINDS:
-        raise BadOption(f"unknown name kind {name_kind!r}; use one of {', '.join(NAME_KINDS)}")
-    col = NAME_COLUMN[name_kind]
-    notes = []
-    if not export.has_column(KERNEL_TABLE, col):
-        notes.append(f"this export has no {col} column (older nsys); showing demangled names")
-        col = "demangledName"
-    return col, notes
 
 
 def launch_tables(export: Schema) -> list[str]:

@@ -22,13 +22,14 @@ import numpy as np
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import factorize, sorted_unique
 from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.fetch import Reader, gather_names, ints_from_json, names_job, rowid_chunks
-from nsys_parsers.schema import LOW24, NVTX_TABLE, STRINGS_TABLE, Schema
+from nsys_parsers.fetch import gather_names, ints_from_json, names_job
+from nsys_parsers.reader import Reader, rowid_chunks
+from nsys_parsers.schema import LOW24, NVTX_TABLE, Schema
+from nsys_parsers.strings import strings_by_id
 
 # PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
 # "aten::mm, op_id = 318133", "..., sizes = [[4, 64], [64, 64]]".
 OP_ID_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids|stream)\s*=.*$", re.S)
-STRING_CHUNK = 100_000
 ROWID_CHUNK = 200_000
 # Names of more than this share of the ranges are read by one scan of the table (2.7x
 # cheaper per row than rowid seeks, measured on 1.3-1.7 M ranges), not row by row.
@@ -77,19 +78,6 @@ def looks_like_emit_nvtx(names: list[str], min_share: float = 0.2) -> bool:
         return False
     hits = sum(1 for n in names if OP_ID_SUFFIX.search(n))
     return hits >= max(1, int(min_share * len(names)))
-
-
-def strings_by_id(conn: sqlite3.Connection, export: Schema, ids) -> dict[int, str]:
-    """``StringIds`` values of the given ids (others are absent from the result)."""
-    ids = [int(i) for i in ids if int(i) >= 0]
-    if not ids or not export.has_table(STRINGS_TABLE):
-        return {}
-    out: dict[int, str] = {}
-    for start in range(0, len(ids), STRING_CHUNK):
-        chunk = json.dumps(ids[start:start + STRING_CHUNK])
-        for k, v in conn.execute(Q.STRINGS_BY_ID.sql(export), (chunk,)):
-            out[int(k)] = v if isinstance(v, str) else str(v)
-    return out
 
 
 def unique_names(names: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:

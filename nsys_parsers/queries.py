@@ -74,6 +74,19 @@ KERNEL_DURATIONS = Query(
     purpose="the kernel summary",
 )
 
+# The same durations grouped by name id, one JSON array per name (the small-export summary:
+# SQLite groups in C, so plain Python only joins, sorts and sums lists).
+KERNEL_DURATION_GROUPS = Query(
+    "kernel_duration_groups",
+    """SELECT n, json_group_array(d) AS ds FROM (
+         SELECT k.end - k.start AS d, ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n
+         FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
+         WHERE k.rowid >= :lo AND k.rowid < :hi)
+       GROUP BY n""",
+    needs={KERNEL_TABLE: ("start", "end", "demangledName")},
+    purpose="the kernel summary",
+)
+
 # Launch calls: CUDA runtime and driver API rows (both carry the kernel's correlationId).
 LAUNCHES = Query(
     "launches",

@@ -129,7 +129,7 @@ def kernels(
     `nsys-mine kernels sweep/ --range forward --within measure --top 3`
     """
     _one_blas_thread()
-    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
+    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW, small_kernel_report
 
     title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
     export = _single(exports)
@@ -137,8 +137,11 @@ def kernels(
         _emit_many(exports, analysis, lambda a: a.kernels(range_name=range_name),
                    KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
         return
-    with _analysis(export, analysis) as a:
-        result = a.kernels(range_name=range_name)
+    # a small export's whole summary needs neither numpy nor the analysis module
+    result = small_kernel_report(export, analysis) if range_name is None else None
+    if result is None:
+        with _analysis(export, analysis) as a:
+            result = a.kernels(range_name=range_name)
     emit_report(result, KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
 
 

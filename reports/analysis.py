@@ -277,15 +277,19 @@ class ExportAnalysis:
     def kernels(self, *, range_name: str | None = None, top: int | None = None) -> Report:
         """Kernel summary by name, of the whole export or of the kernels launched inside
         (the shown instances of) ranges named ``range_name``."""
-        from reports.kernel_summary import KERNEL_COLUMNS, summarize_kernels
+        from reports.kernel_summary import KERNEL_COLUMNS, small_kernel_rows, summarize_kernels
 
         self.export.require(KERNEL_TABLE, "the kernel summary")
         if range_name is not None:
             self.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         if range_name is None and self.within is None and self._raw is None:
-            names, codes, durations, notes = load_kernel_durations(
-                self.export, name_kind=self.options.name_kind, cache=self.cache)
-            rows = summarize_kernels(names, codes, durations, self.rules)
+            small = small_kernel_rows(self.export, self.options.name_kind, self.rules)
+            if small is not None:  # a small export: plain Python, nothing cached
+                rows, notes = small
+            else:
+                names, codes, durations, notes = load_kernel_durations(
+                    self.export, name_kind=self.options.name_kind, cache=self.cache)
+                rows = summarize_kernels(names, codes, durations, self.rules)
             return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
         act = self.activity
         k = act.kernels

@@ -1,13 +1,20 @@
-"""Shared pieces of the reports: the result type, grouped statistics, range-name checks."""
+"""Shared pieces of the reports: the result type, grouped statistics, range-name checks.
+
+numpy is imported by the functions that use it: ``duration_stats`` and ``r1`` serve the
+small-export kernel summary, which answers without loading numpy at all.
+"""
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from nsys_parsers.errors import RangeNotFound, closest_names
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -63,6 +70,8 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     Matches nsys: the median of an even count is the mean of the two middle values; the
     standard deviation is the sample one (n - 1), 0 for a single value. Empty groups give 0.
     """
+    import numpy as np
+
     groups = np.asarray(groups, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
     count = np.bincount(groups, minlength=ngroups).astype(np.int64)
@@ -104,15 +113,41 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     return GroupStats(count, total, avg, med, vmin, vmax, std)
 
 
+def duration_stats(values: list[int]) -> dict[str, Any]:
+    """The duration columns (as ``GroupStats.row``) of one group given as an ascending list
+    of integers, in plain Python: the same float operations as ``group_stats`` for the total,
+    mean, median, min and max. The variance is exact, then rounded once: the integer
+    n * sum(v^2) - sum(v)^2 over n * (n - 1) (Python's integers do not overflow), where numpy
+    sums rounded squared deviations; they differ far below the 0.1 ns that is shown."""
+    n = len(values)
+    total = sum(values)
+    avg = float(total) / n
+    med = (values[(n - 1) // 2] + values[n // 2]) / 2.0
+    if n > 1:
+        squares = sum(map(operator.mul, values, values))
+        std = math.sqrt((n * squares - total * total) / (n * (n - 1)))
+    else:
+        std = 0.0
+    return dict(zip(DURATION_COLUMNS, (total, r1(avg), r1(med), values[0], values[-1],
+                                       r1(std))))
+
+
 def r1_array(x: np.ndarray) -> np.ndarray:
     """``r1`` of every element (the same float operations, so the same results)."""
+    import numpy as np
+
     x = np.asarray(x, dtype=np.float64)
     return np.sign(x) * np.floor(np.abs(x) * 10 + 0.5) / 10
 
 
 def r1(x: float) -> float:
-    """Round to 0.1 like nsys's report columns (half away from zero, as SQLite's round)."""
-    return float(np.sign(x) * np.floor(abs(x) * 10 + 0.5) / 10)
+    """Round to 0.1 like nsys's report columns (half away from zero, as SQLite's round).
+    The float operations of ``r1_array``, in plain Python."""
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        return x
+    sign = 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+    return sign * float(math.floor(abs(x) * 10 + 0.5)) / 10
 
 
 def check_range_names(requested: list[str], available: list[str]) -> list[str]:

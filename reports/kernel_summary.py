@@ -5,15 +5,24 @@ nsys's rows by name to compare). ``time_pct`` is each kernel's share of the list
 total time (before ``top`` cuts the list). With ``range_name``, only the kernels launched
 inside ranges of that name (all attribution, each kernel counted once even if the ranges
 nest).
+
+An export of up to ``SMALL_KERNELS`` kernels is summarized in plain Python
+(``small_kernel_report``, ``summarize_kernel_groups``), without loading numpy: on such a file
+the import alone costs more than the summary. Larger ones go through numpy and the cache.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import os
+from typing import TYPE_CHECKING, Any
 
-from reports.common import group_stats, r1
-from reports.grouping import group_ids
+from reports.common import Report, duration_stats, r1
 from reports.render import View
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from reports.options import AnalysisOptions
 
 KERNEL_COLUMNS = [
     "name", "category", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
@@ -30,6 +39,8 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
                       rules: list | None = None) -> list[dict]:
     """Rows of KERNEL_COLUMNS for kernels given by name code and duration, sorted by time."""
     from reports.categories import categorize_many
+    from reports.common import group_stats
+    from reports.grouping import group_ids
 
     if durations.size == 0:
         return []
@@ -49,3 +60,57 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
         })
     rows.sort(key=lambda r: (-r["total_ns"], r["name"]))
     return rows
+
+
+def summarize_kernel_groups(names: list[str], durations: list[list[int]],
+                            rules: list | None = None) -> list[dict]:
+    """``summarize_kernels`` for kernels given as each name's ascending durations (plain
+    Python; the same rows, see ``reports.common.duration_stats``)."""
+    from reports.categories import categorize_many
+
+    stats = [duration_stats(d) for d in durations]
+    grand = sum(st["total_ns"] for st in stats)
+    cats = categorize_many(names, rules)
+    rows: list[dict[str, Any]] = [{
+        "name": name, "category": cat, "instances": len(d), **st,
+        "time_pct": r1(100.0 * st["total_ns"] / grand) if grand else 0.0,
+    } for name, cat, d, st in zip(names, cats, durations, stats)]
+    rows.sort(key=lambda r: (-r["total_ns"], r["name"]))
+    return rows
+
+
+def small_kernel_rows(export, name_kind: str, rules: list | None
+                      ) -> tuple[list[dict], list[str]] | None:
+    """(rows, notes) of the whole export's kernel summary, computed without numpy, or None
+    when the export has more than ``SMALL_KERNELS`` kernels (then numpy and the cache are
+    faster)."""
+    from nsys_parsers.kernel_groups import SMALL_KERNELS, kernel_rows, read_kernel_groups
+
+    if kernel_rows(export) > SMALL_KERNELS:
+        return None
+    from reports.categories import compile_rules
+
+    # the rules compile (10-15 ms of regular expressions) while SQLite reads
+    groups = read_kernel_groups(export, name_kind, meanwhile=lambda: compile_rules(rules))
+    return summarize_kernel_groups(groups.names, groups.durations, rules), groups.notes
+
+
+def small_kernel_report(path: str | os.PathLike[str], options: AnalysisOptions,
+                        top: int | None = None) -> Report | None:
+    """``ExportAnalysis(path, options).kernels(top=top)`` for an export of up to
+    ``SMALL_KERNELS`` kernels, without loading numpy (the analysis module does); None for a
+    larger export, or with ``within`` (ask ``ExportAnalysis`` then)."""
+    from nsys_parsers.export import open_export
+    from nsys_parsers.schema import KERNEL_TABLE
+    from reports.categories import load_rules
+
+    if options.within is not None:
+        return None
+    rules = load_rules(options.rules)  # a bad rules file fails before reading
+    with open_export(path, nsys=options.nsys) as export:
+        export.require(KERNEL_TABLE, "the kernel summary")
+        small = small_kernel_rows(export, options.name_kind, rules)
+    if small is None:
+        return None
+    rows, notes = small
+    return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)

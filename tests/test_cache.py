@@ -53,7 +53,10 @@ def test_warm_answers_equal_cold_ones_and_come_from_the_cache(cache_dir, export_
     first = answers(export_copy)
     stored = parts(cache_dir)
     assert {"activity", "range_names", "pairs.all", "pairs.innermost",
-            "kernel_durations.demangled", "kernel_names.demangled"} <= set(stored)
+            "kernel_names.demangled"} <= set(stored)
+    # the kernel summary of a small export (41 kernel names here) reads without numpy and
+    # stores nothing; a large export's is stored (test_large_kernel_summary_is_cached)
+    assert "kernel_durations.demangled" not in stored
     warm = answers(export_copy)
     assert first == cold and warm == cold
     assert len(cold["nvtx_kernels"]) == 2677 and len(cold["ranges"]) == 16582
@@ -243,3 +246,20 @@ def test_loaded_arrays_outlive_a_rewrite_of_their_part(tmp_path):
     entry.dir.mkdir(parents=True)
     (entry.dir / "p.part").write_bytes(b"")
     assert entry.get("p") is None
+
+
+def test_large_kernel_summary_is_cached(cache_dir, export_copy, monkeypatch):
+    """Above SMALL_KERNELS kernels the summary goes through numpy and the cache: stored cold,
+    read warm, the same rows as the small export's plain-Python summary."""
+    import nsys_parsers.kernel_groups as kg
+
+    with ExportAnalysis(export_copy) as a:
+        small = a.kernels().rows
+    assert not cache_dir.exists()
+    monkeypatch.setattr(kg, "SMALL_KERNELS", -1)
+    with ExportAnalysis(export_copy) as a:
+        cold = a.kernels().rows
+    assert "kernel_durations.demangled" in parts(cache_dir)
+    with ExportAnalysis(export_copy) as a:
+        warm = a.kernels().rows
+    assert warm == cold == small and len(small) == 41

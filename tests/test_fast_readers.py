@@ -223,3 +223,42 @@ def test_names_not_asked_for_stop_the_scan(fx, monkeypatch):
     a.close()
     assert a._keys is None
     assert all(f.done() for f in keys._futures)
+
+
+def test_reader_runs_jobs_returns_errors_and_cancels(fx):
+    """The reader's own small pool (no concurrent.futures): every job runs once on a
+    connection of its thread, an error comes back from result(), a job no thread has taken
+    can be cancelled, and close() reads what is queued, then ends the threads."""
+    import threading
+
+    from nsys_parsers.reader import Reader
+
+    gate = threading.Event()
+    seen: list[int] = []
+
+    def job(i):
+        def run(conn: sqlite3.Connection) -> int:
+            if i == 0:
+                gate.wait(10)
+            seen.append(i)
+            return conn.execute("SELECT ?", (i,)).fetchone()[0]
+        return run
+
+    def boom(conn: sqlite3.Connection) -> None:
+        raise ValueError("bad chunk")
+
+    rd = Reader(fx(DLPROF), workers=1)
+    jobs = [rd.submit(job(i)) for i in range(4)]
+    failing = rd.submit(boom)
+    assert jobs[2].cancel() and jobs[2].done()
+    gate.set()
+    assert [jobs[i].result() for i in (0, 1, 3)] == [0, 1, 3]
+    with pytest.raises(ValueError, match="bad chunk"):
+        failing.result()
+    with pytest.raises(RuntimeError, match="cancelled"):
+        jobs[2].result()
+    assert not jobs[0].cancel()
+    late = rd.submit(job(5))
+    rd.close()
+    assert late.done() and late.result() == 5 and seen == [0, 1, 3, 5]
+    assert not any(t.is_alive() for t in rd._threads)
