@@ -128,9 +128,14 @@ def _no_options() -> None:
 def _app_for(args: list[str]) -> typer.Typer:
     """The application ``args`` needs: its command alone (with the module that defines it),
     else every command (no command, ``--help``, an unknown one)."""
-    command = next((a for a in args if not a.startswith("-")), None)
-    module = MODULE_OF.get(command or "")
+    command = _command_of(args)
+    module = MODULE_OF.get(command)
     return new_app((module,), only=command) if module else new_app()
+
+
+def _command_of(args: list[str]) -> str:
+    """The command ``args`` name: the first word that is not an option ('' if none)."""
+    return next((a for a in args if not a.startswith("-")), "")
 
 
 def __getattr__(name: str) -> Any:
@@ -141,11 +146,45 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Modules whose commands only read exports and write what they print or save themselves,
+# through files they close: their process may end without the interpreter's teardown.
+QUICK_EXIT_MODULES = ("profile_cli.mine_cmds", "profile_cli.gate_cmds")
+
+
+def _exit_now(code: int | None) -> None:
+    """End the process with ``code`` now: flush the standard streams, then ``os._exit``,
+    which skips the interpreter's teardown (freeing every module and object: 30-45 ms with
+    numpy loaded, a tenth of a small export's answer). Threads that are not daemons are
+    waited for first, as at a normal exit (a cache write in flight ends). A closed pipe ends
+    it with 1, as Click does."""
+    import os
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = 1
+    os._exit(code or 0)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app; NsysMineError -> ``Error: ...`` on stderr, exit code 1."""
+    """Entry point: run the app; NsysMineError -> ``Error: ...`` on stderr, exit code 1.
+    As the process's entry (no ``argv``), a mining or gate command that ends normally ends
+    the process at once (``_exit_now``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        _app_for(args)(args=args, standalone_mode=True, prog_name="nsys-mine")
+        app = _app_for(args)
+        quick = argv is None and MODULE_OF.get(_command_of(args)) in QUICK_EXIT_MODULES
+        try:
+            app(args=args, standalone_mode=True, prog_name="nsys-mine")
+        except SystemExit as exc:
+            if quick and (exc.code is None or isinstance(exc.code, int)):
+                _exit_now(exc.code)
+            raise
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         sys.exit(1)

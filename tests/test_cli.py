@@ -17,6 +17,7 @@ from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS
 from reports.range_summary import RANGE_COLUMNS
 
 DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
 
 EXPECTED_KEYS = {
     "kernels": ["name", "category", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
@@ -228,3 +229,25 @@ def test_python_dash_m_and_unknown_option(fx):
     bad = subprocess.run([sys.executable, "-m", "profile_cli", "kernels", "--format", "xml",
                           str(fx(DLPROF))], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_quick_exit_writes_everything(fx, tmp_path):
+    """A mining command run as the process's entry ends with os._exit (no interpreter
+    teardown): its whole answer still reaches a pipe and a file, the exit codes are those of
+    a normal exit, and the cache it fills is complete (the warm answer is equal)."""
+    exe = [sys.executable, "-m", "profile_cli"]
+    env = dict(os.environ, NSYS_MINE_CACHE_DIR=str(tmp_path / "cache"))
+    big = ["ranges", str(fx(FASTVIDEO)), "--format", "csv"]  # 16,582 rows, 2.4 MB
+    cold = subprocess.run([*exe, *big], capture_output=True, text=True, env=env, timeout=120)
+    warm = subprocess.run([*exe, *big], capture_output=True, text=True, env=env, timeout=120)
+    assert cold.returncode == 0 and cold.stdout.count("\n") == 16583, cold.stderr
+    assert warm.stdout == cold.stdout
+    assert subprocess.run([*exe, *big, "--output", str(tmp_path / "r.csv")], env=env,
+                          timeout=120).returncode == 0
+    assert (tmp_path / "r.csv").read_text() == cold.stdout
+    bad = subprocess.run([*exe, "kernels", str(tmp_path / "none.sqlite")], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: ")
+    usage = subprocess.run([*exe, "kernels", "--bogus"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert usage.returncode == 2

@@ -397,8 +397,8 @@ def test_answers_to_a_pipe_do_not_import_rich(fx):
     text modules (importing them and laying out 20 rows took 0.05-0.1 s of every answer);
     in a terminal rich writes it, with styles."""
     code = ("import json, sys; from profile_cli.app import main; "
-            f"sys.argv = ['nsys-mine', 'ranges', {str(fx(DLPROF))!r}]\n"
-            "try: main()\nexcept SystemExit: pass\n"
+            f"args = ['ranges', {str(fx(DLPROF))!r}]\n"
+            "try: main(args)\nexcept SystemExit: pass\n"
             "print(json.dumps([m for m in sys.modules if m.startswith('rich.')]), "
             "file=sys.stderr)")
     env = dict(os.environ, COLUMNS="120")
