@@ -16,7 +16,7 @@ from typing import Callable
 
 from nsys_parsers import queries as Q
 from nsys_parsers.errors import BadOption
-from nsys_parsers.reader import Reader, rowid_chunks
+from nsys_parsers.reader import Reader, rowid_chunks, rowid_span
 from nsys_parsers.schema import KERNEL_TABLE, NAME_COLUMN, NAME_KINDS, Schema
 from nsys_parsers.strings import strings_by_id
 
@@ -46,10 +46,9 @@ def kernel_name_column(export: Schema, name_kind: str) -> tuple[str, list[str]]:
 
 
 def kernel_rows(export) -> int:
-    """How many kernel rows the export has at most (its rowid span: two b-tree seeks, where
-    ``count(*)`` would scan the table)."""
-    chunks = rowid_chunks(export.db, KERNEL_TABLE, chunk_rows=1 << 62)
-    return chunks[0]["hi"] - chunks[0]["lo"] if chunks else 0
+    """How many kernel rows the export has at most (its rowid span)."""
+    span = rowid_span(export.db, KERNEL_TABLE)
+    return span[1] - span[0] if span else 0
 
 
 def read_kernel_groups(export, name_kind: str, workers: int = 2,
@@ -58,8 +57,7 @@ def read_kernel_groups(export, name_kind: str, workers: int = 2,
     ``meanwhile`` runs on this thread while SQLite reads on the others."""
     name_col, notes = kernel_name_column(export, name_kind)
     sql = Q.KERNEL_DURATION_GROUPS.sql(export, name_col=name_col)
-    span = kernel_rows(export)
-    chunks = rowid_chunks(export.db, KERNEL_TABLE, chunk_rows=max(1, -(-span // workers)))
+    chunks = rowid_chunks(export.db, KERNEL_TABLE, parts=workers)
 
     def job(bounds: dict[str, int]):  # noqa: ANN202 - a Reader job
         return lambda conn: [(n, json.loads(ds)) for n, ds in conn.execute(sql, bounds)]

@@ -21,19 +21,30 @@ CHUNK_ROWS = 1 << 19
 MIN_CHUNK_ROWS = 1 << 16
 
 
-def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int | None = None
-                 ) -> list[dict[str, int]]:
-    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows
-    (default: at least 8 chunks, so that two threads share the work evenly, of 64 K to
-    512 K rows: each chunk's strings stay small)."""
+def rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
+    """The table's rowids as ``(lo, hi)``, hi excluded (None when it is empty): an upper
+    bound of its rows from two b-tree seeks, where ``count(*)`` would scan the table."""
     # Two subqueries: SQLite answers a lone min() or max() of the rowid with one b-tree seek,
     # but `SELECT min(rowid), max(rowid)` scans the whole table.
     lo_hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), '
                          f'(SELECT max(rowid) FROM "{table}")').fetchone()
     if lo_hi[0] is None:
+        return None
+    return int(lo_hi[0]), int(lo_hi[1]) + 1
+
+
+def rowid_chunks(conn: sqlite3.Connection, table: str, chunk_rows: int | None = None, *,
+                 parts: int | None = None) -> list[dict[str, int]]:
+    """``{"lo", "hi"}`` rowid bounds covering the table in chunks of at most chunk_rows rows,
+    or in ``parts`` equal chunks (default: at least 8 chunks, so that two threads share the
+    work evenly, of 64 K to 512 K rows: each chunk's strings stay small)."""
+    span = rowid_span(conn, table)
+    if span is None:
         return []
-    lo, hi = int(lo_hi[0]), int(lo_hi[1]) + 1
-    if chunk_rows is None:
+    lo, hi = span
+    if parts is not None:
+        chunk_rows = max(1, -(-(hi - lo) // parts))
+    elif chunk_rows is None:
         chunk_rows = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
     return [{"lo": a, "hi": min(a + chunk_rows, hi)} for a in range(lo, hi, chunk_rows)]
 

@@ -38,7 +38,6 @@ KERNEL_VIEW = View(
 def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.ndarray,
                       rules: list | None = None) -> list[dict]:
     """Rows of KERNEL_COLUMNS for kernels given by name code and duration, sorted by time."""
-    from reports.categories import categorize_many
     from reports.common import group_stats
     from reports.grouping import group_ids
 
@@ -47,34 +46,30 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
     gid, first = group_ids(name_code)
     used = name_code[first]
     st = group_stats(gid, durations, used.size)
-    grand = int(st.total.sum())
-    cats = categorize_many([names[i] for i in used], rules)
-    rows = []
-    for g, code in enumerate(used):
-        rows.append({
-            "name": names[code],
-            "category": cats[g],
-            "instances": int(st.count[g]),
-            **st.row(g),
-            "time_pct": r1(100.0 * st.total[g] / grand) if grand else 0.0,
-        })
-    rows.sort(key=lambda r: (-r["total_ns"], r["name"]))
-    return rows
+    return _kernel_rows([names[i] for i in used], st.count.tolist(),
+                        [st.row(g) for g in range(used.size)], rules)
 
 
 def summarize_kernel_groups(names: list[str], durations: list[list[int]],
                             rules: list | None = None) -> list[dict]:
     """``summarize_kernels`` for kernels given as each name's ascending durations (plain
     Python; the same rows, see ``reports.common.duration_stats``)."""
+    return _kernel_rows(names, [len(d) for d in durations],
+                        [duration_stats(d) for d in durations], rules)
+
+
+def _kernel_rows(names: list[str], instances: list[int], stats: list[dict[str, Any]],
+                 rules: list | None) -> list[dict]:
+    """Rows of KERNEL_COLUMNS from each name's instances and duration columns, sorted by
+    time; ``time_pct`` is the share of the total of all of them."""
     from reports.categories import categorize_many
 
-    stats = [duration_stats(d) for d in durations]
     grand = sum(st["total_ns"] for st in stats)
     cats = categorize_many(names, rules)
     rows: list[dict[str, Any]] = [{
-        "name": name, "category": cat, "instances": len(d), **st,
+        "name": name, "category": cat, "instances": count, **st,
         "time_pct": r1(100.0 * st["total_ns"] / grand) if grand else 0.0,
-    } for name, cat, d, st in zip(names, cats, durations, stats)]
+    } for name, cat, count, st in zip(names, cats, instances, stats)]
     rows.sort(key=lambda r: (-r["total_ns"], r["name"]))
     return rows
 
