@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # (label, file suffix, function name): cumulative time of the first match
 STAGES = [
-    ("whole command", "profile_cli/__main__.py", "<module>"),
+    ("whole command", "/entry.py", "<module>"),
     ("imports at start (typer)", "profile_cli/app.py", "<module>"),
     ("the command's module (option declarations)", "profile_cli/mine_cmds.py", "<module>"),
     ("load: kernels, launches, NVTX (threads)", "nsys_parsers/activity.py", "load_activity"),
@@ -68,10 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env["NSYS_MINE_CACHE_DIR"] = str(Path(tmp) / "cache")
         rows = {}
+        entry = Path(tmp) / "entry.py"
+        entry.write_text("import sys\nfrom profile_cli.app import main\nmain(sys.argv[1:])\n")
         for run in ("cold", "warm"):
             prof = Path(tmp) / f"{run}.prof"
-            subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m",
-                            "profile_cli", a.command, str(a.file), "--format", a.format,
+            # main(argv) rather than `-m profile_cli`: as the process's entry, a mining
+            # command ends with os._exit, and cProfile would never write its file
+            subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), str(entry),
+                            a.command, str(a.file), "--format", a.format,
                             "--output", str(Path(tmp) / "out")], env=env, cwd=ROOT,
                            check=True)
             rows[run] = dict(stage_times(prof))

@@ -12,24 +12,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsys_parsers import queries as Q
-from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.fetch import gather_ints, gather_names, ints_job, names_job
-from nsys_parsers.kernel_groups import kernel_name_column
-from nsys_parsers.kernels import (
+from nsys_parsers.activity_reads import (
+    ACTIVITY_PART,
     KERNEL_COLUMNS,
     LAUNCH_COLUMNS,
-    KernelData,
-    build_kernels,
-    kernel_names_by_kind,
-    launch_tables,
+    NVTX_COLUMNS,
+    ActivityReads,
+    submit_activity_reads,
 )
-from nsys_parsers.names import RangeNames, cache_range_names, name_keys_sql, range_names
-from nsys_parsers.ranges import NVTX_COLUMNS, RangeData, build_ranges, nvtx_numeric_job
-from nsys_parsers.reader import Reader, rowid_chunks
-from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
-
-ACTIVITY_PART = "activity"
+from nsys_parsers.cache import ExportCache, Part
+from nsys_parsers.fetch import gather_ints, gather_names
+from nsys_parsers.kernels import KernelData, build_kernels, kernel_names_by_kind
+from nsys_parsers.names import RangeNames, cache_range_names, range_names
+from nsys_parsers.ranges import RangeData, build_ranges
 
 
 @dataclass(frozen=True)
@@ -45,21 +40,35 @@ class Activity:
 
 
 def load_activity(export, *, name_kind: str = "demangled", with_names: bool = True,
-                  workers: int = 2, cache: ExportCache | None = None) -> Activity:
+                  workers: int = 2, cache: ExportCache | None = None,
+                  reads: ActivityReads | None = None) -> Activity:
     """Read kernels, their launches and NVTX ranges, in chunks, on a pool of threads (or
     from ``cache``, which the columns read are stored in).
 
     ``with_names=False`` leaves range names unresolved: ``names.range_names(..., rows=...)``
-    later fetches only the ones a report needs (cheap on exports with millions of ranges)."""
+    later fetches only the ones a report needs (cheap on exports with millions of ranges).
+    ``reads``: these reads, already started (``activity_reads.start_activity_reads``, before
+    numpy was imported); they are used, or closed when the cache answers."""
     if cache is not None:
         act = _from_cache(export, cache, name_kind)
         if act is not None:
+            if reads is not None:
+                reads.close()
             if with_names and act.ranges is not None:
                 names = range_names(export, act.ranges, cache=cache)
                 act = Activity(kernels=act.kernels, ranges=act.ranges,
                                capture_end=act.capture_end, names=names, notes=act.notes)
             return act
-    act = _read(export, name_kind, with_names, workers)
+    if reads is not None and reads.name_kind != name_kind:
+        reads.close()
+        reads = None
+    if reads is None:
+        reads = submit_activity_reads(export, name_kind, with_names, workers)
+    elif with_names and not reads.with_names:
+        reads.add_keys(export)
+    elif reads.with_names and not with_names:
+        reads.drop_keys()
+    act = _read(export, reads)
     if cache is not None:
         _to_cache(cache, act)
         if act.names is not None and act.ranges is not None:
@@ -67,33 +76,22 @@ def load_activity(export, *, name_kind: str = "demangled", with_names: bool = Tr
     return act
 
 
-def _read(export, name_kind: str, with_names: bool, workers: int) -> Activity:
-    notes: list[str] = []
-    has_kernels = export.has_table(KERNEL_TABLE)
-    has_nvtx = export.has_table(NVTX_TABLE)
+def _read(export, reads: ActivityReads) -> Activity:
+    """Gather the reads (parsing the chunks read before numpy was loaded) and build the
+    kernels, their launches, the ranges and their names."""
+    notes = list(reads.notes)
     conn = export.db
-    kernel_jobs, launch_jobs, nvtx_jobs, key_jobs = [], [], [], []
-    with Reader(export.path, workers=workers) as rd:
-        if has_nvtx:  # the biggest table first: the pool works on it while the rest queues
-            keys_sql = name_keys_sql(export)
-            for b in rowid_chunks(conn, NVTX_TABLE):
-                nvtx_jobs.append(rd.submit(nvtx_numeric_job(export, b)))
-                if with_names:
-                    key_jobs.append(rd.submit(names_job(keys_sql, b)))
-        if has_kernels:
-            name_col, more = kernel_name_column(export, name_kind)
-            notes += more
-            ksql = Q.KERNELS.sql(export, name_col=name_col)
-            kernel_jobs = [rd.submit(ints_job(ksql, KERNEL_COLUMNS, b))
-                           for b in rowid_chunks(conn, KERNEL_TABLE)]
-            for table in launch_tables(export):
-                lsql = Q.LAUNCHES.sql(export, table=table)
-                launch_jobs += [rd.submit(ints_job(lsql, LAUNCH_COLUMNS, b))
-                                for b in rowid_chunks(conn, table)]
-        kernel_cols = gather_ints(kernel_jobs, len(KERNEL_COLUMNS)) if has_kernels else None
-        launch_cols = gather_ints(launch_jobs, len(LAUNCH_COLUMNS)) if has_kernels else None
-        nvtx_cols = gather_ints(nvtx_jobs, len(NVTX_COLUMNS)) if has_nvtx else None
-        keys = gather_names(key_jobs) if has_nvtx and with_names else None
+    try:
+        kernel_cols = launch_cols = nvtx_cols = keys = None
+        if reads.kernels is not None:
+            kernel_cols = gather_ints(reads.kernels, len(KERNEL_COLUMNS), conn)
+            launch_cols = gather_ints(reads.launches or [], len(LAUNCH_COLUMNS), conn)
+        if reads.nvtx is not None:
+            nvtx_cols = gather_ints(reads.nvtx, len(NVTX_COLUMNS), conn)
+        if reads.keys is not None:
+            keys = gather_names(reads.keys)
+    finally:
+        reads.close()
 
     capture_end = 0
     kernels = None
@@ -101,7 +99,7 @@ def _read(export, name_kind: str, with_names: bool, workers: int) -> Activity:
         capture_end = int(kernel_cols[1].max(initial=0))
         if launch_cols is not None:
             capture_end = max(capture_end, int(launch_cols[1].max(initial=0)))
-        kernels = build_kernels(export, kernel_cols, launch_cols, name_kind, notes)
+        kernels = build_kernels(export, kernel_cols, launch_cols, reads.name_kind, notes)
         del kernel_cols, launch_cols
     ranges = names = None
     if nvtx_cols is not None:

@@ -34,12 +34,13 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from nsys_parsers.nsys_tool import user_cache_dir
 from nsys_parsers.schema import Schema
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CACHE_DIR_ENV = "NSYS_MINE_CACHE_DIR"
 CACHE_MAX_ENV = "NSYS_MINE_CACHE_MAX_MB"
@@ -129,6 +130,24 @@ class ExportCache:
             self._touch()
         return part
 
+    def has(self, name: str) -> bool:
+        """Whether a part of this export is stored under ``name``, by its header alone
+        (``get`` still checks the whole part): a cheap look, without numpy, before deciding
+        to read the export."""
+        try:
+            with open(self.dir / f"{name}.part", "rb") as fh:
+                start = fh.read(len(MAGIC) + _PREFIX.size)
+                if len(start) != len(MAGIC) + _PREFIX.size or not start.startswith(MAGIC):
+                    return False
+                head_len, head_crc = _PREFIX.unpack_from(start, len(MAGIC))
+                head = fh.read(head_len)
+            if len(head) != head_len or zlib.crc32(head) != head_crc:
+                return False
+            header = json.loads(head)
+            return bool(header.get("key") == self.key and header.get("part") == name)
+        except (OSError, ValueError, struct.error):
+            return False
+
     # -- writing -------------------------------------------------------------------------
     def put(self, name: str, part: Part, *, background: bool = True) -> None:
         """Store a part. Arrays must not change afterwards (loaded data never does)."""
@@ -180,6 +199,8 @@ def _digest(buf: Any, state: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     zero padding adds nothing to either). Any change confined to one word changes the XOR, and
     a truncation the body's length; numpy computes it at memory speed (0.2 ms per MB, where
     CRC-32 took 0.5 ms: 30-40 ms of a warm question on nested x100)."""
+    import numpy as np  # here: ``has`` and the cache key need no numpy
+
     view = memoryview(buf).cast("B")
     whole = len(view) // 8 * 8
     total, xor = state
@@ -195,6 +216,8 @@ def _digest(buf: Any, state: tuple[int, int] = (0, 0)) -> tuple[int, int]:
 
 
 def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict[str, Any]]:
+    import numpy as np
+
     arrays = []
     offset = 0
     bodies: list[Any] = []
@@ -224,6 +247,8 @@ def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict
 def _decode(data: Any, key: dict[str, Any], name: str) -> Part | None:
     """The part in ``data`` (bytes or a read-only mapping of the file) if it is whole,
     uncorrupted and of this export; else None. Its arrays are views of ``data``."""
+    import numpy as np
+
     try:
         if data[:len(MAGIC)] != MAGIC:
             return None

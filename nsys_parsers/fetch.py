@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from nsys_parsers.activity_reads import chunk_value, json_columns_sql, register_parser
 from nsys_parsers.arrays import factorize
 
 if TYPE_CHECKING:
@@ -39,44 +40,39 @@ def ints_from_json(text: str) -> np.ndarray:
 def int_columns(conn: sqlite3.Connection, source_sql: str, columns: Sequence[str],
                 params: Sequence | dict = ()) -> list[np.ndarray]:
     """``SELECT json_group_array(col), ... FROM (source_sql)``, each column parsed to int64."""
-    select = ", ".join(f"json_group_array({c})" for c in columns)
-    row = conn.execute(f"SELECT {select} FROM ({source_sql})", params).fetchone()
+    row = conn.execute(json_columns_sql(source_sql, list(columns)), params).fetchone()
     return [ints_from_json(v) for v in row]
 
 
-def text_column(conn: sqlite3.Connection, source_sql: str, column: str,
-                params: Sequence | dict = ()) -> list[str]:
-    """One text column as a list of str (NULL becomes ''): one JSON array of strings
-    (``json_group_array``; 25% less SQLite time than ``group_concat`` with a separator, and
-    any character may appear in a name)."""
-    (text,) = conn.execute(f"SELECT json_group_array(ifnull({column}, '')) FROM ({source_sql})",
-                           params).fetchone()
-    return json.loads(text)
-
-
 # ---------------------------------------------------------------------------------------------
-# chunk jobs (each runs on a pool thread's own connection) and how their results are joined
+# chunk jobs (``nsys_parsers.activity_reads``): their parsers, and how their results are joined
 
-def ints_job(sql: str, columns: list[str], bounds: dict[str, int]
-             ) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
-    return lambda conn: int_columns(conn, sql, columns, bounds)
-
-
-def names_job(sql: str, bounds: dict[str, int]
-              ) -> Callable[[sqlite3.Connection], tuple[np.ndarray, list[str]]]:
-    """Column ``k`` of a chunk, factorized: (code per row, distinct values)."""
-    def job(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
-        keys = text_column(conn, sql, "k", bounds)
-        if not keys:
-            return np.zeros(0, dtype=np.int64), []
-        return factorize(keys)
-    return job
+def parse_int_columns(texts: tuple[str, ...], conn: sqlite3.Connection | None = None
+               ) -> list[np.ndarray]:
+    """The integer columns of a chunk (``activity_reads.ints_job``)."""
+    return [ints_from_json(v) for v in texts]
 
 
-def gather_ints(futures: list[Pending], ncols: int) -> list[np.ndarray]:
+def parse_keys(texts: tuple[str, ...], conn: sqlite3.Connection | None = None
+               ) -> tuple[np.ndarray, list[str]]:
+    """A chunk's text keys (``activity_reads.keys_job``), factorized: (code per row,
+    distinct values)."""
+    keys = json.loads(texts[0])
+    if not keys:
+        return np.zeros(0, dtype=np.int64), []
+    return factorize(keys)
+
+
+register_parser("ints", parse_int_columns)
+register_parser("keys", parse_keys)
+
+
+def gather_ints(futures: list[Pending], ncols: int, conn: sqlite3.Connection | None = None
+                ) -> list[np.ndarray]:
     """Concatenate chunk results column by column, freeing each chunk column once copied
-    (peak memory: the chunks plus one final column, not twice the data)."""
-    parts = [f.result() for f in futures]
+    (peak memory: the chunks plus one final column, not twice the data). ``conn``: where a
+    chunk read before its parser was loaded may be read again (NVTX chunks with gaps)."""
+    parts = [chunk_value(f, conn) for f in futures]  # type: ignore[arg-type]
     futures.clear()
     if not parts:
         return [np.zeros(0, dtype=np.int64) for _ in range(ncols)]
@@ -93,7 +89,7 @@ def gather_names(futures: list[Pending]) -> tuple[np.ndarray, list[str]]:
     index: dict[str, int] = {}
     codes = []
     for f in futures:
-        c, uniques = f.result()
+        c, uniques = chunk_value(f, None)  # type: ignore[arg-type]
         remap = np.array([index.setdefault(u, len(index)) for u in uniques], dtype=np.int64)
         codes.append(remap[c] if c.size else c)
     allc = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)

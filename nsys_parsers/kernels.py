@@ -16,23 +16,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_parsers import queries as Q
+from nsys_parsers.activity_reads import ints_job
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.fetch import gather_ints, ints_job
+from nsys_parsers.fetch import gather_ints
 from nsys_parsers.kernel_groups import kernel_name_column
 from nsys_parsers.names import kernel_names
 from nsys_parsers.reader import Reader, rowid_chunks
 from nsys_parsers.schema import (
-    DRIVER_TABLE,
     KERNEL_TABLE,
     LOW24,
-    RUNTIME_TABLE,
-    Schema,
 )
-
-KERNEL_COLUMNS = ["s", "e", "n", "p", "c"]
-LAUNCH_COLUMNS = ["s", "e", "t", "c"]
-LAUNCH_TABLES = (RUNTIME_TABLE, DRIVER_TABLE)
 
 
 @dataclass(frozen=True)
@@ -63,12 +57,6 @@ class KernelData:
                           launch_start=self.launch_start[keep],
                           launch_end=self.launch_end[keep], name_kind=self.name_kind,
                           notes=self.notes)
-
-
-def launch_tables(export: Schema) -> list[str]:
-    """The API tables that can carry launches (runtime and driver) present in this export."""
-    return [t for t in LAUNCH_TABLES if all(
-        export.has_column(t, c) for c in ("start", "end", "globalTid", "correlationId"))]
 
 
 def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,

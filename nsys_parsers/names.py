@@ -20,11 +20,12 @@ from typing import Callable
 import numpy as np
 
 from nsys_parsers import queries as Q
+from nsys_parsers.activity_reads import keys_job, name_keys_sql, nvtx_key_expr
 from nsys_parsers.arrays import factorize, sorted_unique
 from nsys_parsers.cache import ExportCache, Part
-from nsys_parsers.fetch import gather_names, ints_from_json, names_job
+from nsys_parsers.fetch import gather_names, ints_from_json
 from nsys_parsers.reader import Reader, rowid_chunks
-from nsys_parsers.schema import LOW24, NVTX_TABLE, Schema
+from nsys_parsers.schema import LOW24, NVTX_TABLE
 from nsys_parsers.strings import strings_by_id
 
 # PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
@@ -97,23 +98,6 @@ def kernel_names(export, name_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
     return unique_names(names, codes.ravel())
 
 
-def nvtx_key_expr(export: Schema) -> str:
-    """SQL for a row's raw name key: "\\x01<textId>" when textId is set, else the inline text."""
-    has_id = export.has_column(NVTX_TABLE, "textId")
-    has_text = export.has_column(NVTX_TABLE, "text")
-    if has_id and has_text:
-        return "CASE WHEN e.textId IS NOT NULL THEN char(1) || e.textId ELSE e.text END"
-    if has_id:
-        return "char(1) || e.textId"
-    if has_text:
-        return "e.text"
-    return "''"
-
-
-def name_keys_sql(export: Schema) -> str:
-    return Q.NVTX_NAME_KEYS.sql(export, name_key=nvtx_key_expr(export))
-
-
 def read_all_keys(export) -> tuple[np.ndarray, list[str]]:
     """The name key code of every NVTX row read (table order) and the distinct keys."""
     return PendingKeys(export).result()
@@ -128,7 +112,7 @@ class PendingKeys:
         sql = name_keys_sql(export)
         chunks = rowid_chunks(export.db, NVTX_TABLE)  # on the caller's connection, here
         self._reader = Reader(export.path)
-        self._futures = [self._reader.submit(names_job(sql, b)) for b in chunks]
+        self._futures = [self._reader.submit(keys_job(sql, b)) for b in chunks]
 
     def result(self) -> tuple[np.ndarray, list[str]]:
         try:

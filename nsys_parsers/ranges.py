@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from nsys_parsers import queries as Q
-from nsys_parsers.fetch import int_columns
+from nsys_parsers.activity_reads import register_parser
+from nsys_parsers.fetch import ints_from_json
 from nsys_parsers.schema import (
     LOW24,
     NVTX_DOMAIN_CREATE,
     NVTX_PUSHPOP,
     NVTX_RANGE_TYPES,
-    NVTX_TABLE,
     NVTXT_PUSHPOP,
-    Schema,
 )
 
-NVTX_COLUMNS = ["s", "e", "t", "f", "r"]
 READ_TYPES = np.array(NVTX_RANGE_TYPES + (NVTX_DOMAIN_CREATE,), dtype=np.int64)
 
 
@@ -64,48 +60,22 @@ def tid_of(global_tid: np.ndarray) -> np.ndarray:
     return global_tid & LOW24
 
 
-def nvtx_flags_sql(export: Schema) -> str:
-    """The ``f`` column of NVTX_NUMERIC: ``eventType + 256 * cross_thread + 512 * domain``.
-
-    Most rows are on no domain and did not end on another thread; there ``f`` is the event
-    type, and a CASE answers it after two cheap tests instead of the whole expression (22% of
-    the SQLite time of reading the NVTX columns, measured on 0.4-0.5 M rows)."""
-    has_end_tid = export.has_column(NVTX_TABLE, "endGlobalTid")
-    has_domain = export.has_column(NVTX_TABLE, "domainId")
-    cross = "e.endGlobalTid IS NOT NULL AND e.endGlobalTid != e.globalTid" if has_end_tid else "0"
-    domain = "ifnull(e.domainId, 0)" if has_domain else "0"
-    common = [c for c, has in (("e.endGlobalTid IS NULL", has_end_tid),
-                               ("ifnull(e.domainId, 0) = 0", has_domain)) if has]
-    if not common:
-        return "e.eventType"
-    full = f"e.eventType + 256 * ({cross}) + 512 * ({domain} & 1099511627775)"
-    return f"CASE WHEN {' AND '.join(common)} THEN e.eventType ELSE {full} END"
+def parse_nvtx(texts: tuple[str, ...], conn: sqlite3.Connection, sparse_sql: str,
+               bounds: dict[str, int]) -> list[np.ndarray]:
+    """The NVTX_COLUMNS of a chunk (``activity_reads.nvtx_job``) from its dense read (every
+    row, without rowids), keeping the event types read; a chunk with gaps in its rowids is
+    read again with them (``sparse_sql`` on ``conn``)."""
+    s, e, t, f = (ints_from_json(v) for v in texts)
+    if s.size != bounds["hi"] - bounds["lo"]:
+        return [ints_from_json(v) for v in conn.execute(sparse_sql, bounds).fetchone()]
+    r = np.arange(bounds["lo"], bounds["hi"], dtype=np.int64)
+    keep = np.isin(f & 0xFF, READ_TYPES)
+    if not keep.all():
+        s, e, t, f, r = s[keep], e[keep], t[keep], f[keep], r[keep]
+    return [s, e, t, f, r]
 
 
-def nvtx_numeric_sql(export: Schema, query: Q.Query = Q.NVTX_NUMERIC) -> str:
-    """NVTX_NUMERIC (or NVTX_NUMERIC_DENSE) for this schema (older exports lack
-    endGlobalTid or domainId)."""
-    return query.sql(export, flags=nvtx_flags_sql(export))
-
-
-def nvtx_numeric_job(export: Schema, bounds: dict[str, int]
-                     ) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
-    """A chunk job giving the NVTX_COLUMNS of the range and domain-create rows with rowids in
-    ``bounds``. Reads every row without its rowid (implied when the rowids have no gap) and
-    keeps the event types read; a chunk with gaps is read again with its rowids."""
-    dense_sql = nvtx_numeric_sql(export, Q.NVTX_NUMERIC_DENSE)
-    sparse_sql = nvtx_numeric_sql(export)
-
-    def run(conn: sqlite3.Connection) -> list[np.ndarray]:
-        s, e, t, f = int_columns(conn, dense_sql, NVTX_COLUMNS[:4], bounds)
-        if s.size != bounds["hi"] - bounds["lo"]:
-            return int_columns(conn, sparse_sql, NVTX_COLUMNS, bounds)
-        r = np.arange(bounds["lo"], bounds["hi"], dtype=np.int64)
-        keep = np.isin(f & 0xFF, READ_TYPES)
-        if not keep.all():
-            s, e, t, f, r = s[keep], e[keep], t[keep], f[keep], r[keep]
-        return [s, e, t, f, r]
-    return run
+register_parser("nvtx", parse_nvtx)
 
 
 def build_ranges(cols: list[np.ndarray], capture_end: int) -> RangeData:

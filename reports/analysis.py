@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.activity import Activity, load_activity
+from nsys_parsers.activity_reads import ActivityReads
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import (
     Pairs,
@@ -63,11 +64,20 @@ class ExportAnalysis:
     or both: keywords win)."""
 
     def __init__(self, export: Export | str | os.PathLike[str],
-                 options: AnalysisOptions | None = None, **kwargs: Any):
+                 options: AnalysisOptions | None = None, *, reads: ActivityReads | None = None,
+                 **kwargs: Any):
+        """``reads``: the export's activity reads, started early (``start_activity_reads``
+        on the same Export, before numpy was imported): the first load uses them."""
         from reports.categories import load_rules
 
-        self.options = replace(options or AnalysisOptions(), **kwargs)
-        self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
+        self._reads = reads  # closed by close() if no load took them
+        try:
+            self.options = replace(options or AnalysisOptions(), **kwargs)
+            self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
+        except BaseException:
+            if reads is not None:
+                reads.close()
+            raise
         self._owned = not isinstance(export, Export)
         self.export: Export = (export if isinstance(export, Export)
                                else open_export(export, nsys=self.options.nsys))
@@ -97,6 +107,9 @@ class ExportAnalysis:
         self.close()
 
     def close(self) -> None:
+        if self._reads is not None:  # started for a load that did not come
+            self._reads.close()
+            self._reads = None
         if self._keys is not None:  # read for names that were not asked for after all
             self._keys.close()
             self._keys = None
@@ -107,10 +120,11 @@ class ExportAnalysis:
 
     # -- loading (once) ------------------------------------------------------------------
     def _load(self, *, need_names: bool) -> None:
-        need_names = need_names or self.within is not None or bool(self.options.match)
+        need_names = self.options.loads_names(need_names)
         if self._raw is None:
+            reads, self._reads = self._reads, None
             self._raw = load_activity(self.export, name_kind=self.options.name_kind,
-                                      with_names=need_names, cache=self.cache)
+                                      with_names=need_names, cache=self.cache, reads=reads)
             self._raw_names = self._raw.names
         if self._view is None:
             if self.within:

@@ -39,6 +39,11 @@ class AnalysisOptions:
             raise BadOption(f"--depth {self.depth}: depths start at 1 (the outermost ranges)")
         object.__setattr__(self, "match", tuple(self.match or ()))
 
+    def loads_names(self, need_names: bool) -> bool:
+        """Whether the activity is loaded with every range name, for a question that needs
+        them (``need_names``) or not: ``within`` and ``match`` need them all."""
+        return need_names or self.within is not None or bool(self.match)
+
     @property
     def filtered(self) -> bool:
         return self.depth is not None or bool(self.match)

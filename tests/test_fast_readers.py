@@ -130,7 +130,7 @@ def test_nvtx_flags_shortcut_equals_the_full_expression():
     """``f`` skips the cross-thread and domain terms on rows that have neither: every mix of
     endGlobalTid (NULL, same thread, other thread) and domainId (NULL, 0, 5, 2**39) gives the
     same value as the whole expression, with and without each optional column."""
-    from nsys_parsers.ranges import nvtx_flags_sql
+    from nsys_parsers.activity_reads import nvtx_flags_sql
     from nsys_parsers.schema import NVTX_TABLE, Schema
 
     db = sqlite3.connect(":memory:")
