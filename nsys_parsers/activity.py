@@ -8,6 +8,7 @@ the launch join), ``nsys_parsers.ranges`` (NVTX rows), ``nsys_parsers.names`` (n
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,11 +70,26 @@ def load_activity(export, *, name_kind: str = "demangled", with_names: bool = Tr
     elif reads.with_names and not with_names:
         reads.drop_keys()
     act = _read(export, reads)
+    _trim_heap()
     if cache is not None:
         _to_cache(cache, act)
         if act.names is not None and act.ranges is not None:
             cache_range_names(cache, act.ranges, act.names)
     return act
+
+
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere,
+    nothing). The chunks' JSON texts, freed by now, otherwise stay resident and add 40-70 MB
+    to the peak of a cold x100 question, which comes later, in the report. It takes 1-6 ms."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _read(export, reads: ActivityReads) -> Activity:
@@ -82,6 +98,7 @@ def _read(export, reads: ActivityReads) -> Activity:
     notes = list(reads.notes)
     conn = export.db
     try:
+        reads.parse_read(conn)
         kernel_cols = launch_cols = nvtx_cols = keys = None
         if reads.kernels is not None:
             kernel_cols = gather_ints(reads.kernels, len(KERNEL_COLUMNS), conn)

@@ -72,6 +72,13 @@ class Pending:
             raise RuntimeError("the read was cancelled")
         return self.value
 
+    def take(self) -> Any:
+        """``result()``, which the job then no longer holds (its memory goes with the
+        caller's last reference)."""
+        value = self.result()
+        self.value = None
+        return value
+
     def settle(self, value: object, error: BaseException | None = None) -> None:
         """The job's outcome (by the thread that ran it)."""
         self.value, self.error, self.state = value, error, "done"

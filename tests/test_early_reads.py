@@ -91,6 +91,22 @@ def test_raw_chunks_with_rowid_gaps_are_read_again_with_their_rowids(fx, tmp_pat
     assert len(plain.ranges) > 10_000
 
 
+def test_chunks_read_as_text_are_parsed_as_soon_as_the_parsers_are_loaded(fx):
+    """``parse_read`` parses every chunk that came back as text (freeing its text before the
+    other chunks are gathered); ``take`` leaves the job holding nothing."""
+    with open_export(fx(FASTVIDEO)) as ex:
+        reads = _raw_reads(ex, "demangled", True)
+        reads.parse_read(ex.db)
+        jobs = [p for js in (reads.nvtx, reads.keys, reads.kernels, reads.launches)
+                for p in js or ()]
+        assert len(jobs) >= 4
+        assert not any(isinstance(p.value, Raw) for p in jobs)
+        first = jobs[0].take()
+        assert len(first) == 5 and first[0].dtype == np.int64  # s, e, t, f, r
+        assert jobs[0].value is None
+        reads.close()
+
+
 def test_no_reads_start_when_the_cache_holds_the_activity(fx, tmp_path, monkeypatch):
     monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(tmp_path / "cache"))
     with open_export(fx(DLPROF)) as ex:
