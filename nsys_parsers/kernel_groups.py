@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable
 
 from nsys_parsers import queries as Q
 from nsys_parsers.errors import BadOption
@@ -51,38 +50,88 @@ def kernel_rows(export) -> int:
     return span[1] - span[0] if span else 0
 
 
-def read_kernel_groups(export, name_kind: str, workers: int = 2,
-                       meanwhile: Callable[[], object] | None = None) -> KernelGroups:
-    """Every kernel's duration, grouped by name and sorted (see the module's docstring).
-    ``meanwhile`` runs on this thread while SQLite reads on the others."""
-    name_col, notes = kernel_name_column(export, name_kind)
-    sql = Q.KERNEL_DURATION_GROUPS.sql(export, name_col=name_col)
-    chunks = rowid_chunks(export.db, KERNEL_TABLE, parts=workers)
+class KernelGroupReads:
+    """The grouped reads of a small export's kernels, under way on a ``Reader``
+    (``start_kernel_groups``); ``result()`` waits for them and joins the chunks."""
 
-    def job(bounds: dict[str, int]):  # noqa: ANN202 - a Reader job
-        return lambda conn: [(n, json.loads(ds)) for n, ds in conn.execute(sql, bounds)]
+    def __init__(self, export, name_kind: str, workers: int = 2):
+        name_col, self.notes = kernel_name_column(export, name_kind)
+        sql = Q.KERNEL_DURATION_GROUPS.sql(export, name_col=name_col)
 
-    by_id: dict[int, list[int]] = {}
-    with Reader(export.path, workers=workers) as rd:
-        futures = [rd.submit(job(b)) for b in chunks]
-        if meanwhile is not None:
-            meanwhile()
-        for future in futures:
-            for name_id, durations in future.result():
+        def job(bounds: dict[str, int]):  # noqa: ANN202 - a Reader job
+            return lambda conn: [(n, json.loads(ds)) for n, ds in conn.execute(sql, bounds)]
+
+        self.export = export
+        self.owns_export = False  # close() closes it too (open_kernel_groups)
+        self._reader = Reader(export.path, workers=workers)
+        self._jobs = [self._reader.submit(job(b))
+                      for b in rowid_chunks(export.db, KERNEL_TABLE, parts=workers)]
+
+    def result(self) -> KernelGroups:
+        """Every kernel's duration, grouped by name and sorted (the reads end: closed)."""
+        try:
+            return self._result()
+        finally:
+            self.close()
+
+    def _result(self) -> KernelGroups:
+        by_id: dict[int, list[int]] = {}
+        for pending in self._jobs:
+            for name_id, durations in pending.result():
                 have = by_id.get(name_id)
                 if have is None:
                     by_id[name_id] = durations
                 else:
                     have.extend(durations)
-    strings = strings_by_id(export.db, export, sorted(by_id))
-    by_name: dict[str, list[int]] = {}
-    for name_id in sorted(by_id):
-        name = strings.get(name_id, f"<unknown kernel name {name_id}>")
-        have = by_name.get(name)
-        if have is None:
-            by_name[name] = by_id[name_id]
-        else:
-            have.extend(by_id[name_id])
-    for durations in by_name.values():
-        durations.sort()
-    return KernelGroups(names=list(by_name), durations=list(by_name.values()), notes=notes)
+        strings = strings_by_id(self.export.db, self.export, sorted(by_id))
+        by_name: dict[str, list[int]] = {}
+        for name_id in sorted(by_id):
+            name = strings.get(name_id, f"<unknown kernel name {name_id}>")
+            have = by_name.get(name)
+            if have is None:
+                by_name[name] = by_id[name_id]
+            else:
+                have.extend(by_id[name_id])
+        for durations in by_name.values():
+            durations.sort()
+        return KernelGroups(names=list(by_name), durations=list(by_name.values()),
+                            notes=list(self.notes))
+
+    def close(self) -> None:
+        """Drop the chunks no thread has started, end the threads (and close the export if
+        the reads own it)."""
+        for pending in self._jobs:
+            pending.cancel()
+        self._reader.close()
+        if self.owns_export:
+            self.export.close()
+
+
+def start_kernel_groups(export, name_kind: str, workers: int = 2) -> KernelGroupReads | None:
+    """Start reading the kernel summary's input of an export of up to ``SMALL_KERNELS``
+    kernels (None for a larger one: numpy and the cache answer it faster)."""
+    if kernel_rows(export) > SMALL_KERNELS:
+        return None
+    return KernelGroupReads(export, name_kind, workers)
+
+
+def open_kernel_groups(path, name_kind: str, *, nsys: str | None = None, workers: int = 2
+                       ) -> KernelGroupReads | None:
+    """Open the export and start reading its kernel summary's input, if it has up to
+    ``SMALL_KERNELS`` kernels (else None, the export closed). The reads own the export.
+    Light: a command calls this before it imports the report modules, which load while
+    SQLite reads."""
+    from nsys_parsers.export import open_export
+
+    export = open_export(path, nsys=nsys)
+    try:
+        export.require(KERNEL_TABLE, "the kernel summary")
+        reads = start_kernel_groups(export, name_kind, workers)
+    except BaseException:
+        export.close()
+        raise
+    if reads is None:
+        export.close()
+        return None
+    reads.owns_export = True
+    return reads

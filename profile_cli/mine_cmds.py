@@ -148,17 +148,23 @@ def kernels(
     `nsys-mine kernels sweep/ --range forward --within measure --top 3`
     """
     _one_blas_thread()
-    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW, small_kernel_report
-
     title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
     export = _single(exports)
+    reads = None
+    if export is not None and range_name is None and analysis.within is None:
+        # a small export's reads start before the report modules load (None: a large one)
+        from nsys_parsers.kernel_groups import open_kernel_groups
+
+        reads = open_kernel_groups(export, analysis.name_kind, nsys=analysis.nsys)
+    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW, small_kernel_report
+
     if export is None:
         _emit_many(exports, analysis, lambda a: a.kernels(range_name=range_name),
                    KERNEL_COLUMNS, KERNEL_VIEW, out, title=title,
                    need_names=False if range_name else None)
         return
     # a small export's whole summary needs neither numpy nor the analysis module
-    result = small_kernel_report(export, analysis) if range_name is None else None
+    result = small_kernel_report(export, analysis, reads=reads) if reads is not None else None
     if result is None:
         with _analysis(export, analysis, need_names=False if range_name else None) as a:
             result = a.kernels(range_name=range_name)

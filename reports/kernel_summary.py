@@ -22,6 +22,7 @@ from reports.render import View
 if TYPE_CHECKING:
     import numpy as np
 
+    from nsys_parsers.kernel_groups import KernelGroupReads
     from reports.options import AnalysisOptions
 
 KERNEL_COLUMNS = [
@@ -79,33 +80,48 @@ def small_kernel_rows(export, name_kind: str, rules: list | None
     """(rows, notes) of the whole export's kernel summary, computed without numpy, or None
     when the export has more than ``SMALL_KERNELS`` kernels (then numpy and the cache are
     faster)."""
-    from nsys_parsers.kernel_groups import SMALL_KERNELS, kernel_rows, read_kernel_groups
+    from nsys_parsers.kernel_groups import start_kernel_groups
 
-    if kernel_rows(export) > SMALL_KERNELS:
-        return None
+    reads = start_kernel_groups(export, name_kind)
+    return None if reads is None else _small_rows(reads, rules)
+
+
+def _small_rows(reads: KernelGroupReads, rules: list | None) -> tuple[list[dict], list[str]]:
     from reports.categories import compile_rules
 
-    # the rules compile (10-15 ms of regular expressions) while SQLite reads
-    groups = read_kernel_groups(export, name_kind, meanwhile=lambda: compile_rules(rules))
+    try:
+        compile_rules(rules)  # 10-15 ms of regular expressions, while SQLite reads
+    except BaseException:
+        reads.close()
+        raise
+    groups = reads.result()
     return summarize_kernel_groups(groups.names, groups.durations, rules), groups.notes
 
 
 def small_kernel_report(path: str | os.PathLike[str], options: AnalysisOptions,
-                        top: int | None = None) -> Report | None:
+                        top: int | None = None, *, reads: KernelGroupReads | None = None
+                        ) -> Report | None:
     """``ExportAnalysis(path, options).kernels(top=top)`` for an export of up to
     ``SMALL_KERNELS`` kernels, without loading numpy (the analysis module does); None for a
-    larger export, or with ``within`` (ask ``ExportAnalysis`` then)."""
-    from nsys_parsers.export import open_export
-    from nsys_parsers.schema import KERNEL_TABLE
+    larger export, or with ``within`` (ask ``ExportAnalysis`` then). ``reads``: the
+    export's reads, started by the caller (``open_kernel_groups``) before this module was
+    imported; they are used, or closed."""
+    from nsys_parsers.kernel_groups import open_kernel_groups
     from reports.categories import load_rules
 
-    if options.within is not None:
-        return None
-    rules = load_rules(options.rules)  # a bad rules file fails before reading
-    with open_export(path, nsys=options.nsys) as export:
-        export.require(KERNEL_TABLE, "the kernel summary")
-        small = small_kernel_rows(export, options.name_kind, rules)
-    if small is None:
-        return None
-    rows, notes = small
+    try:
+        if options.within is not None:
+            if reads is not None:
+                reads.close()
+            return None
+        rules = load_rules(options.rules)  # without reads: a bad file fails before reading
+    except BaseException:
+        if reads is not None:
+            reads.close()
+        raise
+    if reads is None:
+        reads = open_kernel_groups(path, options.name_kind, nsys=options.nsys)
+        if reads is None:
+            return None
+    rows, notes = _small_rows(reads, rules)
     return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
