@@ -23,10 +23,7 @@ from nsys_parsers.fetch import gather_ints
 from nsys_parsers.kernel_groups import kernel_name_column
 from nsys_parsers.names import kernel_names
 from nsys_parsers.reader import Reader, rowid_chunks
-from nsys_parsers.schema import (
-    KERNEL_TABLE,
-    LOW24,
-)
+from nsys_parsers.schema import KERNEL_TABLE, LOW24
 
 
 @dataclass(frozen=True)
