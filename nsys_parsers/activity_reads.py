@@ -104,6 +104,11 @@ class Raw:
     texts: tuple[str, ...]
     args: tuple[Any, ...] = ()
 
+    def parse(self, conn: sqlite3.Connection) -> Any:
+        """The chunk parsed by its (now registered) parser; ``conn`` for one that reads
+        again."""
+        return _PARSERS[self.kind](self.texts, conn, *self.args)
+
 
 def chunk_job(kind: str, sql: str, bounds: dict[str, int], *args: Any
               ) -> Callable[[sqlite3.Connection], Any]:
@@ -122,9 +127,7 @@ def chunk_value(pending: Pending, conn: sqlite3.Connection) -> Any:
     (on ``conn``, for parsers that read again) if it was read before its parser was
     registered."""
     value = pending.take()
-    if isinstance(value, Raw):
-        return _PARSERS[value.kind](value.texts, conn, *value.args)
-    return value
+    return value.parse(conn) if isinstance(value, Raw) else value
 
 
 def ints_job(sql: str, columns: list[str], bounds: dict[str, int]
@@ -138,12 +141,19 @@ def keys_job(sql: str, bounds: dict[str, int]) -> Callable[[sqlite3.Connection],
     return chunk_job("keys", json_columns_sql(sql, ["ifnull(k, '')"]), bounds)
 
 
-def nvtx_job(export: Schema, bounds: dict[str, int]) -> Callable[[sqlite3.Connection], Any]:
+def nvtx_sqls(export: Schema) -> tuple[str, str]:
+    """The NVTX chunk reads of this schema: every row without its rowid (dense), and the
+    range rows with their rowids (sparse)."""
+    return (json_columns_sql(nvtx_numeric_sql(export, Q.NVTX_NUMERIC_DENSE), NVTX_COLUMNS[:4]),
+            json_columns_sql(nvtx_numeric_sql(export), NVTX_COLUMNS))
+
+
+def nvtx_job(sqls: tuple[str, str], bounds: dict[str, int]
+             ) -> Callable[[sqlite3.Connection], Any]:
     """NVTX_COLUMNS of the range and domain-create rows with rowids in ``bounds``: every row
     is read without its rowid (implied when the rowids have no gap); a chunk with gaps is
     read again with its rowids (``nsys_parsers.ranges`` parses it)."""
-    dense = json_columns_sql(nvtx_numeric_sql(export, Q.NVTX_NUMERIC_DENSE), NVTX_COLUMNS[:4])
-    sparse = json_columns_sql(nvtx_numeric_sql(export), NVTX_COLUMNS)
+    dense, sparse = sqls
     return chunk_job("nvtx", dense, bounds, sparse, bounds)
 
 
@@ -172,7 +182,7 @@ class ActivityReads:
         for jobs in (self.nvtx, self.keys, self.kernels, self.launches):
             for p in jobs or ():
                 if p.done() and isinstance(p.value, Raw):
-                    p.value = _PARSERS[p.value.kind](p.value.texts, conn, *p.value.args)
+                    p.value = p.value.parse(conn)
 
     def drop_keys(self) -> None:
         for p in self.keys or ():
@@ -187,10 +197,7 @@ class ActivityReads:
         self.with_names = True
 
     def close(self) -> None:
-        for jobs in (self.nvtx, self.keys, self.kernels, self.launches):
-            for p in jobs or ():
-                p.cancel()
-        self.reader.close()
+        self.reader.stop()
 
 
 def submit_activity_reads(export: Any, name_kind: str, with_names: bool, workers: int = 2
@@ -201,10 +208,10 @@ def submit_activity_reads(export: Any, name_kind: str, with_names: bool, workers
     reads = ActivityReads(Reader(export.path, workers=workers), name_kind, with_names)
     try:
         if export.has_table(NVTX_TABLE):
-            keys_sql = name_keys_sql(export)
+            keys_sql, nvtx = name_keys_sql(export), nvtx_sqls(export)
             reads.nvtx, keys = [], []
             for b in rowid_chunks(conn, NVTX_TABLE):
-                reads.nvtx.append(reads.reader.submit(nvtx_job(export, b)))
+                reads.nvtx.append(reads.reader.submit(nvtx_job(nvtx, b)))
                 if with_names:
                     keys.append(reads.reader.submit(keys_job(keys_sql, b)))
             reads.keys = keys if with_names else None

@@ -137,15 +137,9 @@ class ExportCache:
         try:
             with open(self.dir / f"{name}.part", "rb") as fh:
                 start = fh.read(len(MAGIC) + _PREFIX.size)
-                if len(start) != len(MAGIC) + _PREFIX.size or not start.startswith(MAGIC):
-                    return False
-                head_len, head_crc = _PREFIX.unpack_from(start, len(MAGIC))
-                head = fh.read(head_len)
-            if len(head) != head_len or zlib.crc32(head) != head_crc:
-                return False
-            header = json.loads(head)
-            return bool(header.get("key") == self.key and header.get("part") == name)
-        except (OSError, ValueError, struct.error):
+                head_len = _PREFIX.unpack_from(start, len(MAGIC))[0]
+                return _header(start + fh.read(head_len), self.key, name) is not None
+        except (OSError, ValueError, TypeError, KeyError, struct.error):
             return False
 
     # -- writing -------------------------------------------------------------------------
@@ -244,24 +238,35 @@ def _encode(part: Part, key: dict[str, Any], name: str) -> tuple[list[Any], dict
     return [MAGIC, _PREFIX.pack(len(head), zlib.crc32(head)), head, *bodies], header
 
 
+def _header(data: Any, key: dict[str, Any], name: str) -> tuple[dict[str, Any], int] | None:
+    """The header at the start of ``data`` and where the body starts, if the header is
+    whole, uncorrupted and of this export's part ``name``; else None. Raises ValueError
+    (bad JSON) or struct.error (too short for the prefix)."""
+    if data[:len(MAGIC)] != MAGIC:
+        return None
+    pos = len(MAGIC)
+    head_len, head_crc = _PREFIX.unpack_from(data, pos)
+    pos += _PREFIX.size
+    head = bytes(data[pos:pos + head_len])
+    if len(head) != head_len or zlib.crc32(head) != head_crc:
+        return None
+    header = json.loads(head)
+    if header.get("key") != key or header.get("part") != name:
+        return None
+    return header, pos + head_len
+
+
 def _decode(data: Any, key: dict[str, Any], name: str) -> Part | None:
     """The part in ``data`` (bytes or a read-only mapping of the file) if it is whole,
     uncorrupted and of this export; else None. Its arrays are views of ``data``."""
     import numpy as np
 
     try:
-        if data[:len(MAGIC)] != MAGIC:
+        found = _header(data, key, name)
+        if found is None:
             return None
-        pos = len(MAGIC)
-        head_len, head_crc = _PREFIX.unpack_from(data, pos)
-        pos += _PREFIX.size
-        head = bytes(data[pos:pos + head_len])
-        if len(head) != head_len or zlib.crc32(head) != head_crc:
-            return None
-        header = json.loads(head)
-        if header.get("key") != key or header.get("part") != name:
-            return None
-        body = memoryview(data)[pos + head_len:]
+        header, body_at = found
+        body = memoryview(data)[body_at:]
         if (len(body) != header["body_bytes"]
                 or list(_digest(body)) != header["body_digest"]):
             return None

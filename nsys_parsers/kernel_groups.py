@@ -100,9 +100,7 @@ class KernelGroupReads:
     def close(self) -> None:
         """Drop the chunks no thread has started, end the threads (and close the export if
         the reads own it)."""
-        for pending in self._jobs:
-            pending.cancel()
-        self._reader.close()
+        self._reader.stop()
         if self.owns_export:
             self.export.close()
 

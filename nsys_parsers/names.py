@@ -121,9 +121,7 @@ class PendingKeys:
             self.close()
 
     def close(self) -> None:
-        for f in self._futures:  # chunks not started yet are not read
-            f.cancel()
-        self._reader.close()
+        self._reader.stop()  # chunks not started yet are not read
 
 
 def _resolve_keys(export, keys: list[str]) -> list[str]:

@@ -146,6 +146,14 @@ class Reader:
             if conn is not None:
                 conn.close()
 
+    def stop(self) -> None:
+        """Drop the jobs no thread has started (they end cancelled), then end the threads:
+        for reads that are no longer wanted."""
+        with self._ready:  # an RLock: cancel() takes it again
+            while self._queue:
+                self._queue.popleft().cancel()
+        self.close()
+
     def close(self) -> None:
         """Read what is queued (jobs not cancelled), then end the threads."""
         with self._ready:

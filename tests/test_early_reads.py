@@ -175,3 +175,31 @@ def test_the_cli_starts_the_reads_before_numpy(command, fx, tmp_path):
     plain = subprocess.run(args + ["--no-cache"], capture_output=True, text=True, cwd=ROOT,
                            env=env)
     assert plain.stdout == cold.stdout
+
+
+def test_reader_stop_drops_queued_jobs_and_ends_the_threads(fx):
+    """``Reader.stop`` (what every closer of unwanted reads calls): the job a thread has
+    taken ends, the queued ones end cancelled, and the threads end."""
+    import threading
+
+    from nsys_parsers.reader import Reader
+
+    started, gate = threading.Event(), threading.Event()
+
+    def first(conn: sqlite3.Connection) -> int:
+        started.set()
+        gate.wait(10)
+        return 1
+
+    rd = Reader(fx(DLPROF), workers=1)
+    running = rd.submit(first)
+    queued = [rd.submit(lambda conn: 2) for _ in range(3)]
+    assert started.wait(10)
+    threading.Timer(0.2, gate.set).start()
+    rd.stop()
+    assert running.result() == 1
+    for p in queued:
+        assert p.done() and p.state == "cancelled"
+        with pytest.raises(RuntimeError, match="cancelled"):
+            p.result()
+    assert not any(t.is_alive() for t in rd._threads)
