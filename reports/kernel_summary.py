@@ -109,11 +109,11 @@ def small_kernel_report(path: str | os.PathLike[str], options: AnalysisOptions,
     from nsys_parsers.kernel_groups import open_kernel_groups
     from reports.categories import load_rules
 
+    if options.within is not None:  # ExportAnalysis answers it
+        if reads is not None:
+            reads.close()
+        return None
     try:
-        if options.within is not None:
-            if reads is not None:
-                reads.close()
-            return None
         rules = load_rules(options.rules)  # without reads: a bad file fails before reading
     except BaseException:
         if reads is not None:
