@@ -129,12 +129,17 @@ def kernel_names_by_kind(export, name_kind: str, workers: int = 2
     return codes, names, notes
 
 
+def kernel_durations_part(name_kind: str) -> str:
+    """The cache part of the plain kernel summary's columns for ``name_kind``."""
+    return f"kernel_durations.{name_kind}"
+
+
 def load_kernel_durations(export, *, name_kind: str = "demangled", workers: int = 2,
                           cache: ExportCache | None = None
                           ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
     """Just what a plain kernel summary needs: (names, name code per kernel, durations, notes),
     from ``cache`` when it has them (stored there when read)."""
-    part_name = f"kernel_durations.{name_kind}"
+    part_name = kernel_durations_part(name_kind)
     if cache is not None:
         part = cache.get(part_name)
         if part is not None:

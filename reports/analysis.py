@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.activity import Activity, load_activity
-from nsys_parsers.activity_reads import ActivityReads
+from nsys_parsers.activity import Activity, kernel_names_part, load_activity
+from nsys_parsers.activity_reads import ACTIVITY_PART, ActivityReads
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import (
     Pairs,
@@ -42,7 +42,7 @@ from nsys_parsers.attribution import (
 )
 from nsys_parsers.cache import ExportCache
 from nsys_parsers.export import Export, open_export
-from nsys_parsers.kernels import load_kernel_durations
+from nsys_parsers.kernels import kernel_durations_part, load_kernel_durations
 from nsys_parsers.names import (
     FULL_SCAN_SHARE,
     OP_ID_SUFFIX,
@@ -300,11 +300,14 @@ class ExportAnalysis:
             small = small_kernel_rows(self.export, self.options.name_kind, self.rules)
             if small is not None:  # a small export: plain Python, nothing cached
                 rows, notes = small
-            else:
+                return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS,
+                              notes=notes)
+            if not self._kernels_in_cached_activity():
                 names, codes, durations, notes = load_kernel_durations(
                     self.export, name_kind=self.options.name_kind, cache=self.cache)
                 rows = summarize_kernels(names, codes, durations, self.rules)
-            return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
+                return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS,
+                              notes=notes)
         act = self.activity
         k = act.kernels
         assert k is not None
@@ -325,6 +328,15 @@ class ExportAnalysis:
             notes += self._filter_notes(f"kernels in {range_name!r} instances")
         rows = summarize_kernels(k.names, codes, durations, self.rules)
         return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
+
+    def _kernels_in_cached_activity(self) -> bool:
+        """Whether the plain kernel summary reads its durations and names from the cached
+        activity of an earlier question (nvtx-kernels, ranges, dominant...) rather than from
+        the export: when the cache holds that activity with this name kind's kernel names,
+        but not the summary's own part. Looked at by the parts' headers only."""
+        c, kind = self.cache, self.options.name_kind
+        return (c is not None and not c.has(kernel_durations_part(kind))
+                and c.has(ACTIVITY_PART) and c.has(kernel_names_part(kind)))
 
     def ranges(self) -> Report:
         """NVTX range summary: CPU durations (nsys nvtx_sum) and GPU time of their kernels."""

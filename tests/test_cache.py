@@ -263,3 +263,35 @@ def test_large_kernel_summary_is_cached(cache_dir, export_copy, monkeypatch):
     with ExportAnalysis(export_copy) as a:
         warm = a.kernels().rows
     assert warm == cold == small and len(small) == 41
+
+
+@pytest.mark.parametrize("name_kind", ["demangled", "short"])
+def test_kernel_summary_after_another_question_reads_the_cached_activity(
+        cache_dir, export_copy, monkeypatch, name_kind):
+    """A large export's kernel summary asked after an NVTX question (which cached the
+    kernels with their durations and names) comes from that cache, not from the export:
+    the same rows and notes as read from the export, and no kernel read at all."""
+    import nsys_parsers.kernel_groups as kg
+    import nsys_parsers.kernels as kernels_mod
+
+    monkeypatch.setattr(kg, "SMALL_KERNELS", -1)
+    with ExportAnalysis(export_copy, cache=False, name_kind=name_kind) as a:
+        fresh = a.kernels()
+    with ExportAnalysis(export_copy, name_kind=name_kind) as a:
+        a.nvtx_kernels()
+    assert f"kernel_names.{name_kind}" in parts(cache_dir)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the kernel summary read the export")
+
+    monkeypatch.setattr(kernels_mod, "_read_durations", no_read)
+    with ExportAnalysis(export_copy, name_kind=name_kind) as a:
+        after = a.kernels()
+    assert (after.rows, after.notes) == (fresh.rows, fresh.notes)
+    assert len(after.rows) == {"demangled": 41, "short": 15}[name_kind]
+    assert f"kernel_durations.{name_kind}" not in parts(cache_dir)  # nothing new to store
+    # another name kind's names are not in the cache: that summary reads the export
+    other = "mangled"
+    with ExportAnalysis(export_copy, name_kind=other) as a:
+        with pytest.raises(AssertionError, match="read the export"):
+            a.kernels()
