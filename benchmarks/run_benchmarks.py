@@ -12,12 +12,14 @@ Shapes (each replayed K times by benchmarks/scale_export.py, cached in benchmark
 
 On every file, side by side (CSV output to a file for every command):
 
-  nsys stats --report nvtxkernsum   vs  nsys-mine nvtx-kernels  (cold and warm)
-  nsys stats --report gpukernsum    vs  nsys-mine kernels       (cold and warm)
-                                        nsys-mine ranges, dominant (cold and warm)
+  nsys stats --report nvtxkernsum   vs  nsys-mine nvtx-kernels  (cold, warm, after)
+  nsys stats --report gpukernsum    vs  nsys-mine kernels       (cold, warm, after)
+                                        nsys-mine ranges, dominant (cold, warm, after)
 
 "cold": nsys-mine with an empty cache folder (it reads the export and fills the cache);
-"warm": the same command again right after, answering from that cache. Each command runs as
+"warm": the same command again right after, answering from that cache; "after": the command
+asked for the first time, after another one (AFTER: nvtx-kernels after dominant, the others
+after nvtx-kernels) filled the cache: the next, different question. Each command runs as
 its own process through a tiny launcher that takes wall time, CPU time (user + system) and
 peak RSS (os.wait4). The runs of one file are interleaved after the file has been read once
 (warm page cache for everyone). Reported: the MEDIAN wall and CPU time of the runs and the
@@ -67,6 +69,8 @@ QUESTIONS = {  # question -> (nsys report or None, nsys-mine command)
     "ranges": (None, "ranges"),
     "dominant": (None, "dominant"),
 }
+# The "after" runs: question -> the other question asked first, in the same cache folder.
+AFTER = {"nvtx": "dominant", "kernels": "nvtx", "ranges": "nvtx", "dominant": "nvtx"}
 
 
 # --------------------------------------------------------------------------- tools
@@ -170,7 +174,8 @@ class Result:
     shape: str          # "shallow" | "nested"
     factor: int
     question: str       # "nvtx" | "kernels" | "ranges" | "dominant"
-    tool: str           # "nsys" | "cold" | "warm" (nsys-mine without / with its cache)
+    tool: str           # "nsys" | "cold" | "warm" | "after" (nsys-mine: empty cache, its
+    #                     own cache, the cache of the question before it: AFTER)
     argv: list[str] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
 
@@ -328,6 +333,8 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
             results[q, "nsys"] = Result(shape, factor, q, "nsys")
         results[q, "cold"] = Result(shape, factor, q, "cold")
         results[q, "warm"] = Result(shape, factor, q, "warm")
+        if AFTER[q] in questions:
+            results[q, "after"] = Result(shape, factor, q, "after")
     outputs: dict[tuple[str, str], Path] = {}
     for i in range(max(repeat, nvtx_repeat)):
         for q in questions:
@@ -354,6 +361,19 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                     out = w / f"{tool}.csv"
                     argv = [*mine, command, str(db), "--format", "csv", "--output", str(out)]
                     _one(res, argv, out, w, timeout, env, keep, outputs, i)
+                # the questions asked after this one: each in its own copy of this cache
+                # (hard links: parts are replaced by rename, never rewritten in place)
+                for nxt in [n for n in questions if AFTER[n] == q]:
+                    res = results[nxt, "after"]
+                    if (res.runs and not res.runs[-1].ok) or not (w / "cache").is_dir():
+                        continue
+                    cache = w / f"cache_{nxt}"
+                    shutil.copytree(w / "cache", cache, copy_function=os.link)
+                    out = w / f"after_{nxt}.csv"
+                    argv = [*mine, QUESTIONS[nxt][1], str(db), "--format", "csv", "--output",
+                            str(out)]
+                    _one(res, argv, out, w, timeout, {"NSYS_MINE_CACHE_DIR": str(cache)}, keep,
+                         outputs, i)
     _compare(shape, factor, outputs)
     return list(results.values())
 
@@ -388,12 +408,14 @@ def _none(v: str | None):
 
 
 def _compare(shape: str, factor: int, outputs: dict) -> None:
-    """nsys-mine's rows against nsys's: cold == warm, and the nsys reports' keys, instances
-    and totals (nvtx-kernels), instances and totals per kernel name (kernels)."""
+    """nsys-mine's rows against nsys's: cold == warm == after, and the nsys reports' keys,
+    instances and totals (nvtx-kernels), instances and totals per kernel name (kernels)."""
     for q in QUESTIONS:
-        cold, warm = outputs.get((q, "cold")), outputs.get((q, "warm"))
-        if cold and warm and cold.read_bytes() != warm.read_bytes():
-            print(f"  MISMATCH {shape} x{factor} {q}: warm output differs from cold")
+        cold = outputs.get((q, "cold"))
+        for tool in ("warm", "after"):
+            other = outputs.get((q, tool))
+            if cold and other and cold.read_bytes() != other.read_bytes():
+                print(f"  MISMATCH {shape} x{factor} {q}: {tool} output differs from cold")
     if ("nvtx", "nsys") in outputs and ("nvtx", "cold") in outputs:
         theirs = {(_none(r["NVTX Range"]), _none(r["Style"]), _none(r["PID"]), _none(r["TID"]),
                    r["Kernel Name"]): (int(r["NVTX Inst"]), int(r["Kern Inst"]),
@@ -432,10 +454,10 @@ def table(results: list[Result]) -> str:
     """The markdown table of docs/PERFORMANCE.md: one row per shape, factor and question."""
     get = {(r.shape, r.factor, r.question, r.tool): r for r in results}
     lines = ["| shape | x | command | nsys wall s | nsys CPU s | nsys MB | cold wall s | "
-             "cold CPU s | cold MB | warm wall s | warm CPU s | warm MB | nsys/cold | "
-             "nsys/warm |",
+             "cold CPU s | cold MB | warm wall s | warm CPU s | warm MB | after wall s | "
+             "nsys/cold | nsys/warm |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: |"]
+             "| ---: | ---: | ---: |"]
     keys = sorted({(r.shape, r.factor, r.question) for r in results},
                   key=lambda k: (k[0] != "shallow", k[1], list(QUESTIONS).index(k[2])))
     for shape, factor, q in keys:
@@ -445,6 +467,8 @@ def table(results: list[Result]) -> str:
         for r in (n, c, w):
             cells += [_fmt(r.wall_median if r else None), _fmt(r.cpu_median if r else None),
                       _fmt(r.maxrss_mb if r else None, ".0f")]
+        after = get.get((shape, factor, q, "after"))
+        cells.append(_fmt(after.wall_median if after else None))
         cells += [_fmt(_ratio(n.wall_median if n else None, c.wall_median if c else None),
                        ".1f"),
                   _fmt(_ratio(n.wall_median if n else None, w.wall_median if w else None),
@@ -487,6 +511,10 @@ def checks(results: list[Result], factors: list[int]) -> dict[str, dict]:
                 if w is not None:
                     out[f"{shape} x100 warm {QUESTIONS[q][1]} < {WARM_MAX_S:g} s"] = {
                         "wall_s": w, "pass": w < WARM_MAX_S}
+                w = wall(shape, 100, q, "after")
+                if w is not None:
+                    out[f"{shape} x100 {QUESTIONS[q][1]} after {QUESTIONS[AFTER[q]][1]} "
+                        f"< {WARM_MAX_S:g} s"] = {"wall_s": w, "pass": w < WARM_MAX_S}
         for a, b in zip(factors, factors[1:], strict=False):
             for q in ("nvtx", "kernels"):
                 lin = _ratio(wall(shape, b, q, "cold"), wall(shape, a, q, "cold"))
