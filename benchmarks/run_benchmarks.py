@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from nested_export import build as build_nested  # noqa: E402
-from scale_export import DEFAULT_GAP_NS, scale_export  # noqa: E402
+from scale_export import DEFAULT_GAP_NS, file_row_counts, scale_export  # noqa: E402
 
 FASTVIDEO = ROOT.parent / "shared" / "fixtures" / "nsys" / \
     "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
@@ -125,6 +125,8 @@ def scaled_file(src: Path, factor: int, gap_ns: int, rebuild: bool, name: str
     """Return (path, info) of SRC scaled by FACTOR, building it unless a valid cached copy
     exists."""
     OUT_DIR.mkdir(parents=True, exist_ok=True)
+    if factor == 1:  # nothing to replay: the source itself, read only
+        return src, {"key": None, "counts": file_row_counts(src), "cached": True}
     dst = OUT_DIR / f"{name}_x{factor}.sqlite"
     meta_path = dst.with_name(dst.name + ".json")
     st = src.stat()
@@ -581,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"load average {os.getloadavg()[0]:.2f}", flush=True)
             results += bench_file(shape, path, f, nsys, mine, questions, a.repeat,
                                   a.nvtxkernsum_repeat, a.timeout, a.keep_outputs)
-            if a.drop_files:
+            if a.drop_files and path != src:  # never the source (factor 1)
                 path.unlink(missing_ok=True)
                 path.with_name(path.name + ".json").unlink(missing_ok=True)
     print()

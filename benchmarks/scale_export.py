@@ -106,6 +106,27 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
 
 
+def row_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """The row count of each activity table present (plus ``NVTX_EVENTS_ranges``, the NVTX
+    rows that are ranges, when NVTX_EVENTS exists)."""
+    present = [t for t in ACTIVITY_TABLES if t in _tables(conn)]
+    counts = {t: conn.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in present}
+    if NVTX_TABLE in present:
+        counts["NVTX_EVENTS_ranges"] = conn.execute(
+            f"SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN "
+            f"({', '.join(map(str, NVTX_RANGE_TYPES))})").fetchone()[0]
+    return counts
+
+
+def file_row_counts(path: str | os.PathLike) -> dict[str, int]:
+    """``row_counts`` of an export on disk, opened read-only."""
+    conn = _open_readonly(Path(path))
+    try:
+        return row_counts(conn)
+    finally:
+        conn.close()
+
+
 def scale_export(src: str | os.PathLike, dst: str | os.PathLike, factor: int, *,
                  gap_ns: int = DEFAULT_GAP_NS, overwrite: bool = False,
                  verbose: bool = False) -> dict[str, int]:
@@ -226,10 +247,7 @@ def scale_export(src: str | os.PathLike, dst: str | os.PathLike, factor: int, *,
                           "duration = max(stopTime, ?) - startTime", (new_hi, new_hi))
         d.execute("COMMIT")
 
-        counts = {t: d.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in present}
-        if NVTX_TABLE in present:
-            counts["NVTX_EVENTS_ranges"] = d.execute(
-                f"SELECT count(*) FROM {NVTX_TABLE} WHERE {nvtx_filter}").fetchone()[0]
+        counts = row_counts(d)
     except BaseException:
         d.close()
         tmp.unlink(missing_ok=True)
