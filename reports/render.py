@@ -13,6 +13,7 @@ import io
 import json
 import math
 import operator
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -392,6 +393,68 @@ def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
     return text if cell_width(text) <= width else _middle(text, width)
 
 
+def shorten_columns(cells: dict[str, list[str]], widths: dict[str, int],
+                    full: dict[str, list[Any]] | None = None) -> dict[str, list[str]]:
+    """``shorten_name`` of every cell of the name columns ``cells`` (each to its column's
+    width). Where different names would read the same, in one column or across them (a
+    kernel and its runner-up), each of those shows instead its start and the part where the
+    names differ: the names of the clash without their common start and end, the start of
+    that part first (``sm80_xmma_gem…l__5x_cublas`` three times becomes
+    ``sm80_x…64x256x8_sta…ecute…``, ``sm80_x…128x128x8_st…ecute…``,
+    ``sm80_x…64x256x8_sta…plit_k…``). ``full``: the whole names, when the cells hold
+    them shortened already (to ``MAX_NAME_CHARS``); pyprof markers are left as they are."""
+    out = {c: [shorten_name(v, widths[c], signature=_is_signature(c)) for v in values]
+           for c, values in cells.items()}
+    whole = {c: [w if isinstance(w, str) and w else v
+                 for v, w in zip(values, (full or {}).get(c, values))]
+             for c, values in cells.items()}
+    groups: dict[str, set[str]] = {}
+    for c in cells:
+        for name, short in zip(whole[c], out[c]):
+            groups.setdefault(short, set()).add(name)
+    clashes = {short: sorted(group) for short, group in groups.items()
+               if len(group) > 1 and not any(n.startswith("{'") for n in group)}
+    if not clashes:
+        return out
+    for c in cells:
+        told: dict[str, dict[str, str] | None] = {}
+        for i, (name, short) in enumerate(zip(whole[c], out[c])):
+            if short in clashes:
+                if short not in told:
+                    told[short] = _told_apart(short, clashes[short], widths[c])
+                better = told[short]
+                if better is not None:
+                    out[c][i] = better[name]
+    return out
+
+
+def _told_apart(short: str, group: list[str], width: int) -> dict[str, str] | None:
+    """Texts of at most ``width`` cells that tell the names of ``group`` (all shortened to
+    ``short``) apart, or None when the width cannot."""
+    start = len(os.path.commonprefix(group))
+    end = len(os.path.commonprefix([g[::-1] for g in group]))
+    end = min(end, min(len(g) for g in group) - start)  # the common end after the start
+    head = _fit_cells(short, max(4, width // 4))
+    if head.endswith("…"):
+        head = head[:-1]
+    room = width - cell_width(head) - 1 - (1 if end else 0)  # the ellipses around the part
+    if room < 5:
+        return None
+    told = {g: head + "…" + _differing(g[start:len(g) - end], room) + ("…" if end else "")
+            for g in group}
+    return told if len(set(told.values())) == len(group) else None
+
+
+def _differing(text: str, width: int) -> str:
+    """The differing part of a name in ``width`` cells: two thirds from its start (where it
+    first differs), an ellipsis, the rest from its end."""
+    if cell_width(text) <= width:
+        return text
+    head = _fit_cells(text, (width - 1) - (width - 1) // 3)
+    tail = _fit_cells(text[::-1], width - 1 - cell_width(head))[::-1]
+    return head + "…" + tail
+
+
 # pyprof / DLProf write a Python dict per NVTX range: an operator call with its arguments, or
 # the Python stack that made it. Their distinctive parts are the argument shapes and the
 # innermost frame of the user's own code, hundreds of characters in.
@@ -679,8 +742,10 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
     kinds = {c: _kind(c, rows, cells[c]) for c in columns}
     headers = {c: _header((labels or {}).get(c, c)) for c in columns}
     layout = fit_columns(columns, headers, cells, kinds, width, drop)
-    shown = {c: [shorten_name(v, layout.widths[c], signature=_is_signature(c)) for v in cells[c]]
-             if kinds[c] == "name" else cells[c] for c in layout.columns}
+    shown = {c: cells[c] for c in layout.columns}
+    names = [c for c in layout.columns if kinds[c] == "name"]
+    shown.update(shorten_columns({c: cells[c] for c in names}, layout.widths,
+                                 {c: [r.get(c) for r in rows] for c in names}))
     if len(rows) > FAST_ROWS:
         text = table_text(layout, shown, kinds, title, width)
         if text is not None:

@@ -339,6 +339,53 @@ def test_middle_shortening_counts_cells():
     assert shorten_name("a" * 30, 11, signature=False) == "aaaaa…aaaaa"
 
 
+CUBLAS = [f"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize{t}_stage3_warpsize{w}_ffma_aligna4_"
+          f"alignc4_execute_{k}kernel__5x_cublas"
+          for t, w, k in (("64x256x8", "1x4x1", ""), ("128x128x8", "2x2x1", ""),
+                          ("64x256x8", "1x4x1", "split_k_"))]
+
+
+@pytest.mark.parametrize("width", [8, 16, 20, 26, 32, 40, 60, 140])
+def test_names_that_would_read_the_same_are_told_apart(width):
+    """Different kernel names that shorten to the same text (cuBLAS names differ in the
+    middle) show where they differ instead, in one column and across columns; the text
+    keeps to the column's width; names that do not clash are shortened as before."""
+    from rich.cells import cell_len
+
+    from reports.render import shorten_columns, shorten_name
+
+    cells = {"kernel": CUBLAS + ["reduce_kernel", CUBLAS[0]], "runner_up_kernel": CUBLAS[1:2]}
+    widths = {"kernel": width, "runner_up_kernel": width}
+    shown = shorten_columns(cells, widths)
+    plain = {c: [shorten_name(v, width) for v in values] for c, values in cells.items()}
+    for c in cells:
+        assert all(cell_len(v) <= width for v in shown[c]), shown[c]
+    assert shown["kernel"][3] == plain["kernel"][3]  # no clash: shortened as before
+    assert shown["kernel"][4] == shown["kernel"][0]  # one name, one text
+    if width >= 140:  # wide enough for whole names: nothing changes
+        assert shown == plain == cells
+    elif width >= 16:  # room enough to tell them apart
+        texts = shown["kernel"][:3]
+        assert len(set(texts)) == 3, texts
+        assert shown["runner_up_kernel"][0] == texts[1]
+        assert "64x256" in texts[0] and "128x12" in texts[1]
+    else:  # too narrow to tell them apart: shortened as before
+        assert shown == plain
+    assert shorten_columns({"kernel": ["a" * 50, "b" * 50]}, {"kernel": 10})["kernel"] == [
+        shorten_name("a" * 50, 10), shorten_name("b" * 50, 10)]
+
+
+def test_told_apart_counts_cells():
+    from rich.cells import cell_len
+
+    from reports.render import shorten_columns
+
+    names = ["前向传播注意力" * 3 + tail + "计算分数结束" * 3 for tail in ("甲乙", "丙丁戊")]
+    for width in range(8, 40):
+        shown = shorten_columns({"range": names}, {"range": width})["range"]
+        assert all(cell_len(v) <= width for v in shown), (width, shown)
+
+
 def test_json_rows_are_encoded_as_json_dumps_writes_them():
     """rows_to_json (column by column) gives the bytes of json.dumps on each row, for every
     kind of value, and takes the general way where that one differs (NaN, numpy scalars)."""
