@@ -434,6 +434,8 @@ def _told_apart(short: str, group: list[str], width: int) -> dict[str, str] | No
     start = len(os.path.commonprefix(group))
     end = len(os.path.commonprefix([g[::-1] for g in group]))
     end = min(end, min(len(g) for g in group) - start)  # the common end after the start
+    if min(len(g) for g in group) - start - end < 3:  # a name is (almost) all common: its
+        end = 0  # differing part is what follows the common start, to the end
     head = _fit_cells(short, max(4, width // 4))
     if head.endswith("…"):
         head = head[:-1]
