@@ -375,6 +375,17 @@ def test_names_that_would_read_the_same_are_told_apart(width):
         shorten_name("a" * 50, 10), shorten_name("b" * 50, 10)]
 
 
+@pytest.mark.parametrize("width", [12, 16, 26, 40])
+def test_a_name_that_is_all_common_start_and_end_is_told_apart(width):
+    """execute_kernel vs execute_split_k_kernel: the first name's part between the common
+    start and end is empty; it shows what follows the common start instead."""
+    from reports.render import shorten_columns
+
+    shown = shorten_columns({"kernel": [CUBLAS[0], CUBLAS[2]]}, {"kernel": width})["kernel"]
+    assert len(set(shown)) == 2 and not any("……" in v for v in shown), shown
+    assert all(len(v) <= width for v in shown)
+
+
 def test_told_apart_counts_cells():
     from rich.cells import cell_len
 
