@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, List, Optional
 
 import typer
 
 from reports.render import FORMATS, Rendered
+
+if TYPE_CHECKING:
+    from reports.options import AnalysisOptions
 
 
 def choice(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -206,6 +210,34 @@ class OutputSpec:
 output_options = option_group(OutputSpec, {
     "format": FormatOpt, "output": OutputOpt, "top": TopOpt, "wide": WideOpt,
 }, "out")
+
+
+@contextlib.contextmanager
+def open_analysis(export: Path, analysis: AnalysisOptions, *, need_names: bool | None = None
+              ) -> Iterator[Any]:
+    """The export opened for questions (``ExportAnalysis``), with a spinner on stderr while a
+    long read runs: what every command that mines an export opens it with.
+
+    ``need_names``: the question loads the kernels, launches and ranges first, with every
+    range name (True) or without (False). Their reads then start before numpy and the
+    analysis modules are imported, which load while SQLite reads (a cold answer's start-up
+    is single-threaded: 0.15-0.2 s of it now overlaps the reads)."""
+    from nsys_parsers.activity_reads import start_activity_reads
+    from nsys_parsers.export import open_export
+    from profile_cli.progress import status
+
+    with status(f"reading {export.name}"):
+        opened = open_export(export, nsys=analysis.nsys)
+        try:
+            reads = None if need_names is None else start_activity_reads(
+                opened, analysis.name_kind, analysis.loads_names(need_names),
+                use_cache=analysis.cache)
+            from reports.analysis import ExportAnalysis
+
+            with ExportAnalysis(opened, analysis, reads=reads) as a:
+                yield a
+        finally:
+            opened.close()
 
 
 def emit_report(report: Any, columns: list[str], view: Any, out: OutputSpec, *,

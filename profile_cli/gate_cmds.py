@@ -13,7 +13,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nsys_parsers.errors import BadOption
-from profile_cli.common import ExportArg, OutputSpec, choice, emit_report, output_options
+from profile_cli.common import (
+    ExportArg,
+    OutputSpec,
+    choice,
+    emit_report,
+    open_analysis,
+    output_options,
+)
 from profile_cli.options import ANALYSIS_PANEL, analysis_options
 from reports.options import AnalysisOptions
 
@@ -35,9 +42,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _open(path: Path, analysis: AnalysisOptions) -> Any:
-    from reports.analysis import ExportAnalysis
-
-    return ExportAnalysis(path, analysis)
+    """The export opened for the gate's questions. Each gate's first question loads the
+    kernels, launches and ranges without names (``activity``), so those reads start before
+    numpy and the analysis modules are imported (as for the mining commands)."""
+    return open_analysis(path, analysis, need_names=False)
 
 
 @analysis_options(merge_op_ids="auto")

@@ -9,11 +9,10 @@ commands, so that ``--help`` and small jobs start fast.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, List, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
@@ -24,6 +23,7 @@ from profile_cli.common import (
     choice,
     emit,
     emit_report,
+    open_analysis,
     option_group,
     output_options,
 )
@@ -56,33 +56,6 @@ def _one_blas_thread() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-@contextlib.contextmanager
-def _analysis(export: Path, analysis: AnalysisOptions, *, need_names: bool | None = None
-              ) -> Iterator[Any]:
-    """The export opened for questions, with a spinner on stderr while a long read runs.
-
-    ``need_names``: the question loads the kernels, launches and ranges first, with every
-    range name (True) or without (False). Their reads then start before numpy and the
-    analysis modules are imported, which load while SQLite reads (a cold answer's start-up
-    is single-threaded: 0.15-0.2 s of it now overlaps the reads)."""
-    from nsys_parsers.activity_reads import start_activity_reads
-    from nsys_parsers.export import open_export
-    from profile_cli.progress import status
-
-    with status(f"reading {export.name}"):
-        opened = open_export(export, nsys=analysis.nsys)
-        try:
-            reads = None if need_names is None else start_activity_reads(
-                opened, analysis.name_kind, analysis.loads_names(need_names),
-                use_cache=analysis.cache)
-            from reports.analysis import ExportAnalysis
-
-            with ExportAnalysis(opened, analysis, reads=reads) as a:
-                yield a
-        finally:
-            opened.close()
-
-
 def _single(exports: list[Path]) -> Path | None:
     """The export when one file is given (the one-export tables, unchanged), else None."""
     return exports[0] if len(exports) == 1 and not exports[0].is_dir() else None
@@ -99,7 +72,7 @@ def _emit_many(exports: list[Path], analysis: AnalysisOptions, ask: Any, columns
 
     targets = export_targets(exports)
     answers, skipped = ask_each(
-        targets, ask, opener=lambda p: _analysis(p, analysis, need_names=need_names))
+        targets, ask, opener=lambda p: open_analysis(p, analysis, need_names=need_names))
     human = out.format in HUMAN_FORMATS
     top_each = out.top if out.top is not None else (TOP_EACH if human else None)
     report, people = combine(answers, columns, view, skipped=skipped, top_each=top_each)
@@ -122,7 +95,7 @@ def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
     from reports.info import info_for_people
     from reports.render import render_object
 
-    with _analysis(export, analysis) as a:
+    with open_analysis(export, analysis) as a:
         data = a.info()
     human, notes = info_for_people(data)
     out.emit(render_object(data, out.format, title=f"nsys export {export.name}",
@@ -166,7 +139,7 @@ def kernels(
     # a small export's whole summary needs neither numpy nor the analysis module
     result = small_kernel_report(export, analysis, reads=reads) if reads is not None else None
     if result is None:
-        with _analysis(export, analysis, need_names=False if range_name else None) as a:
+        with open_analysis(export, analysis, need_names=False if range_name else None) as a:
             result = a.kernels(range_name=range_name)
     emit_report(result, KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
 
@@ -190,7 +163,7 @@ def ranges(exports: ExportsArg, analysis: AnalysisOptions, out: OutputSpec) -> N
         _emit_many(exports, analysis, lambda a: a.ranges(), RANGE_COLUMNS, RANGE_VIEW, out,
                    title="NVTX ranges", need_names=True)
         return
-    with _analysis(export, analysis, need_names=True) as a:  # the reads start first
+    with open_analysis(export, analysis, need_names=True) as a:  # the reads start first
         result = a.ranges()
     from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
 
@@ -213,7 +186,7 @@ def nvtx_kernels(
     `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
     """
     _one_blas_thread()
-    with _analysis(export, analysis, need_names=False) as a:  # the reads start first
+    with open_analysis(export, analysis, need_names=False) as a:  # the reads start first
         result = a.nvtx_kernels(attribution=attribution)
     from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
 
@@ -252,7 +225,7 @@ def dominant(
                    DOMINANT_COLUMNS, DOMINANT_VIEW, out, title="Dominant kernel per range",
                    need_names=True)
         return
-    with _analysis(export, analysis, need_names=True) as a:  # the reads start first
+    with open_analysis(export, analysis, need_names=True) as a:  # the reads start first
         result = a.dominant(range_names=range_names or None, attribution=attribution)
     from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
 
@@ -271,7 +244,7 @@ def memops(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> Non
     _one_blas_thread()
     from reports.memops import MEMOPS_COLUMNS, MEMOPS_VIEW
 
-    with _analysis(export, analysis) as a:
+    with open_analysis(export, analysis) as a:
         result = a.memops()
     emit_report(result, MEMOPS_COLUMNS, MEMOPS_VIEW, out, title="Memory operations")
 
@@ -333,7 +306,7 @@ def attention(export: ExportArg, analysis: AnalysisOptions, shape: AttentionShap
     """
     from reports.attention import ATTENTION_COLUMNS, ATTENTION_VIEW, attention_for_export
 
-    result = attention_for_export(export, analysis, shape, opener=_analysis)
+    result = attention_for_export(export, analysis, shape, opener=open_analysis)
     emit_report(result, ATTENTION_COLUMNS, ATTENTION_VIEW, out,
                 title="Attention: runtime vs FLOPs per instance")
 
@@ -375,7 +348,7 @@ def report(
 
     fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")
     output = output or Path(f"report.{fmt}")
-    page = build_report(target, analysis, shape, top=top, opener=_analysis)
+    page = build_report(target, analysis, shape, top=top, opener=open_analysis)
     if fmt == "html":
         from reports.html import page_html
 
