@@ -41,6 +41,7 @@ from nsys_parsers.attribution import (
     launching_share,
 )
 from nsys_parsers.cache import ExportCache
+from nsys_parsers.errors import RangeNotFound
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import kernel_durations_part, load_kernel_durations
 from nsys_parsers.names import (
@@ -173,6 +174,9 @@ class ExportAnalysis:
         if mode != "auto":
             return mode == "on"
         if self._merge is None:
+            if names is None and self.activity.ranges is None:  # no NVTX: no calls to merge
+                self._merge = False
+                return False
             if names is None or not names.complete:
                 names = self._complete_view_names()
             self._merge = looks_like_emit_nvtx(names.names)
@@ -389,8 +393,19 @@ class ExportAnalysis:
         return report
 
     # -- building blocks for compare / diff / check -------------------------------------
+    def _need_ranges(self, range_name: str) -> None:
+        """MissingData (with the trace option that records NVTX) when the export has no NVTX
+        ranges to find ``range_name`` in: a gate's rule or side names a range of an export
+        traced without NVTX."""
+        if self.activity.ranges is None:
+            self.export.require(NVTX_TABLE, f"NVTX range {range_name!r}")
+            raise RangeNotFound(f"no NVTX range named {range_name!r}: the export holds no "
+                                f"NVTX ranges.")
+
     def range_code(self, range_name: str) -> int:
-        """The name code of ``range_name`` (RangeNotFound with the closest names if absent)."""
+        """The name code of ``range_name`` (RangeNotFound with the closest names if absent;
+        MissingData when the export has no NVTX ranges)."""
+        self._need_ranges(range_name)
         names = self.names()
         code = names.index(range_name)
         if code is None:
@@ -400,6 +415,7 @@ class ExportAnalysis:
 
     def instances_of(self, range_name: str) -> np.ndarray:
         """Indices (into ``activity.ranges``) of the shown instances of ``range_name``."""
+        self._need_ranges(range_name)
         names = self.names()
         mask = names.code == self.range_code(range_name)
         shown = self.shown()
@@ -414,6 +430,7 @@ class ExportAnalysis:
         assert k is not None
         if range_name is None:
             return np.arange(len(k))
+        self._need_ranges(range_name)
         p = self.pairs("all")
         inst = np.zeros(len(self.activity.ranges or ()), dtype=bool)
         inst[self.instances_of(range_name)] = True

@@ -186,9 +186,11 @@ def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: floa
     rest.sort(key=lambda r: (SEVERITY[r["verdict"]], -abs(r["change_pct"] or 0), r["level"],
                              r["key"]))
     counts = Counter(r["verdict"] for r in rest)
-    notes.append(f"overall: {overall['verdict']}; rows: " + ", ".join(
-        f"{counts[v]} {v}" for v in VERDICTS if counts[v]) + f" (threshold {threshold_pct:g}%, "
-        f"Mann-Whitney U at alpha {alpha:g}; docs/CI.md)")
+    tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
+    notes.append(f"overall: {overall['verdict']}; "
+                 + (f"rows: {tally}" if tally else "no range or kernel in both exports")
+                 + f" (threshold {threshold_pct:g}%, Mann-Whitney U at alpha {alpha:g}; "
+                 f"docs/CI.md)")
     return Report(rows=head + rest, columns=DIFF_COLUMNS, notes=notes,
                   sentences=[_sentence(r) for r in head + rest])
 

@@ -121,6 +121,38 @@ def test_compare_needs_two_sides(cli, fx):
     assert res.exit_code == 1 and res.stderr.startswith("Error: compare needs two sides")
 
 
+NO_NVTX = "gtls_rtx3060_nsys2023.1.sqlite"  # kernels, no NVTX_EVENTS table
+
+
+def test_gates_that_name_a_range_of_an_export_without_nvtx(cli, fx, tmp_path):
+    """A range named on an export traced without NVTX: one `Error:` line that says how to
+    trace NVTX (compare, diff), or a failed rule with that message (check). These were
+    Python tracebacks (AssertionError)."""
+    export = fx(NO_NVTX)
+    for args in (("compare", export, "--range", "aten::mm", "--vs-range", "step"),
+                 ("compare", export, fx(DLPROF), "--range", "aten::mm"),
+                 ("diff", export, export, "--scope", "aten::mm")):
+        res = cli(*args)
+        assert res.exit_code == 1, args
+        assert res.stderr.startswith("Error: ") and res.stderr.count("\n") == 1, res.stderr
+        assert "no NVTX_EVENTS table" in res.stderr and "--trace=nvtx" in res.stderr
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nrange = "aten::mm"\nmin_instances = 1\n'
+                     '[[rule]]\nmax_gpu_ns_per_instance = 1e12\n')
+    res = cli("check", export, "--rules", rules, "-f", "json")
+    assert res.exit_code == 3, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["status"] for r in rows] == ["fail", "pass"]
+    assert "no NVTX_EVENTS table" in rows[0]["message"]
+
+
+def test_diff_note_when_no_range_or_kernel_is_in_both(cli, fx):
+    res = cli("diff", fx(NO_NVTX), fx(DLPROF), "-f", "md")
+    assert res.exit_code == 0
+    assert "overall: " in res.stdout and "rows:  (" not in res.stdout
+    assert "no range or kernel in both exports" in res.stdout
+
+
 # -- diff ------------------------------------------------------------------------------------
 
 def _slowed_copy(src: Path, dst: Path, range_name: str, factor: float = 1.5) -> Path:
