@@ -11,12 +11,12 @@ from nsys_parsers.errors import RangeNotFound, closest_hint
 from nsys_parsers.names import RangeNames
 
 
-def restrict_to_range(act: Activity, names: RangeNames, window: str
+def restrict_to_range(act: Activity, names: RangeNames | None, window: str
                       ) -> tuple[Activity, RangeNames, np.ndarray]:
-    """``act`` and its range ``names`` (complete) restricted to the range ``window``, and the
-    indices of the ranges kept."""
+    """``act`` and its range ``names`` (complete; None when ``act`` has no ranges) restricted
+    to the range ``window``, and the indices of the ranges kept."""
     r = act.ranges
-    if r is None:
+    if r is None or names is None:
         raise RangeNotFound(f"cannot restrict to range {window!r}: the export has no NVTX "
                             f"ranges (profile with `nsys profile --trace=nvtx`).")
     code = names.index(window)

@@ -128,9 +128,10 @@ class ExportAnalysis:
                                       with_names=need_names, cache=self.cache, reads=reads)
             self._raw_names = self._raw.names
         if self._view is None:
-            if self.within:
+            if self.within:  # (without NVTX ranges, restrict_to_range says so)
+                names = self._complete_raw_names() if self._raw.ranges is not None else None
                 self._view, self._view_names, self._view_rows = restrict_to_range(
-                    self._raw, self._complete_raw_names(), self.within)
+                    self._raw, names, self.within)
             else:
                 self._view, self._view_names = self._raw, self._raw_names
 

@@ -126,8 +126,8 @@ NO_NVTX = "gtls_rtx3060_nsys2023.1.sqlite"  # kernels, no NVTX_EVENTS table
 
 def test_gates_that_name_a_range_of_an_export_without_nvtx(cli, fx, tmp_path):
     """A range named on an export traced without NVTX: one `Error:` line that says how to
-    trace NVTX (compare, diff), or a failed rule with that message (check). These were
-    Python tracebacks (AssertionError)."""
+    trace NVTX (compare, diff, --within), or a failed rule with that message (check). These
+    were Python tracebacks (AssertionError)."""
     export = fx(NO_NVTX)
     for args in (("compare", export, "--range", "aten::mm", "--vs-range", "step"),
                  ("compare", export, fx(DLPROF), "--range", "aten::mm"),
@@ -136,6 +136,12 @@ def test_gates_that_name_a_range_of_an_export_without_nvtx(cli, fx, tmp_path):
         assert res.exit_code == 1, args
         assert res.stderr.startswith("Error: ") and res.stderr.count("\n") == 1, res.stderr
         assert "no NVTX_EVENTS table" in res.stderr and "--trace=nvtx" in res.stderr
+    for command in ("kernels", "dominant", "compare"):  # --within a range: the same
+        res = cli(command, export, "--within", "step", *(
+            ["--range", "x", "--vs-range", "y"] if command == "compare" else []))
+        assert res.exit_code == 1, command
+        assert res.stderr.startswith("Error: cannot restrict to range 'step': the export has "
+                                     "no NVTX ranges") and "--trace=nvtx" in res.stderr
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nrange = "aten::mm"\nmin_instances = 1\n'
                      '[[rule]]\nmax_gpu_ns_per_instance = 1e12\n')
