@@ -99,17 +99,26 @@ def launching_share(kernels: KernelData, ranges: RangeData, sample: int = 2048) 
 
 
 def innermost(p: Pairs, ranges: RangeData) -> Pairs:
-    """For each kernel, its deepest enclosing range only."""
+    """For each kernel, its deepest enclosing range only: of the ranges that contain it, the
+    one that starts last, then the one that ends first, then the highest index. In kernel
+    order. Three passes of per-kernel maxima and minima (``ufunc.at``), no sort: 0.04 s for
+    the 1.6 M pairs of nested x100, where a four-key lexsort took 0.16-0.24 s."""
     if len(p) == 0:
         return p
-    rs = ranges.start[p.range_idx]
-    re_ = ranges.end[p.range_idx]
-    order = np.lexsort((p.range_idx, -re_, rs, p.kernel_idx))
-    k_sorted = p.kernel_idx[order]
-    last = np.ones(k_sorted.size, dtype=bool)
-    last[:-1] = k_sorted[1:] != k_sorted[:-1]
-    pick = order[last]
-    return Pairs(range_idx=p.range_idx[pick], kernel_idx=p.kernel_idx[pick])
+    ri, ki = p.range_idx, p.kernel_idx
+    nk = int(ki.max()) + 1
+    rs = ranges.start[ri]
+    latest = np.full(nk, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, ki, rs)
+    cand = np.flatnonzero(rs == latest[ki])  # the pairs of each kernel's latest start
+    re_ = ranges.end[ri[cand]]
+    earliest = np.full(nk, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(earliest, ki[cand], re_)
+    cand = cand[re_ == earliest[ki[cand]]]  # of those, the earliest end
+    top = np.full(nk, -1, dtype=np.int64)
+    np.maximum.at(top, ki[cand], ri[cand])  # of those, the highest range index
+    kernels = np.flatnonzero(top >= 0)
+    return Pairs(range_idx=top[kernels], kernel_idx=kernels)
 
 
 def attribute(kernels: KernelData, ranges: RangeData, mode: str = "all") -> Pairs:

@@ -262,3 +262,46 @@ def test_reader_runs_jobs_returns_errors_and_cancels(fx):
     rd.close()
     assert late.done() and late.result() == 5 and seen == [0, 1, 3, 5]
     assert not any(t.is_alive() for t in rd._threads)
+
+
+def _reference_innermost(range_idx, kernel_idx, start, end):
+    """Per kernel, the range that starts last, then ends first, then has the highest index
+    (plain Python, in kernel order)."""
+    best: dict[int, tuple] = {}
+    for r, k in zip(range_idx.tolist(), kernel_idx.tolist()):
+        key = (start[r], -end[r], r)
+        if k not in best or key > best[k]:
+            best[k] = key
+    kernels = sorted(best)
+    return [best[k][2] for k in kernels], kernels
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_innermost_picks_the_deepest_range_with_every_tie_broken(seed):
+    """innermost (three passes of ufunc.at) against a plain reference on random pairs whose
+    ranges often share a start, or a start and an end (a range pushed inside another at the
+    same timestamp): the latest start wins, then the earliest end, then the highest index."""
+    from nsys_parsers.attribution import Pairs, innermost
+    from nsys_parsers.ranges import RangeData
+
+    rng = np.random.default_rng(seed)
+    n_ranges, n_kernels, n_pairs = 300, 200, 2000
+    start = rng.integers(0, 20, n_ranges) * 10  # few distinct starts: many ties
+    end = start + rng.integers(1, 4, n_ranges) * 5  # few distinct lengths: ties in end too
+    zeros = np.zeros(n_ranges, dtype=np.int64)
+    ranges = RangeData(start=start, end=end, tid=zeros, pushpop=zeros.astype(bool),
+                       cross_thread=zeros.astype(bool), unclosed=zeros.astype(bool),
+                       rowid=np.arange(n_ranges), domain=zeros,
+                       domains=np.zeros((0, 4), dtype=np.int64),
+                       all_is_domain=zeros.astype(bool))
+    pairs = np.unique(np.stack([rng.integers(0, n_ranges, n_pairs),
+                                rng.integers(0, n_kernels, n_pairs)], axis=1), axis=0)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))  # range by range, as attribution gives
+    p = Pairs(range_idx=pairs[order, 0], kernel_idx=pairs[order, 1])
+    got = innermost(p, ranges)
+    want_r, want_k = _reference_innermost(p.range_idx, p.kernel_idx, start.tolist(),
+                                          end.tolist())
+    assert got.kernel_idx.tolist() == want_k
+    assert got.range_idx.tolist() == want_r
+    assert innermost(Pairs(range_idx=p.range_idx[:0], kernel_idx=p.kernel_idx[:0]),
+                     ranges).range_idx.size == 0
