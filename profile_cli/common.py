@@ -214,7 +214,7 @@ output_options = option_group(OutputSpec, {
 
 @contextlib.contextmanager
 def open_analysis(export: Path, analysis: AnalysisOptions, *, need_names: bool | None = None
-              ) -> Iterator[Any]:
+                  ) -> Iterator[Any]:
     """The export opened for questions (``ExportAnalysis``), with a spinner on stderr while a
     long read runs: what every command that mines an export opens it with.
 

@@ -302,15 +302,15 @@ class ExportAnalysis:
         if range_name is not None:
             self.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         if range_name is None and self.within is None and self._raw is None:
+            # a small export: plain Python, nothing cached; else the summary's own columns,
+            # unless an earlier question cached the activity (then from there, below)
             small = small_kernel_rows(self.export, self.options.name_kind, self.rules)
-            if small is not None:  # a small export: plain Python, nothing cached
-                rows, notes = small
-                return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS,
-                              notes=notes)
-            if not self._kernels_in_cached_activity():
+            if small is None and not self._kernels_in_cached_activity():
                 names, codes, durations, notes = load_kernel_durations(
                     self.export, name_kind=self.options.name_kind, cache=self.cache)
-                rows = summarize_kernels(names, codes, durations, self.rules)
+                small = summarize_kernels(names, codes, durations, self.rules), notes
+            if small is not None:
+                rows, notes = small
                 return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS,
                               notes=notes)
         act = self.activity

@@ -442,19 +442,10 @@ def _told_apart(short: str, group: list[str], width: int) -> dict[str, str] | No
     room = width - cell_width(head) - 1 - (1 if end else 0)  # the ellipses around the part
     if room < 5:
         return None
-    told = {g: head + "…" + _differing(g[start:len(g) - end], room) + ("…" if end else "")
-            for g in group}
+    # the differing part: two thirds from its start (where the names first differ)
+    told = {g: head + "…" + _middle(g[start:len(g) - end], room, tail_share=3)
+            + ("…" if end else "") for g in group}
     return told if len(set(told.values())) == len(group) else None
-
-
-def _differing(text: str, width: int) -> str:
-    """The differing part of a name in ``width`` cells: two thirds from its start (where it
-    first differs), an ellipsis, the rest from its end."""
-    if cell_width(text) <= width:
-        return text
-    head = _fit_cells(text, (width - 1) - (width - 1) // 3)
-    tail = _fit_cells(text[::-1], width - 1 - cell_width(head))[::-1]
-    return head + "…" + tail
 
 
 # pyprof / DLProf write a Python dict per NVTX range: an operator call with its arguments, or
@@ -564,14 +555,15 @@ def _collapsed(name: str, groups: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def _middle(text: str, width: int) -> str:
-    """``text`` in ``width`` cells: its start, an ellipsis, its end."""
+def _middle(text: str, width: int, *, tail_share: int = 2) -> str:
+    """``text`` in ``width`` cells: its start, an ellipsis, its end (1 / ``tail_share`` of
+    the cells kept)."""
     if cell_width(text) <= width:
         return text
     if width <= 1:
         return "…"[:width]
     keep = width - 1
-    head = _fit_cells(text, keep - keep // 2)
+    head = _fit_cells(text, keep - keep // tail_share)
     tail = _fit_cells(text[::-1], keep - cell_width(head))[::-1]  # a cell head left over
     return head + "…" + tail
 
