@@ -16,7 +16,7 @@ from typing import Any
 
 from reports.page import Facts, Figure, Page, Section, Sentences, Table, Text, shown_table
 from reports.page_plots import category_color
-from reports.render import shorten
+from reports.render import shorten_columns
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
@@ -136,8 +136,10 @@ def _table(table: Table) -> str:
             f'<th class="num">{esc(h)}</th>' if n else f"<th>{esc(h)}</th>"
             for h, n in zip(t.headers, t.numeric, strict=True)) + "</tr></thead>")
         out.append("<tbody>")
-        for cells, values in zip(t.cells, t.values, strict=True):
-            tds = [_td(col, cell, value, numeric) for col, cell, value, numeric
+        short = _short_kernel_names(t.columns, t.values)
+        for i, (cells, values) in enumerate(zip(t.cells, t.values, strict=True)):
+            tds = [_td(col, (short[col][i] if col in short else "") or cell, value, numeric)
+                   for col, cell, value, numeric
                    in zip(t.columns, cells, values, t.numeric, strict=True)]
             out.append("<tr>" + "".join(tds) + "</tr>")
         out.append("</tbody></table></div>")
@@ -145,7 +147,18 @@ def _table(table: Table) -> str:
     return "\n".join(out)
 
 
+def _short_kernel_names(columns: list[str], values: list[list[Any]]) -> dict[str, list[str]]:
+    """The kernel-name columns' cells, each name shortened by its structure to KERNEL_CHARS;
+    different names that would read the same (in one column or across them: a kernel and its
+    runner-up) told apart, as in the terminal's tables (``render.shorten_columns``)."""
+    kernels = [c for c in columns if c in SIGNATURES or c.endswith("_kernel")]
+    whole = {c: ["" if row[columns.index(c)] is None else str(row[columns.index(c)])
+                 for row in values] for c in kernels}
+    return shorten_columns(whole, dict.fromkeys(kernels, KERNEL_CHARS))
+
+
 def _td(column: str, cell: str, value: Any, numeric: bool) -> str:
+    """One cell; a kernel name's ``cell`` comes shortened (``_short_kernel_names``)."""
     if numeric:
         return f'<td class="num">{esc(cell)}</td>'
     if column == "category" and cell:
@@ -153,8 +166,6 @@ def _td(column: str, cell: str, value: Any, numeric: bool) -> str:
                 f'style="background:{category_color(cell)}"></span>{esc(cell)}</td>')
     if column in NAME_KINDS or column.endswith("_kernel"):
         full = str(value) if value is not None else ""
-        if column in SIGNATURES or column.endswith("_kernel"):
-            cell = str(shorten(full, KERNEL_CHARS, signature=True)) if full else cell
         title = f' title="{esc(full[:TITLE_CHARS])}"' if full and full != cell else ""
         return f'<td class="name"{title}>{esc(cell)}</td>'
     return f'<td class="text">{esc(cell)}</td>'

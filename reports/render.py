@@ -416,16 +416,39 @@ def shorten_columns(cells: dict[str, list[str]], widths: dict[str, int],
                if len(group) > 1 and not any(n.startswith("{'") for n in group)}
     if not clashes:
         return out
-    for c in cells:
-        told: dict[str, dict[str, str] | None] = {}
-        for i, (name, short) in enumerate(zip(whole[c], out[c])):
-            if short in clashes:
-                if short not in told:
-                    told[short] = _told_apart(short, clashes[short], widths[c])
-                better = told[short]
-                if better is not None:
-                    out[c][i] = better[name]
-    return out
+    told: dict[tuple[str, int], dict[str, str] | None] = {}  # (short text, width) -> texts
+
+    def shown(kept: set[str]) -> dict[str, list[str]]:
+        """The cells with the clashes told apart, but those of ``kept`` (as shortened)."""
+        res: dict[str, list[str]] = {}
+        for c in cells:
+            res[c] = []
+            for name, short in zip(whole[c], out[c]):
+                better = None
+                if short in clashes and short not in kept:
+                    key = (short, widths[c])
+                    if key not in told:
+                        told[key] = _told_apart(short, clashes[short], widths[c])
+                    better = told[key]
+                res[c].append(better[name] if better is not None else short)
+        return res
+
+    # A clash told apart must not read as another name (two cub kernels shortened apart,
+    # DeviceReduceKernel<…>(…) and DeviceReduceSingleTileKernel<…>(…), whose clashes were
+    # told apart by the same start): such a clash keeps its shortened names.
+    kept: set[str] = set()
+    while True:
+        result = shown(kept)
+        owners: dict[str, set[str]] = {}
+        for c in cells:
+            for name, text in zip(whole[c], result[c]):
+                owners.setdefault(text, set()).add(name)
+        worse = {short for c in cells
+                 for name, short, text in zip(whole[c], out[c], result[c])
+                 if text != short and len(owners[text]) > 1}
+        if not worse:
+            return result
+        kept |= worse
 
 
 def _told_apart(short: str, group: list[str], width: int) -> dict[str, str] | None:
@@ -436,7 +459,13 @@ def _told_apart(short: str, group: list[str], width: int) -> dict[str, str] | No
     end = min(end, min(len(g) for g in group) - start)  # the common end after the start
     if min(len(g) for g in group) - start - end < 3:  # a name is (almost) all common: its
         end = 0  # differing part is what follows the common start, to the end
-    head = _fit_cells(short, max(4, width // 4))
+    # the start: a signature's function name when it takes at most half the width (it tells
+    # DeviceReduceKernel<…> from DeviceReduceSingleTileKernel<…>), else a quarter of it
+    stem = re.split(r"[<(]", short, maxsplit=1)[0]
+    if stem != short and 4 <= cell_width(stem) <= width // 2:
+        head = stem
+    else:
+        head = _fit_cells(short, max(4, width // 4))
     if head.endswith("…"):
         head = head[:-1]
     room = width - cell_width(head) - 1 - (1 if end else 0)  # the ellipses around the part

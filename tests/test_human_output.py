@@ -386,6 +386,37 @@ def test_a_name_that_is_all_common_start_and_end_is_told_apart(width):
     assert all(len(v) <= width for v in shown)
 
 
+CUB = [f"void cub::{k}<cub::DeviceReducePolicy<{t}, int, cub::{op}>::Policy600, {rest}>({args})"
+       for k, t, op, rest, args in (
+           ("DeviceReduceKernel", "cub::KeyValuePair<int, float>", "ArgMin",
+            "cub::ArgIndexInputIterator<float *, int, float>, int, cub::ArgMin, "
+            "cub::KeyValuePair<int, float>", "T2, T5 *, T3, cub::GridEvenShare<T3>, T4"),
+           ("DeviceReduceKernel", "float", "Min", "float *, float *, int, cub::Min, float",
+            "T2, T5 *, T3, cub::GridEvenShare<T3>, T4"),
+           ("DeviceReduceSingleTileKernel", "cub::KeyValuePair<int, float>", "ArgMin",
+            "cub::KeyValuePair<int, float> *, cub::KeyValuePair<int, float> *, int, "
+            "cub::ArgMin, cub::KeyValuePair<int, float>, cub::KeyValuePair<int, float>",
+            "T2, T3, T4, T5, T6"),
+           ("DeviceReduceSingleTileKernel", "float", "Min",
+            "float *, float *, int, cub::Min, float, float", "T2, T3, T4, T5, T6"))]
+
+
+@pytest.mark.parametrize("width", [16, 24, 32, 40, 48, 64, 80])
+def test_names_that_read_apart_still_read_apart(width):
+    """Telling one clash apart never makes a name read as another one: two cub kernels
+    that shorten apart, each with a clash of its own, told apart by the same start
+    (``void cub::Device…``) would read the same; such a clash keeps its shortened names."""
+    from reports.render import shorten_columns, shorten_name
+
+    names = CUB + CUBLAS
+    shown = shorten_columns({"kernel": names}, {"kernel": width})["kernel"]
+    plain = [shorten_name(n, width) for n in names]
+    for i in range(len(names)):
+        for j in range(i):
+            if plain[i] != plain[j]:
+                assert shown[i] != shown[j], (width, shown[i], names[i], names[j])
+
+
 def test_told_apart_counts_cells():
     from rich.cells import cell_len
 
@@ -514,3 +545,23 @@ def test_random_wrapped_tables_equal_rich(monkeypatch):
             got[fast_rows] = render.rich_text([table], width)
         assert got[0] == got[10**9], (rows, width)
     assert laid_out > 100  # tables left to rich must be the exception
+
+
+def test_the_html_tables_tell_kernel_names_apart():
+    """The report page's tables shorten kernel names as the terminal's do: a kernel and its
+    runner-up that differ only in the middle read differently (the full name in the
+    cell's title)."""
+    import re
+
+    from reports.html import _table
+    from reports.page import Table
+    from reports.render import View
+
+    rows = [{"range": "aten::mm", "kernel": CUBLAS[0], "runner_up": CUBLAS[1]},
+            {"range": "aten::bmm", "kernel": CUBLAS[2], "runner_up": "reduce_kernel"}]
+    html_text = _table(Table(rows=rows, view=View(columns=["range", "kernel", "runner_up"])))
+    cells = re.findall(r'<td class="name"(?: title="([^"]*)")?>([^<]*)<', html_text)
+    kernels = {title or text: text for title, text in cells if title or "kernel" in text}
+    assert set(kernels) >= set(CUBLAS) and kernels["reduce_kernel"] == "reduce_kernel"
+    assert len({kernels[n] for n in CUBLAS}) == 3, kernels
+    assert all(len(kernels[n]) <= 64 for n in CUBLAS)
