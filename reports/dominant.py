@@ -52,9 +52,8 @@ class _Grouped:
                  cat_code: np.ndarray, ncat: int):
         # (group, kernel name) ranked by group_ids (a dense table at these sizes: np.unique
         # sorted the 1.6 M pairs of nested x100 in 0.1 s)
-        inv, first = group_ids(group, kname)
+        inv, (groups, kernels) = group_ids(group, kname)
         total = np.bincount(inv, weights=dur).astype(np.int64)
-        groups, kernels = group[first], kname[first]
         order = np.lexsort((kernels, -total, groups))  # per group: largest first
         self.first = {int(g): int(i) for g, i in zip(*_firsts(groups[order]), strict=True)}
         cu, cinv = np.unique(groups * ncat + cat_code[kernels], return_inverse=True)  # few

@@ -44,8 +44,7 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
 
     if durations.size == 0:
         return []
-    gid, first = group_ids(name_code)
-    used = name_code[first]
+    gid, (used,) = group_ids(name_code)
     st = group_stats(gid, durations, used.size)
     return _kernel_rows([names[i] for i in used], st.count.tolist(),
                         [st.row(g) for g in range(used.size)], rules)

@@ -69,24 +69,22 @@ def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
     range_key = np.full(item_range.size, -1, dtype=np.int64)
     range_key[:n_in] = names.code[shown.range_idx] * 2 + r.pushpop[shown.range_idx]
     tids = sorted_unique(k.launch_tid)
-    kernel_key = (np.searchsorted(tids, k.launch_tid) * len(k.names) + k.name_code)[item_kernel]
-    gid, first = group_ids(range_key, kernel_key)
-    ngroups = first.size
+    nnames = len(k.names)
+    kernel_key = (np.searchsorted(tids, k.launch_tid) * nnames + k.name_code)[item_kernel]
+    gid, (g_rkey, g_kkey) = group_ids(range_key, kernel_key)
+    ngroups = g_rkey.size
     durations = k.duration[item_kernel]
     st, kinst, rinst = in_parallel(  # three sorts of the pairs, independent of each other
         lambda: group_stats(gid, durations, ngroups),
         lambda: distinct_count(gid, item_kernel, ngroups),
         lambda: distinct_count(gid[:n_in], item_range[:n_in], ngroups))
-    # one value per group (the key of its first row), then Python lists: no loop over numpy
-    # scalars (that loop took 0.19 s for the 5,384 groups of nested x100)
-    g_has = (first < n_in).tolist()
-    g_range = item_range[first]
-    g_kernel = item_kernel[first]
-    g_thread = k.launch_tid[g_kernel]
+    # each group's key values, then Python lists: no loop over numpy scalars (that loop took
+    # 0.19 s for the 5,384 groups of nested x100)
+    g_has = (g_rkey >= 0).tolist()
+    rname, style = np.divmod(np.maximum(g_rkey, 0), 2)
+    g_thread_idx, kname = np.divmod(g_kkey, nnames)
+    g_thread = tids[g_thread_idx]
     known = (g_thread >= 0).tolist()  # -1: the kernel's launch row is missing
-    rname = names.code[np.maximum(g_range, 0)]
-    style = r.pushpop[np.maximum(g_range, 0)]
-    kname = k.name_code[g_kernel]
     range_names, kernel_names = names.names, k.names
     rows = rows_of({
         "range": [range_names[c] if h else None for c, h in zip(rname.tolist(), g_has)],

@@ -52,17 +52,16 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
     assert r is not None
     notes = list(act.notes)
     if shown is None:  # every range (no copies of million-row columns)
-        gid, first = group_ids(names.code, r.pushpop.astype(np.int64))
-        ng = first.size
+        gid, (g_code, g_pushpop) = group_ids(names.code, r.pushpop.astype(np.int64))
+        ng = g_code.size
 
         def cpu_stats() -> GroupStats:
             return group_stats(gid, r.end - r.start, ng)
     else:
         rows_idx = np.flatnonzero(shown)
-        sub_gid, sub_first = group_ids(names.code[rows_idx],
-                                       r.pushpop[rows_idx].astype(np.int64))
-        ng = sub_first.size
-        first = rows_idx[sub_first]
+        sub_gid, (g_code, g_pushpop) = group_ids(names.code[rows_idx],
+                                                 r.pushpop[rows_idx].astype(np.int64))
+        ng = g_code.size
         gid = np.full(len(r), -1, dtype=np.int64)  # group of each range; -1: not shown
         gid[rows_idx] = sub_gid
 
@@ -99,8 +98,8 @@ def range_report(act: Activity, names: RangeNames, p: Pairs | None,
         notes.append(f"{unclosed} ranges were never closed: they end at the end of the capture.")
     range_names = names.names
     rows = rows_of({
-        "range": [range_names[c] for c in names.code[first].tolist()],
-        "style": ["PushPop" if s else "StartEnd" for s in r.pushpop[first].tolist()],
+        "range": [range_names[c] for c in g_code.tolist()],
+        "style": ["PushPop" if s else "StartEnd" for s in g_pushpop.tolist()],
         "instances": st.count.tolist(),
         **st.columns(),
         "kernel_instances": kinst.tolist(),
@@ -125,7 +124,7 @@ def _exclusive(k: KernelData, r: RangeData, p: Pairs, inner: Pairs | None, gid: 
 def _inclusive(k: KernelData, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray,
                ng: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct kernels per group and their time (each kernel once per group)."""
-    ug, uk = distinct_pairs(gid[p_range], p_kernel, ng)  # (group, kernel)
+    ug, uk = distinct_pairs(gid[p_range], p_kernel, ng, ordered=False)  # (group, kernel)
     return (np.bincount(ug, minlength=ng).astype(np.int64),
             np.bincount(ug, weights=k.duration[uk], minlength=ng).astype(np.int64))
 

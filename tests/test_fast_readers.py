@@ -39,12 +39,12 @@ def test_nvtx_rows_with_rowid_gaps_read_as_without(fx, tmp_path):
 def test_group_ids_orders_groups_by_the_key_columns():
     rng = np.random.default_rng(1)
     cols = [rng.integers(-1, n, 50_000) for n in (3, 40_000, 7, 90)]  # 7.6e8 key space
-    gid, first = group_ids(*cols)
+    gid, values = group_ids(*cols)
     keys = np.stack(cols, axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    assert first.size == len(uniq)
+    assert values[0].size == len(uniq)
     assert np.array_equal(gid, inv.ravel())  # the same ids as a lexicographic unique
-    assert np.array_equal(keys[first], uniq)
+    assert np.array_equal(np.stack(values, axis=1), uniq)  # each group's key values
 
 
 def test_group_ids_dense_and_column_by_column_keys_agree_with_unique():
@@ -53,11 +53,26 @@ def test_group_ids_dense_and_column_by_column_keys_agree_with_unique():
     rng = np.random.default_rng(3)
     for highs in ((5, 3, 4, 12), (2**40, 2**30, 5)):
         cols = [rng.integers(-1, n, 20_000) for n in highs]
-        gid, first = group_ids(*cols)
+        gid, values = group_ids(*cols)
         keys = np.stack(cols, axis=1)
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
         assert np.array_equal(gid, inv.ravel()), highs
-        assert np.array_equal(keys[first], uniq), highs
+        assert np.array_equal(np.stack(values, axis=1), uniq), highs
+
+
+def test_group_ids_of_used_codes_constant_columns_and_gaps():
+    """One column of codes 0..n-1, all used, is its own id (the column itself, no copy); a
+    constant column keeps its value in every group; codes with gaps are ranked densely."""
+    rng = np.random.default_rng(7)
+    codes = rng.permutation(np.arange(50_000) % 700)
+    same = np.full(codes.size, 1, dtype=np.int64)
+    gid, (values, ones) = group_ids(codes, same)
+    assert gid is codes and np.array_equal(values, np.arange(700))
+    assert np.array_equal(ones, np.ones(700, dtype=np.int64))
+    gid, (values,) = group_ids(codes * 3)  # gaps: 0, 3, 6, ...
+    assert np.array_equal(values, np.arange(700) * 3) and np.array_equal(gid, codes)
+    gid, (values, ones) = group_ids(np.full(10, -1), same[:10])  # all constant, one -1 group
+    assert gid.tolist() == [0] * 10 and values.tolist() == [-1] and ones.tolist() == [1]
 
 
 def test_sorted_unique_of_sorted_and_unsorted_values():
@@ -108,6 +123,22 @@ def test_distinct_pairs_with_32_and_64_bit_keys():
         expected = sorted(set(zip(member.tolist(), gid.tolist(), strict=True)))
         assert list(zip(m.tolist(), g.tolist(), strict=True)) == expected
         assert g.dtype == m.dtype == np.int64
+
+
+def test_distinct_pairs_in_any_order_are_the_same_set():
+    """``ordered=False`` gives the same distinct pairs, as a multiset: with duplicates (split
+    back from the sorted keys) and without (the input arrays, untouched)."""
+    from reports.grouping import distinct_pairs
+
+    rng = np.random.default_rng(6)
+    for members, size in ((5_000, 30_000), (10**9, 1_000)):  # duplicates; every pair distinct
+        member = rng.integers(0, members, size)
+        gid = rng.integers(0, 300, size)
+        g, m = distinct_pairs(gid, member, 300, ordered=False)
+        expected = sorted(set(zip(member.tolist(), gid.tolist(), strict=True)))
+        assert sorted(zip(m.tolist(), g.tolist(), strict=True)) == expected
+        assert g.dtype == m.dtype == np.int64
+    assert len(expected) == 1_000 and g is gid and m is member  # no copy when all distinct
 
 
 def test_in_parallel_keeps_order_and_raises_the_first_error(monkeypatch):
