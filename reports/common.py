@@ -103,7 +103,16 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
         return GroupStats(count, total, avg, med, vmin, vmax, std)
     vmin_all, vmax_all = int(values.min()), int(values.max())
     span = vmax_all - vmin_all + 1
-    if ngroups * span < 2**62 and -2**61 < vmin_all and vmax_all < 2**61:
+    if ngroups * span < 2**32:
+        # the packed key below in 32 bits: sorted in 18 ms instead of 44 (1.6 M kernel
+        # durations of nested x100 in 5,384 groups), then widened for the sums
+        key = groups.astype(np.uint32)
+        key *= np.uint32(span)
+        key += (values - vmin_all).astype(np.uint32)
+        key.sort()
+        sv = key.astype(np.int64)
+        sv -= np.repeat(np.arange(count.size, dtype=np.int64) * span - vmin_all, count)
+    elif ngroups * span < 2**62 and -2**61 < vmin_all and vmax_all < 2**61:
         # one sort of a packed (group, value) key instead of a two-key lexsort; the values
         # back by subtracting each row's group offset (4 ms for 1.7 M rows; `%` took 15)
         # (in place: a fresh 13 MB temporary costs this VM 2-4 ms of page faults)

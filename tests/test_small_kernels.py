@@ -78,6 +78,27 @@ def test_duration_stats_equal_group_stats():
         assert duration_stats(sorted(vs)) == st.row(g), (g, vs[:10])
 
 
+def test_group_stats_with_a_32_bit_key_equal_duration_stats():
+    """Groups x value span below 2**32 (kernel durations: the packed key is sorted as
+    uint32), with negative values, empty groups and single values: the plain reference."""
+    rnd = random.Random(12)
+    groups, values = [], []
+    for g in range(0, 4000, 2):  # odd groups stay empty
+        n = rnd.choice([1, 2, 5, 40])
+        groups += [g] * n
+        values += [rnd.randint(-500, 200_000) for _ in range(n)]
+    assert 4000 * (max(values) - min(values) + 1) < 2**32
+    st = group_stats(np.array(groups), np.array(values), 4000)
+    by_group: dict[int, list[int]] = {}
+    for g, v in zip(groups, values):
+        by_group.setdefault(g, []).append(v)
+    for g in range(4000):
+        if g in by_group:
+            assert duration_stats(sorted(by_group[g])) == st.row(g), g
+        else:
+            assert st.row(g) == dict.fromkeys(st.row(g), 0) and st.count[g] == 0
+
+
 def test_r1_is_r1_array():
     rnd = random.Random(5)
     xs = [0.0, -0.0, 0.05, -0.05, 0.15, 1.25, -1.25, 2.5, 1e17, 1e300, float("inf"),
