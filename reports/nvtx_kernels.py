@@ -40,17 +40,14 @@ NVTX_KERNEL_COLUMNS = [
 ]
 
 
-def attributed_items(act: Activity, p: Pairs, shown: Pairs) -> tuple[np.ndarray, np.ndarray]:
-    """(range index or -1, kernel index) for every shown pair plus every kernel in no range
-    (of all pairs ``p``: a kernel in a range that is not shown is not "in no range")."""
+def loose_kernels(act: Activity, p: Pairs) -> np.ndarray:
+    """The kernels in no range of all pairs ``p`` (a kernel in a range that is not shown is
+    not "in no range")."""
     k = act.kernels
     assert k is not None
     in_range = np.zeros(len(k), dtype=bool)
     in_range[p.kernel_idx] = True
-    loose = np.flatnonzero(~in_range)
-    item_range = np.concatenate([shown.range_idx, np.full(loose.size, -1, dtype=np.int64)])
-    item_kernel = np.concatenate([shown.kernel_idx, loose])
-    return item_range, item_kernel
+    return np.flatnonzero(~in_range)
 
 
 def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
@@ -60,14 +57,23 @@ def nvtx_kernel_report(act: Activity, names: RangeNames, p: Pairs,
     k, r = act.kernels, act.ranges
     assert k is not None and r is not None
     shown = p if shown is None else shown
-    item_range, item_kernel = attributed_items(act, p, shown)
+    # The items: every shown pair, then every kernel in no range (range -1); no copies of
+    # the pairs when there is no such kernel.
+    loose = loose_kernels(act, p)
     n_in = len(shown)  # items [0, n_in) have a range, the rest are kernels in no range
     # The group key (range name, style, thread, kernel name) as two columns: the range's
-    # name and style, and the kernel's thread and name, each built on its own rows once and
-    # then gathered (thread and name of an attributed kernel are its range's thread and its
-    # own), in the same order as the four columns.
-    range_key = np.full(item_range.size, -1, dtype=np.int64)
-    range_key[:n_in] = names.code[shown.range_idx] * 2 + r.pushpop[shown.range_idx]
+    # name and style, and the kernel's thread and name (a key per kernel, gathered: thread
+    # and name of an attributed kernel are its range's thread and its own), in the same
+    # order as the four columns.
+    range_key = names.code[shown.range_idx]
+    range_key *= 2
+    range_key += r.pushpop[shown.range_idx]
+    if loose.size:
+        item_range = np.concatenate([shown.range_idx, np.full(loose.size, -1, dtype=np.int64)])
+        item_kernel = np.concatenate([shown.kernel_idx, loose])
+        range_key = np.concatenate([range_key, np.full(loose.size, -1, dtype=np.int64)])
+    else:
+        item_range, item_kernel = shown.range_idx, shown.kernel_idx
     tids = sorted_unique(k.launch_tid)
     nnames = len(k.names)
     kernel_key = (np.searchsorted(tids, k.launch_tid) * nnames + k.name_code)[item_kernel]
