@@ -175,8 +175,9 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
         pname = names.code[p.range_idx]
         pk = p.kernel_idx
         if attribution == "all" and len(p):
-            # each kernel once per range name, even inside nested same-name ranges
-            pname, pk = distinct_pairs(pname, pk, len(names.names))
+            # each kernel once per range name, even inside nested same-name ranges (in any
+            # order: _Grouped sums integer durations, exactly, whatever their order)
+            pname, pk = distinct_pairs(pname, pk, len(names.names), ordered=False)
         return _Grouped(pname, k.name_code[pk], dur[pk], cat_code, len(cat_names))
 
     whole, grouped = in_parallel(whole_export, per_range_name)  # independent passes

@@ -185,6 +185,8 @@ def test_nested_same_name_ranges_follow_nsys_and_dedupe_elsewhere(tmp_path):
     assert (row["range_instances"], row["kernel_instances"], row["total_ns"]) == (2, 1, 400)
     assert ExportAnalysis(p).kernels(range_name="block").rows[0]["total_ns"] == 200
     assert rows_by(ExportAnalysis(p).ranges(), "range")[("block",)]["gpu_inclusive_ns"] == 200
+    dominant = ExportAnalysis(p).dominant().rows[1]  # the kernel once in the range name too
+    assert (dominant["range"], dominant["total_ns"], dominant["instances"]) == ("block", 200, 1)
 
 
 def test_within_measure_leaves_warmup_out(tmp_path, cli):
