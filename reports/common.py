@@ -32,9 +32,9 @@ class Report:
 def rows_of(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Row dicts from equally long column lists (keys in the order of ``columns``): reports
     compute per-group columns at once, never by a loop over numpy scalars."""
-    lengths = {len(v) for v in columns.values()}
     if not columns:
         return []
+    lengths = {len(v) for v in columns.values()}
     if len(lengths) > 1:
         raise ValueError(f"rows_of: columns of different lengths {sorted(lengths)}")
     return list(map(_row_maker(tuple(columns)), *columns.values()))

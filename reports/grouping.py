@@ -33,23 +33,15 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     lows = [int(c.min()) for c in cols]
     # a constant column (all ranges PushPop) neither splits nor orders
     keep = [i for i in range(len(cols)) if lows[i] != highs[i]] or [0]
-    if len(keep) == 1 and lows[keep[0]] >= 0 and highs[keep[0]] < max(_DENSE_LIMIT, 4 * n):
-        col = cols[keep[0]]
-        present = np.zeros(highs[keep[0]] + 1, dtype=bool)
-        present[col] = True
-        if present.all():  # the codes are the ids
-            gid = col.astype(np.int64, copy=False)
-            values = np.arange(present.size, dtype=np.int64)
-        else:
-            dense = np.cumsum(present, dtype=np.int64) - 1
-            gid, values = dense[col], np.flatnonzero(present)
-        return gid, _with_constants(values, keep[0], highs)
     kept = [cols[i] for i in keep]
     radices = [highs[i] + 2 for i in keep]  # values shifted by one: -1 -> 0
     bound = 1
     for r in radices:
         bound *= r
-    if bound < 2**62:  # one mixed-radix key of all columns, ranked once (in place)
+    if len(keep) == 1 and lows[keep[0]] >= 0:  # one column of codes: ranked as it is
+        gid, values = _rank(kept[0], highs[keep[0]] + 1)
+        values_of = {keep[0]: values}
+    elif bound < 2**62:  # one mixed-radix key of all columns, ranked once (in place)
         key = np.array(kept[0], dtype=np.int64)
         key += 1
         for c, r in zip(kept[1:], radices[1:]):
@@ -81,18 +73,14 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
                       else np.full(ngroups, highs[i], dtype=np.int64) for i in range(len(cols)))
 
 
-def _with_constants(values: np.ndarray, at: int, highs: list[int]) -> tuple[np.ndarray, ...]:
-    """The key columns of the groups of one varying column (``values``, column ``at``): the
-    others are constant (``highs``: their value)."""
-    return tuple(values if i == at else np.full(values.size, h, dtype=np.int64)
-                 for i, h in enumerate(highs))
-
-
 def _rank(key: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """Dense ranks of ``key`` (values in [0, bound)) and its distinct values, ascending."""
+    """Dense ranks of ``key`` (values in [0, bound)) and its distinct values, ascending.
+    When every value is used, the key is its own rank (not copied)."""
     if bound <= max(_DENSE_LIMIT, 4 * key.size):
         present = np.zeros(bound, dtype=bool)
         present[key] = True
+        if present.all():
+            return key.astype(np.int64, copy=False), np.arange(bound, dtype=np.int64)
         dense = np.cumsum(present, dtype=np.int64) - 1
         return dense[key], np.flatnonzero(present)
     values = sorted_unique(key)
