@@ -260,7 +260,7 @@ def _csv_column(column: str, values: list[Any]) -> list[str]:
         return list(map(repr, values))
     if kinds == {str}:
         distinct = set(values)
-        if _csv_specials() == ('\n",', ""):  # what the csv module quotes (3.11 to 3.14)
+        if _csv_specials() == ('\n",', ""):  # what the csv module of 3.11 quotes
             fixed = {s: '"' + s.replace('"', '""') + '"' for s in distinct
                      if "," in s or '"' in s or "\n" in s}  # 15x faster than any(map(...))
         else:
