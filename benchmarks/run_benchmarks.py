@@ -61,6 +61,8 @@ NVTX_SPEEDUP_MIN = 10.0    # nvtxkernsum wall / nsys-mine nvtx-kernels wall (col
 KERNELS_SPEEDUP_MIN = 1.5  # gpukernsum wall / nsys-mine kernels wall (cold)
 WARM_MAX_S = 0.5           # every report from the cache at x100
 LINEARITY_MAX = 4.5        # nsys-mine wall at 4x the rows / at 1x
+AUTO_NVTX_RUNS = 3         # nvtxkernsum runs (median) where one is quick ...
+AUTO_NVTX_MAX_S = 60.0     # ... that is, under this many seconds
 MOONSHOT = 3.0             # nvtx-kernels wall / kernels wall
 
 QUESTIONS = {  # question -> (nsys report or None, nsys-mine command)
@@ -338,11 +340,13 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
         if AFTER[q] in questions:
             results[q, "after"] = Result(shape, factor, q, "after")
     outputs: dict[tuple[str, str], Path] = {}
-    for i in range(max(repeat, nvtx_repeat)):
+    for i in range(max(repeat, nvtx_repeat, AUTO_NVTX_RUNS if nvtx_repeat <= 0 else 0)):
         for q in questions:
             report, command = QUESTIONS[q]
             nsys_res = results.get((q, "nsys"))
-            runs_wanted = nvtx_repeat if q == "nvtx" else repeat
+            runs_wanted = repeat
+            if q == "nvtx":
+                runs_wanted = nvtx_repeat if nvtx_repeat > 0 else _auto_nvtx_runs(nsys_res)
             if nsys_res is not None and i < runs_wanted and not (
                     nsys_res.runs and not nsys_res.runs[-1].ok):
                 with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="run_") as tmp:
@@ -378,6 +382,17 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                          outputs, i)
     _compare(shape, factor, outputs)
     return list(results.values())
+
+
+def _auto_nvtx_runs(nsys_res: Result | None) -> int:
+    """Runs of nvtxkernsum when not given: AUTO_NVTX_RUNS where the first took under
+    AUTO_NVTX_MAX_S (x30, x100: a single run of it varied 9.3-10.8 s on shallow x30, which
+    decides which side of 10x that file lands on), else that one run (x300, x1200: 2-10
+    minutes each, 14-19x)."""
+    if nsys_res is None or not nsys_res.runs:
+        return AUTO_NVTX_RUNS
+    first = nsys_res.runs[0]
+    return AUTO_NVTX_RUNS if first.ok and first.wall_s < AUTO_NVTX_MAX_S else 1
 
 
 def _one(res: Result, argv: list[str], expected: Path, w: Path, timeout: float,
@@ -538,8 +553,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="nvtx, kernels, ranges, dominant (default: all)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs per nsys-mine command and gpukernsum (default 3)")
-    ap.add_argument("--nvtxkernsum-repeat", type=int, default=1,
-                    help="runs of the slow `nsys stats nvtxkernsum` (default 1)")
+    ap.add_argument("--nvtxkernsum-repeat", type=int, default=0,
+                    help="runs of the slow `nsys stats nvtxkernsum` (default: "
+                         f"{AUTO_NVTX_RUNS} where the first takes under "
+                         f"{AUTO_NVTX_MAX_S:g} s, else 1)")
     ap.add_argument("--nsys", help="nsys binary (default $NSYS, .cache/nsys, PATH)")
     ap.add_argument("--nsys-mine", dest="nsys_mine",
                     help="nsys-mine executable (default .venv/bin/nsys-mine)")
