@@ -234,8 +234,9 @@ def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
     an empty field; a dict or a list its human text), column by column: each column's values
     become their fields by one C call per value of its type, and a name is checked for
     quoting once per distinct name. The same bytes as ``writerows``, which copies every
-    character of every field one by one (5,384 rows of nested x30's ``nvtx-kernels``, long
-    kernel names: 0.049 -> 0.025 s; 16,582 range rows: 0.105 -> 0.05 s)."""
+    character of every field one by one: faster where names are long (5,384 rows of nested
+    x30's ``nvtx-kernels``: 0.049 -> 0.030 s), as fast on short rows (16,582 range rows:
+    0.104 s, most of it formatting 215 k numbers)."""
     table = _row_table(rows, columns)
     if len(columns) < 2:  # a lone empty field is quoted: the csv module knows the rules
         buf = io.StringIO()
@@ -267,8 +268,9 @@ def _csv_column(column: str, values: list[Any]) -> list[str]:
             fixed = {s: _csv_str(s) for s in distinct if _csv_quoted(s)}
         if not fixed:
             return values
-        return list(map(fixed.__getitem__ if len(fixed) == len(distinct) else fixed.get,
-                        values, *(() if len(fixed) == len(distinct) else (values,))))
+        if len(fixed) == len(distinct):  # every name is quoted
+            return list(map(fixed.__getitem__, values))
+        return list(map(fixed.get, values, values))
     out = []
     for v in values:
         t = type(v)
