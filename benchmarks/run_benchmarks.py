@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import platform
@@ -103,13 +104,22 @@ def find_nsys_mine(explicit: str | None) -> list[str]:
 
 # --------------------------------------------------------------------------- scaled files
 
+def _sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (the sources are a few MB: milliseconds)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def nested_source(rebuild: bool) -> Path:
     """The one-replica nested capture (benchmarks/nested_export.py), built once."""
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     dst = OUT_DIR / "nested_x1.sqlite"
     meta_path = dst.with_name(dst.name + ".json")
     key = {**NESTED_ARGS, "version": NESTED_VERSION,
-           "script_mtime_ns": (HERE / "nested_export.py").stat().st_mtime_ns}
+           "script_sha256": _sha256(HERE / "nested_export.py")}
     if not rebuild and dst.exists() and meta_path.exists():
         try:
             if json.loads(meta_path.read_text()).get("key") == key:
@@ -131,8 +141,9 @@ def scaled_file(src: Path, factor: int, gap_ns: int, rebuild: bool, name: str
         return src, {"key": None, "counts": file_row_counts(src), "cached": True}
     dst = OUT_DIR / f"{name}_x{factor}.sqlite"
     meta_path = dst.with_name(dst.name + ".json")
-    st = src.stat()
-    key = {"src": str(src.resolve()), "src_size": st.st_size, "src_mtime_ns": st.st_mtime_ns,
+    # keyed on the source's bytes, not its mtime: the shared fixture folder is set up again
+    # (new mtimes, same files) at every session, and 5.5 GiB took minutes to rebuild
+    key = {"src": str(src.resolve()), "src_sha256": _sha256(src),
            "factor": factor, "gap_ns": gap_ns, "scaler_version": SCALER_VERSION}
     if not rebuild and dst.exists() and meta_path.exists():
         try:
