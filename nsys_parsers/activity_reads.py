@@ -23,7 +23,10 @@ from nsys_parsers.kernel_groups import kernel_name_column
 from nsys_parsers.reader import Pending, Reader, rowid_chunks
 from nsys_parsers.schema import DRIVER_TABLE, KERNEL_TABLE, NVTX_TABLE, RUNTIME_TABLE, Schema
 
-ACTIVITY_PART = "activity"  # the cache part of the columns load_activity reads
+# the cache parts of the columns load_activity reads: the ranges (and what was traced), and
+# the kernels with their launches, apart so that a kernel summary maps only its own columns
+ACTIVITY_PART = "activity"
+ACTIVITY_KERNELS_PART = "activity.kernels"
 KERNEL_COLUMNS = ["s", "e", "n", "p", "c"]
 LAUNCH_COLUMNS = ["s", "e", "t", "c"]
 NVTX_COLUMNS = ["s", "e", "t", "f", "r"]
@@ -240,6 +243,7 @@ def start_activity_reads(export: Any, name_kind: str, with_names: bool, *,
         from nsys_parsers.cache import ExportCache
 
         cache = ExportCache.for_export(export)
-        if cache is not None and cache.has(ACTIVITY_PART):
+        if (cache is not None and cache.has(ACTIVITY_PART)
+                and cache.has(ACTIVITY_KERNELS_PART)):
             return None
     return submit_activity_reads(export, name_kind, with_names)

@@ -52,7 +52,7 @@ def test_warm_answers_equal_cold_ones_and_come_from_the_cache(cache_dir, export_
     assert not cache_dir.exists()  # --no-cache writes nothing
     first = answers(export_copy)
     stored = parts(cache_dir)
-    assert {"activity", "range_names", "pairs.all", "pairs.innermost",
+    assert {"activity", "activity.kernels", "range_names", "pairs.all", "pairs.innermost",
             "kernel_names.demangled"} <= set(stored)
     # the kernel summary of a small export (41 kernel names here) reads without numpy and
     # stores nothing; a large export's is stored (test_large_kernel_summary_is_cached)
@@ -117,6 +117,52 @@ def test_a_damaged_part_is_ignored_and_rebuilt(cache_dir, export_copy, damage):
     assert answers(export_copy) == cold
     assert entry.get("activity") is not None  # rebuilt by the run that could not use it
     assert answers(export_copy) == cold
+
+
+def test_the_two_activity_parts_of_different_loads_are_not_combined(
+        cache_dir, export_copy, tmp_path, monkeypatch):
+    """Ranges and kernels are stored in two parts, each whole and valid on its own; a pair
+    that two loads wrote (a failed write of one, a race between two runs) is read again from
+    the export, never combined."""
+    cold = answers(export_copy, cache=False)
+    answers(export_copy)
+    other = tmp_path / "other"
+    monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(other))
+    answers(export_copy)  # the same export, loaded again into another cache folder
+    monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(cache_dir))
+    shutil.copyfile(parts(other)["activity.kernels"], parts(cache_dir)["activity.kernels"])
+    entry = ExportCache.for_export(open_export(export_copy))
+    assert entry is not None and entry.get("activity.kernels") is not None  # valid alone
+    from nsys_parsers.activity import _from_cache
+
+    assert _from_cache(open_export(export_copy), entry, "demangled") is None
+    assert answers(export_copy) == cold  # read again, and stored as one load
+    assert _from_cache(open_export(export_copy), entry, "demangled") is not None
+
+
+def test_the_kernel_summary_after_another_question_maps_only_the_kernels(
+        cache_dir, export_copy, monkeypatch):
+    """A large export's kernel summary after another question reads the kernels' part of
+    that question's activity, not the ranges' part (at x1200 a GB mapped and checksummed)."""
+    import nsys_parsers.kernel_groups as kg
+
+    monkeypatch.setattr(kg, "SMALL_KERNELS", -1)
+    with ExportAnalysis(export_copy, cache=False) as a:
+        fresh = a.kernels().rows
+    with ExportAnalysis(export_copy) as a:
+        a.nvtx_kernels()
+    got: list[str] = []
+    real_get = ExportCache.get
+
+    def get(self, name):
+        got.append(name)
+        return real_get(self, name)
+
+    monkeypatch.setattr(ExportCache, "get", get)
+    with ExportAnalysis(export_copy) as a:
+        rows = a.kernels().rows
+    assert rows == fresh and len(rows) == 41
+    assert "activity.kernels" in got and "activity" not in got
 
 
 def test_a_changed_export_gets_a_new_entry(cache_dir, export_copy, fx):
