@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.activity import Activity, cached_kernels, kernel_names_part, load_activity
-from nsys_parsers.activity_reads import ACTIVITY_KERNELS_PART, ActivityReads
+from nsys_parsers.activity_reads import ActivityReads
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import (
     Pairs,
@@ -306,7 +306,7 @@ class ExportAnalysis:
             # unless an earlier question cached the activity (then from there, below)
             small = small_kernel_rows(self.export, self.options.name_kind, self.rules)
             if small is None:
-                cached = self._kernels_in_cached_activity()
+                cached = self._cached_activity_kernels()
                 if cached is not None:
                     small = summarize_kernels(cached.names, cached.name_code, cached.duration,
                                               self.rules), list(cached.notes)
@@ -339,16 +339,15 @@ class ExportAnalysis:
         rows = summarize_kernels(k.names, codes, durations, self.rules)
         return Report(rows=rows[:top] if top else rows, columns=KERNEL_COLUMNS, notes=notes)
 
-    def _kernels_in_cached_activity(self) -> KernelData | None:
+    def _cached_activity_kernels(self) -> KernelData | None:
         """The kernels of the cached activity of an earlier question (nvtx-kernels, ranges,
         dominant...), for the plain kernel summary, rather than a read of the export: when
         the cache holds them with this name kind's names, but not the summary's own part
         (looked at by the parts' headers first). Only the kernels' part is mapped, not the
         ranges' (at x1200: 0.2 of 1.2 GB)."""
         c, kind = self.cache, self.options.name_kind
-        if (c is None or c.has(kernel_durations_part(kind))
-                or not (c.has(ACTIVITY_KERNELS_PART) and c.has(kernel_names_part(kind)))):
-            return None
+        if c is None or c.has(kernel_durations_part(kind)) or not c.has(kernel_names_part(kind)):
+            return None  # (without this kind's names, cached_kernels would read the export)
         cached = cached_kernels(self.export, c, kind)
         return cached[0] if cached is not None else None
 

@@ -262,22 +262,18 @@ def _csv_column(column: str, values: list[Any]) -> list[str]:
     if kinds == {str}:
         distinct = set(values)
         if _csv_specials() == ('\n",', ""):  # what the csv module of 3.11 quotes
-            fixed = {s: '"' + s.replace('"', '""') + '"' for s in distinct
-                     if "," in s or '"' in s or "\n" in s}  # 15x faster than any(map(...))
+            fixed = {s: _csv_quote(s) for s in distinct
+                     if "," in s or '"' in s or "\n" in s}  # 15x faster than _csv_quoted
         else:
             fixed = {s: _csv_str(s) for s in distinct if _csv_quoted(s)}
-        if not fixed:
-            return values
-        if len(fixed) == len(distinct):  # every name is quoted
-            return list(map(fixed.__getitem__, values))
-        return list(map(fixed.get, values, values))
+        return list(map(fixed.get, values, values)) if fixed else values
     out = []
     for v in values:
         t = type(v)
         if t is int:
             out.append(int.__repr__(v))
         elif t is float and math.isfinite(v):
-            out.append(float.__repr__(v))
+            out.append(repr(v))
         elif v is None:
             out.append("")
         elif t is str:
@@ -296,6 +292,11 @@ def _csv_str(s: str) -> str:
     """The field of a string that ``_csv_quoted``."""
     if any(map(s.__contains__, _csv_specials()[1])):
         return _csv_field(s)
+    return _csv_quote(s)
+
+
+def _csv_quote(s: str) -> str:
+    """``s`` quoted as the csv module quotes it (its quote characters doubled)."""
     return '"' + s.replace('"', '""') + '"'
 
 
@@ -311,7 +312,7 @@ def _csv_specials() -> tuple[str, str]:
             got = _csv_field(text)
         except csv.Error:
             got = None
-        if got == '"' + text.replace('"', '""') + '"':
+        if got == _csv_quote(text):
             quoted += c
         elif got != text:
             other += c
