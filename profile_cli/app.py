@@ -8,8 +8,9 @@ inside the commands, so that ``--help`` and small jobs start fast.
 The commands live in modules of their own (``COMMAND_MODULES``). ``main()`` imports only the
 module of the command it runs (a mining command does not import the profiler, the model
 configs or the inference suite), and registers that command alone (Typer builds the options
-of that one only): ``--help``, no command or an unknown one get every module. ``app``, the
-whole application, is built on first use.
+of that one only). ``--help``, no command or an unknown one get ``index_app()``: every
+command listed from ``COMMAND_HELP``, with no command module imported. ``app``, the whole
+application, is built on first use.
 """
 
 from __future__ import annotations
@@ -35,6 +36,41 @@ MODULE_OF = {
     **dict.fromkeys(("bench", "memory"), "profile_cli.bench_cmds"),
     **dict.fromkeys(("profile", "sweep"), "profile_cli.profile_cmds"),
     **dict.fromkeys(("infer", "micro"), "profile_cli.infer_cmds"),
+}
+# What `nsys-mine --help` lists for each command: the first paragraph of its help, in the
+# order of MODULE_OF. The list (and the command line with no command, or an unknown one) is
+# built from here, without importing the command modules or building their options (`--help`
+# 0.33 -> 0.24 s); tests/test_cli.py checks it against the commands' own help.
+COMMAND_HELP = {
+    "info": "Export metadata: nsys and schema version, GPUs, capture command, table row counts.",
+    "kernels": "CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum).",
+    "ranges": "NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their "
+              "kernels.",
+    "nvtx-kernels": "Kernels grouped by the NVTX range that launched them (as nsys "
+                    "nvtx_kern_sum).",
+    "dominant": "Which kernel dominates: for the whole export and for each NVTX range.",
+    "memops": "Memory operations: memcpy by kind and memset, count, bytes, time and "
+              "throughput.",
+    "categories": "The kernel-category rule table (first match wins; rules of --rules come "
+                  "first).",
+    "attention": "Attention runtime vs FLOPs: scores, softmax and final matmul of the naive "
+                 "attention.",
+    "report": "The page people open: headline answers, plots and tables of an export or a "
+              "sweep.",
+    "compare": "How the kernel mix changes: two ranges of one export, or two exports, side by "
+               "side.",
+    "diff": "Run-to-run: per range and per kernel, time per instance, change, and a verdict.",
+    "check": "CI gate: assert rules on an export; exit 0 (all pass), 3 (a rule failed), 1 "
+             "(error).",
+    "bench": "Time forward, forward-backward and training steps of the Transformer LM.",
+    "memory": "Peak memory of forward or training steps, with an estimated breakdown.",
+    "profile": "Profile one config of the Transformer under nsys and show what dominates "
+               "each range.",
+    "sweep": "Profile sizes x contexts x modes x precisions x attention, one nsys run per "
+             "config.",
+    "infer": "Inference latency over a grid of batch sizes x input lengths.",
+    "micro": "Micro-benchmarks: matmul time vs dimension, MLP time vs steps, layers, batch "
+             "and width, with fitted scaling exponents.",
 }
 
 
@@ -94,16 +130,7 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES, only: str | None = None
     installed is left out); ``only``: with just that command of them (Typer builds the
     options of every registered command before it runs one: 15-30 ms for the 9 commands of
     the mining module)."""
-    _help_folds_long_words()
-    app = typer.Typer(
-        name="nsys-mine",
-        help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, "
-             "and where.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode="markdown",
-    )
+    app = _typer_app()
     for module in modules:
         try:
             mod = importlib.import_module(module)
@@ -125,12 +152,40 @@ def _no_options() -> None:
     """The group's callback when it holds one command: no options of its own."""
 
 
+def _typer_app() -> typer.Typer:
+    """The application with no command yet."""
+    _help_folds_long_words()
+    return typer.Typer(
+        name="nsys-mine",
+        help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, "
+             "and where.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="markdown",
+    )
+
+
+def index_app() -> typer.Typer:
+    """The application as ``--help`` lists it: every command by its name and COMMAND_HELP,
+    with no options (none of them runs: ``_app_for`` gives a named command its module)."""
+    app = _typer_app()
+    for name, text in COMMAND_HELP.items():
+        app.command(name, help=text)(_listed_only)
+    return app
+
+
+def _listed_only() -> None:  # pragma: no cover - the index app runs no command
+    """A command of ``index_app``: listed by --help, never run."""
+    raise RuntimeError("index_app() lists the commands; new_app() runs them")
+
+
 def _app_for(args: list[str]) -> typer.Typer:
     """The application ``args`` needs: its command alone (with the module that defines it),
-    else every command (no command, ``--help``, an unknown one)."""
+    else the list of every command (no command, ``--help``, an unknown one)."""
     command = _command_of(args)
     module = MODULE_OF.get(command)
-    return new_app((module,), only=command) if module else new_app()
+    return new_app((module,), only=command) if module else index_app()
 
 
 def _command_of(args: list[str]) -> str:

@@ -187,6 +187,52 @@ def test_main_knows_the_module_of_every_command():
         assert commands([name, "x.sqlite"]) == {name}
 
 
+def test_the_command_list_is_the_commands_own_help():
+    """COMMAND_HELP (what --help lists, without importing the command modules) holds the
+    first paragraph of every command's own help, in the order of MODULE_OF."""
+    import inspect
+
+    import typer.main
+
+    import profile_cli.app as cli_app
+
+    group = typer.main.get_command(cli_app.app)
+    own = {}
+    for name in cli_app.MODULE_OF:
+        cmd = group.commands[name]
+        text = inspect.cleandoc(cmd.short_help or cmd.help or "").split("\n\n")[0]
+        own[name] = text.replace("\n", " ").strip()
+    assert list(cli_app.COMMAND_HELP.items()) == list(own.items())
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_command_list_reads_as_the_whole_application(monkeypatch, width):
+    """No command, --help, an unknown command or option: the index application answers
+    with the same text and exit code as the application with every command."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import profile_cli.app as cli_app
+
+    monkeypatch.setenv("COLUMNS", str(width))
+
+    def answer(app, args):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                app(args=args, prog_name="nsys-mine")
+                code = 0
+            except SystemExit as exc:
+                code = exc.code
+        return code, out.getvalue(), err.getvalue()
+
+    for args in ([], ["--help"], ["kernal"], ["--bogus"]):
+        index = answer(cli_app.index_app(), args)
+        assert index == answer(cli_app.new_app(), args), args
+        assert index[1] or index[2], args
+    assert "nvtx-kernels" in answer(cli_app.index_app(), ["--help"])[1]
+
+
 def test_a_command_runs_alone(fx):
     """main() registers the command it runs and no other; the application stays a group
     (Typer runs a lone command without its name), so arguments, --help and usage errors
