@@ -451,6 +451,9 @@ def test_json_rows_are_encoded_as_json_dumps_writes_them():
         (["x"], [{"x": math.inf}]),
         (["x"], []),
         ([], [{"x": 1}]),
+        # many rows: columns of few distinct values and of many
+        (["n", "s", "m"], [{"n": i % 3, "s": "é\"x" if i % 2 else "plain", "m": i * 10**12}
+                           for i in range(100)]),
     ]
     for columns, rows in cases:
         expected = to_json([{c: r.get(c) for c in columns} for r in rows])
@@ -499,6 +502,12 @@ def test_csv_rows_are_written_as_the_csv_module_writes_them():
         (["x", "y"], []),
         ([], [{"x": 1}]),
         (["s", "t"], [{"s": f"a{chr(c)}b", "t": chr(c)} for c in range(128)]),
+        # many rows: columns of few distinct values and of many, names that need quoting,
+        # a NUL character inside one
+        (["n", "k", "s"], [{"n": i % 3, "k": f'op "{i % 5}", x', "s": "P" if i % 2 else "S,E"}
+                           for i in range(200)]),
+        (["n", "k"], [{"n": i * 10**15, "k": "a,\0b" if i % 7 == 0 else f"n, {i % 90}"}
+                      for i in range(200)]),
     ]
     for columns, rows in cases:
         assert to_csv(rows, columns) == reference(rows, columns), columns
