@@ -45,7 +45,8 @@ SnapshotDirOpt = Annotated[Path, typer.Option(
     help="CUDA: where the memory snapshot pickles go (open them at pytorch.org/memory_viz).")]
 MaxEntriesOpt = Annotated[int, typer.Option(
     "--max-entries", min=1,
-    help="CUDA: allocator events kept by torch.cuda.memory._record_memory_history.")]
+    help="CUDA: how many allocator events the snapshot keeps (max_entries of PyTorch's "
+         "_record_memory_history).")]
 
 
 def register(app: typer.Typer) -> None:

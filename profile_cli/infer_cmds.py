@@ -262,7 +262,8 @@ def mlp(
     spec: MicroSpec,
     out: OutputSpec,
     params: Annotated[str, typer.Option(
-        "--params", help=f"Comma list of the parameters to scale: {', '.join(MLP_PARAMS)}.")
+        "--params", show_default=False,
+        help=f"Comma list of the parameters to scale: {', '.join(MLP_PARAMS)} (default: all).")
     ] = ",".join(MLP_PARAMS),
     scales: Annotated[str, typer.Option(
         "--scales", help="Multiples of the base value to run each parameter at.")

@@ -53,6 +53,9 @@ nsys_options = option_group(NsysSpec, {
     "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
 }, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
 EXECUTOR_PANEL = "Where configs run (local, or Slurm through submitit)"
+# The Slurm options about the wait have a panel of their own: Typer gives a flag pair's second
+# name a column, which took a fifth of the executor panel's width at 80 columns.
+WAITING_PANEL = "While Slurm jobs run"
 ExecutorOpt = Annotated[str, typer.Option(
     "--executor", rich_help_panel=EXECUTOR_PANEL, **choice(EXECUTORS),
     help="local: run the configs here; slurm: one Slurm job per config (one job array), "
@@ -84,14 +87,14 @@ SlurmSetupOpt = Annotated[Optional[List[str]], typer.Option(
     help="Shell line run in each job before the config, e.g. 'module load cuda' (repeat "
          "the option for several).")]
 SlurmPollOpt = Annotated[float, typer.Option(
-    "--slurm-poll", min=0.5, metavar="S", rich_help_panel=EXECUTOR_PANEL,
+    "--slurm-poll", min=0.5, metavar="S", rich_help_panel=WAITING_PANEL,
     help="Seconds between questions to Slurm (squeue/sacct) while waiting.")]
 WaitOpt = Annotated[bool, typer.Option(
-    "--wait/--no-wait", rich_help_panel=EXECUTOR_PANEL,
+    "--wait/--no-wait", rich_help_panel=WAITING_PANEL,
     help="slurm: wait for the jobs and record them (default), or submit and return; "
          "`sweep --collect OUT` records the jobs that finished since.")]
 CancelOpt = Annotated[Optional[bool], typer.Option(
-    "--cancel-on-exit/--keep-on-exit", rich_help_panel=EXECUTOR_PANEL, show_default=False,
+    "--cancel-on-exit/--keep-on-exit", rich_help_panel=WAITING_PANEL, show_default=False,
     help="slurm: on Ctrl-C, cancel the unfinished jobs, or leave them to run (default: ask "
          "on a terminal, keep them otherwise).")]
 # Give a command the executor options; it receives them as ``executor: ExecutorSpec``.
@@ -236,7 +239,8 @@ def sweep(
     retry: Annotated[bool, typer.Option(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
     table: Annotated[str, typer.Option(
-        "--table", help="Which table to show.", **choice(SWEEP_TABLES + ("all",)))] = "all",
+        "--table", help=f"Which table to show: {', '.join(SWEEP_TABLES)} or all.",
+        **{**choice(SWEEP_TABLES + ("all",)), "metavar": "TABLE"})] = "all",
 ) -> None:
     """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
 

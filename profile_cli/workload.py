@@ -55,7 +55,7 @@ PrecisionOpt = Annotated[str, typer.Option(
 AttentionOpt = Annotated[str, typer.Option(
     "--attention", rich_help_panel=PANEL,
     help="Comma list of naive (written-out softmax, CS336 reference) and sdpa "
-         "(PyTorch's fused scaled_dot_product_attention).")]
+         "(the fused scaled_dot_product_attention of PyTorch).")]
 NvtxOpt = Annotated[str, typer.Option(
     "--nvtx", rich_help_panel=PANEL, **choice(LEVELS),
     help="NVTX ranges: off, coarse (warmup, measure, step, phases), fine (+ per block and "

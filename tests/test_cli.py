@@ -164,27 +164,24 @@ def test_help_cuts_no_word(cli, monkeypatch, width):
     assert set(options) <= shown, sorted(set(options) - shown)
 
 
-def test_export_commands_help_splits_no_word_at_80_columns(cli, monkeypatch):
-    """The help of every command that reads an export (its options share one panel) shows
-    each word whole at 80 columns: no cache path, environment variable or choice list
-    folded in the middle (`~/.cache/nsys-mine/co` + `lumns`, `short|demangled|mangl` + `ed`
-    before the --name-kind metavar was KIND). A word that is a piece of a word of the same
-    help printed wide is a split one."""
+def test_help_splits_no_word_at_80_columns(cli, monkeypatch):
+    """Every help shows each word whole at 80 columns: no cache path, environment variable,
+    option name, identifier or choice list folded in the middle (`~/.cache/nsys-mine/co` +
+    `lumns`, `--slurm-gpus-per-ta` + `sk`, `short|demangled|mangl` + `ed`, as before
+    daa74b3 and the commit after it). A word that is a piece of a word of the same help
+    printed wide is a split one."""
     from profile_cli.app import MODULE_OF
 
-    def words(name: str, width: int) -> list[str]:
+    def words(args: list[str], width: int) -> list[str]:
         monkeypatch.setenv("COLUMNS", str(width))
-        out = cli(name, "--help").stdout
+        out = cli(*args, "--help").stdout
         cells = [c for ln in out.splitlines()
                  for c in re.split(r"\s{2,}|│", ln.strip("│╭╮╰╯─ "))]
         return [w for c in cells for w in c.split()]
 
-    export_commands = [n for n, m in MODULE_OF.items()
-                       if m in ("profile_cli.mine_cmds", "profile_cli.gate_cmds")]
-    assert "nvtx-kernels" in export_commands and "check" in export_commands
-    for name in export_commands:
-        wide = set(words(name, 1000))
-        split = {w for w in words(name, 80) if w not in wide and len(w) > 1
+    for name in ["", *MODULE_OF, "micro matmul", "micro mlp"]:
+        wide = set(words(name.split(), 1000))
+        split = {w for w in words(name.split(), 80) if w not in wide and len(w) > 1
                  and any(x.startswith(w) or x.endswith(w) for x in wide)}
         assert not split, (name, sorted(split))
 
