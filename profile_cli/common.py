@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from reports.options import AnalysisOptions
 
 
-def choice(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
+def choice(values: tuple[str, ...] | list[str], metavar: str | None = None
+           ) -> dict[str, Any]:
     """``typer.Option`` arguments for a choice among ``values`` (the library's own tuple, so
-    a new value cannot be missing from the CLI): the metavar lists them, and anything else
-    is a usage error naming them."""
+    a new value cannot be missing from the CLI): the metavar lists them (or is ``metavar``,
+    where the list would narrow the help at 80 columns: the help then names them), and
+    anything else is a usage error naming them."""
     allowed = tuple(values)
 
     def check(value: Any) -> Any:
@@ -31,7 +33,7 @@ def choice(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
                 raise typer.BadParameter(f"{item!r} is not one of {', '.join(allowed)}")
         return value
 
-    return {"callback": check, "metavar": "|".join(allowed)}
+    return {"callback": check, "metavar": metavar or "|".join(allowed)}
 
 
 OUTPUT_PANEL = "Output"

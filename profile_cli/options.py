@@ -27,7 +27,7 @@ MergeOpt = Annotated[str, typer.Option(
          "`, op_id = N`, `, sizes = ...`) from range names. auto: when the names look like "
          "an emit_nvtx capture.")]
 NameKindOpt = Annotated[str, typer.Option(
-    "--name-kind", rich_help_panel=ANALYSIS_PANEL, **{**choice(NAME_KINDS), "metavar": "KIND"},
+    "--name-kind", rich_help_panel=ANALYSIS_PANEL, **choice(NAME_KINDS, "KIND"),
     help="Kernel names: short, demangled (as nsys prints them) or mangled.")]
 NsysOpt = Annotated[Optional[str], typer.Option(
     "--nsys", metavar="PATH", rich_help_panel=ANALYSIS_PANEL,

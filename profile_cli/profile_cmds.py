@@ -240,7 +240,7 @@ def sweep(
         "--retry", help="Run again the configs that did not end ok (resume skips them).")] = False,
     table: Annotated[str, typer.Option(
         "--table", help=f"Which table to show: {', '.join(SWEEP_TABLES)} or all.",
-        **{**choice(SWEEP_TABLES + ("all",)), "metavar": "TABLE"})] = "all",
+        **choice(SWEEP_TABLES + ("all",), "TABLE"))] = "all",
 ) -> None:
     """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
 
