@@ -80,18 +80,25 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
     env = dict(os.environ if env is None else env)
     env[MARKER_ENV] = marker
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", env=env, cwd=cwd, start_new_session=True)
+    proc: subprocess.Popen | None = None
     timed_out = False
     try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace", env=env, cwd=cwd,
+                                start_new_session=True)
         out, err = _communicate(proc, timeout_s, stop)
     except subprocess.TimeoutExpired:
+        assert proc is not None
         timed_out = True
         _end_group(proc)
         out, err = proc.communicate()
     except KeyboardInterrupt:
-        _end_group(proc)
-        proc.communicate()
+        # also when the signal (Ctrl-C, Slurm's SIGTERM) came while Popen started the child:
+        # the child runs then, in its own session, but Popen never returned it (a scancel'ed
+        # job left its nsys running that way); it carries the marker, which finds it
+        if proc is not None:
+            _end_group(proc)
+            proc.communicate()
         end_marked_processes(marker)
         raise
     killed = end_marked_processes(marker)

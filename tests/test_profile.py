@@ -119,6 +119,39 @@ sleep 0.3; echo done
     assert marked_pids("no-such-marker") == []
 
 
+def test_a_signal_while_the_child_starts_still_ends_it(tmp_path, monkeypatch):
+    """Ctrl-C, or Slurm's SIGTERM to a job (scancel, time limit), can arrive while Popen
+    starts the child: the handler's exception then comes out of Popen after the child was
+    forked and exec'd, before Popen returns it. A scancel'ed job's nsys stand-in lived on that
+    way (its own session, out of Slurm's reach). The child is still found by the run's marker
+    and ended."""
+    import os
+    import signal
+
+    from profile_cli import process
+
+    started: dict = {}
+    real_popen = process.subprocess.Popen
+
+    def popen_then_signal(*args, **kwargs):
+        child = real_popen(*args, **kwargs)
+        started.update(pid=child.pid, marker=kwargs["env"][process.MARKER_ENV], child=child)
+        raise KeyboardInterrupt  # what the signal handler raises as fork_exec returns
+
+    monkeypatch.setattr(process.subprocess, "Popen", popen_then_signal)
+    nsys = fake_nsys(tmp_path / "nsys", "sleep 300\n")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_with_timeout([str(nsys)], timeout_s=30)
+        assert marked_pids(started["marker"]) == []
+        assert started["child"].wait(timeout=10) is not None  # ended, not left running
+    finally:
+        try:  # if the test failed: no leftover (the child leads its own process group)
+            os.killpg(started["pid"], signal.SIGKILL)
+        except (KeyError, ProcessLookupError):
+            pass
+
+
 def _outcome(code=0, out="", err="", timed_out=False):
     return ProcessOutcome(returncode=code, stdout=out, stderr=err, timed_out=timed_out,
                           wall_s=1.0, killed_pids=[])
