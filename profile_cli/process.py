@@ -56,17 +56,27 @@ def _kill(pids: list[int], sig: int) -> None:
             pass
 
 
-def end_marked_processes(marker: str, grace_s: float = 2.0) -> list[int]:
-    """SIGTERM, then SIGKILL, every leftover process of this run; returns their PIDs."""
-    pids = marked_pids(marker)
-    if not pids:
-        return []
-    _kill(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and marked_pids(marker):
-        time.sleep(0.1)
-    _kill(marked_pids(marker), signal.SIGKILL)
-    return pids
+def end_marked_processes(marker: str, grace_s: float = 2.0, kill_wait_s: float = 2.0
+                         ) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace_s``, every leftover process of this run, and wait
+    (up to ``kill_wait_s`` more) until none is left; returns their PIDs. Each round signals
+    every marked process found then, so a child forked meanwhile (a script that had just
+    started its ``sleep``) is ended too; it once outlived a run that only signalled the
+    first ones found, and a SIGKILL not yet carried out when this returned looked like a
+    leftover."""
+    ended: list[int] = []
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        deadline = time.monotonic() + wait_s
+        while True:
+            pids = marked_pids(marker)
+            if not pids:
+                return ended
+            ended += [pid for pid in pids if pid not in ended]
+            _kill(pids, sig)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    return ended
 
 
 def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] | None = None,
