@@ -4,11 +4,13 @@ nsys 2022.4's agent can hang after the profiled program exits and is re-parented
 of reach of the process group. Every process of one run therefore inherits a marker
 environment variable (``NSYS_MINE_RUN_ID=<uuid>``); after the run, on timeout and on Ctrl-C,
 the group is ended and then every process that carries the marker, by PID. Only processes this
-run started carry it.
+run started carry it. Ctrl-C and a handled SIGTERM wait while Popen starts the child, so that
+the child is known when they end the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 MARKER_ENV = "NSYS_MINE_RUN_ID"
 
@@ -93,9 +96,10 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
     proc: subprocess.Popen | None = None
     timed_out = False
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", env=env, cwd=cwd,
-                                start_new_session=True)
+        with _signals_held():
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, errors="replace", env=env, cwd=cwd,
+                                    start_new_session=True)
         out, err = _communicate(proc, timeout_s, stop)
     except subprocess.TimeoutExpired:
         assert proc is not None
@@ -103,9 +107,6 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
         _end_group(proc)
         out, err = proc.communicate()
     except KeyboardInterrupt:
-        # also when the signal (Ctrl-C, Slurm's SIGTERM) came while Popen started the child:
-        # the child runs then, in its own session, but Popen never returned it (a scancel'ed
-        # job left its nsys running that way); it carries the marker, which finds it
         if proc is not None:
             _end_group(proc)
             proc.communicate()
@@ -114,6 +115,32 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
     killed = end_marked_processes(marker)
     return ProcessOutcome(returncode=proc.returncode, stdout=out or "", stderr=err or "",
                           timed_out=timed_out, wall_s=time.monotonic() - t0, killed_pids=killed)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (when Python handles it: Slurm jobs) wait until the block is done,
+    then act as they would have: a signal that came while Popen started the child raised
+    out of Popen before it returned the child, which then ran on in its own session, out of
+    reach (a scancel'ed Slurm job's nsys stand-in did). Main thread only: signals reach
+    Python there; other threads are stopped through ``stop``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    held: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler):
+            held[sig] = handler
+            signal.signal(sig, lambda num, frame: caught.append((num, frame)))
+    try:
+        yield
+    finally:
+        for num, handler in held.items():
+            signal.signal(num, handler)
+        for num, frame in caught[:1]:  # one is enough: the first handler ends the run
+            held[num](num, frame)
 
 
 def _communicate(proc: subprocess.Popen, timeout_s: float,

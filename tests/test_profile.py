@@ -121,10 +121,10 @@ sleep 0.3; echo done
 
 def test_a_signal_while_the_child_starts_still_ends_it(tmp_path, monkeypatch):
     """Ctrl-C, or Slurm's SIGTERM to a job (scancel, time limit), can arrive while Popen
-    starts the child: the handler's exception then comes out of Popen after the child was
-    forked and exec'd, before Popen returns it. A scancel'ed job's nsys stand-in lived on that
-    way (its own session, out of Slurm's reach). The child is still found by the run's marker
-    and ended."""
+    starts the child. Its handler's exception used to come out of Popen after the child was
+    started, before Popen returned it: a scancel'ed job's nsys stand-in ran on that way, in
+    its own session, out of reach. Here a real SIGINT arrives as the child has started: the
+    run still ends with KeyboardInterrupt, and the child and its own child are gone."""
     import os
     import signal
 
@@ -135,16 +135,19 @@ def test_a_signal_while_the_child_starts_still_ends_it(tmp_path, monkeypatch):
 
     def popen_then_signal(*args, **kwargs):
         child = real_popen(*args, **kwargs)
-        started.update(pid=child.pid, marker=kwargs["env"][process.MARKER_ENV], child=child)
-        raise KeyboardInterrupt  # what the signal handler raises as fork_exec returns
+        started.update(pid=child.pid, marker=kwargs["env"][process.MARKER_ENV])
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, before Popen returns the child
+        for _ in range(1000):  # Python runs the handler between two of these
+            pass
+        return child
 
     monkeypatch.setattr(process.subprocess, "Popen", popen_then_signal)
-    nsys = fake_nsys(tmp_path / "nsys", "sleep 300\n")
+    nsys = fake_nsys(tmp_path / "nsys", "sleep 300 &\nwait\n")
     try:
         with pytest.raises(KeyboardInterrupt):
             run_with_timeout([str(nsys)], timeout_s=30)
         assert marked_pids(started["marker"]) == []
-        assert started["child"].wait(timeout=10) is not None  # ended, not left running
+        assert not Path(f"/proc/{started['pid']}").exists()  # ended and reaped
     finally:
         try:  # if the test failed: no leftover (the child leads its own process group)
             os.killpg(started["pid"], signal.SIGKILL)
