@@ -96,7 +96,7 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
     proc: subprocess.Popen | None = None
     timed_out = False
     try:
-        with _signals_held():
+        with signals_held():
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, errors="replace", env=env, cwd=cwd,
                                     start_new_session=True)
@@ -118,12 +118,14 @@ def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] |
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (when Python handles it: Slurm jobs) wait until the block is done,
-    then act as they would have: a signal that came while Popen started the child raised
-    out of Popen before it returned the child, which then ran on in its own session, out of
-    reach (a scancel'ed Slurm job's nsys stand-in did). Main thread only: signals reach
-    Python there; other threads are stopped through ``stop``."""
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (where Python handles it: a Slurm job, the sweep driver) wait until
+    the block is done, then act as they would have, through the handlers they had; dropped
+    if the block raised. Here a signal that came while Popen started the child raised out
+    of Popen before it returned the child, which then ran on in its own session, out of
+    reach (a scancel'ed Slurm job's nsys stand-in did); the Slurm driver holds them while
+    sbatch runs. Main thread only: signals reach Python there; other threads are stopped
+    through ``stop``."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -139,8 +141,8 @@ def _signals_held() -> Iterator[None]:
     finally:
         for num, handler in held.items():
             signal.signal(num, handler)
-        for num, frame in caught[:1]:  # one is enough: the first handler ends the run
-            held[num](num, frame)
+    for num, frame in caught[:1]:  # one is enough: the first handler ends the caller's work
+        held[num](num, frame)
 
 
 def _communicate(proc: subprocess.Popen, timeout_s: float,

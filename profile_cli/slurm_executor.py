@@ -46,6 +46,7 @@ from profile_cli.executors import (
     slurm_mem,
     slurm_minutes,
 )
+from profile_cli.process import signals_held
 from profile_cli.sweep_index import (
     ACTIVE,
     PlannedRun,
@@ -343,24 +344,6 @@ def sbatch_parameters(ex: ExecutorSpec, nsys_timeout_s: float, token: str) -> di
     return params
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the job ids are in the index (then interrupt as usual)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {s: signal.signal(s, lambda num, frame: caught.append(num))
-                for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-    if caught:
-        raise DriverTerminated if caught[0] == signal.SIGTERM else KeyboardInterrupt
-
-
 def submit(db, todo: list[PlannedRun], out_dir: Path, nsys_spec, ex: ExecutorSpec,
            existing: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Submit ``todo`` as one job array; returns config name -> job id."""
@@ -390,7 +373,7 @@ def submit(db, todo: list[PlannedRun], out_dir: Path, nsys_spec, ex: ExecutorSpe
     except ValueError as exc:
         raise SlurmError(f"submitit refused the Slurm options: {exc}") from None
     write_rows(db, rows)  # queued, no job id yet: a driver killed during sbatch finds them
-    with _signals_deferred():
+    with signals_held():  # Ctrl-C and SIGTERM wait until the job ids are in the index
         try:
             # submitit prints sbatch's complaints itself; they belong in our one error line
             with contextlib.redirect_stderr(io.StringIO()), executor.batch():

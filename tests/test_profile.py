@@ -155,6 +155,37 @@ def test_a_signal_while_the_child_starts_still_ends_it(tmp_path, monkeypatch):
             pass
 
 
+def test_held_signals_act_after_the_block_through_their_handlers():
+    """signals_held (a run's Popen, the Slurm driver's sbatch): SIGINT and a handled SIGTERM
+    sent inside the block act when it is done, through the handlers they had (the driver's
+    SIGTERM raises DriverTerminated), and the handlers are back."""
+    import os
+    import signal
+
+    from profile_cli.process import signals_held
+    from profile_cli.slurm_executor import DriverTerminated
+
+    def terminated(num, frame):
+        raise DriverTerminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        for sig, raised in ((signal.SIGINT, KeyboardInterrupt),
+                            (signal.SIGTERM, DriverTerminated)):
+            done = False
+            with pytest.raises(raised):
+                with signals_held():
+                    os.kill(os.getpid(), sig)
+                    for _ in range(1000):  # a handler would run between two of these
+                        pass
+                    done = True
+            assert done  # the block ran to its end first
+        assert signal.getsignal(signal.SIGTERM) is terminated
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _outcome(code=0, out="", err="", timed_out=False):
     return ProcessOutcome(returncode=code, stdout=out, stderr=err, timed_out=timed_out,
                           wall_s=1.0, killed_pids=[])
