@@ -14,7 +14,7 @@ from typing import Any
 
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig, step_flops
-from nvtx_model.sweep import CONFIG_COLUMNS, STATUS_COLUMNS, Progress, SweepResult, run_configs
+from nvtx_model.grid import CONFIG_COLUMNS, STATUS_COLUMNS, Progress, SweepResult, run_configs
 
 # A first measured step this many times the median of the others is an outlier (--warmup 0).
 OUTLIER_RATIO = 1.5

@@ -38,6 +38,7 @@ import torch
 
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import param_counts
+from nvtx_model.grid import CPU_MEMORY_SHARE, STATUS_COLUMNS, Progress, SweepResult, run_configs
 from nvtx_model.infer_config import (
     DEFAULT_MAX_BATCH_INPUT_PRODUCT,
     InferConfig,
@@ -45,7 +46,6 @@ from nvtx_model.infer_config import (
     skip_reason,
 )
 from nvtx_model.runtime import Runtime
-from nvtx_model.sweep import CPU_MEMORY_SHARE, STATUS_COLUMNS, Progress, SweepResult, run_configs
 
 INFER_CONFIG_COLUMNS: dict[str, type] = {
     "size": str, "params": int, "d_model": int, "d_ff": int, "layers": int, "heads": int,

@@ -21,8 +21,8 @@ from typing import Any
 
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig, memory_estimate
+from nvtx_model.grid import CONFIG_COLUMNS, STATUS_COLUMNS, Progress, SweepResult, run_configs
 from nvtx_model.runtime import CpuRuntime
-from nvtx_model.sweep import CONFIG_COLUMNS, STATUS_COLUMNS, Progress, SweepResult, run_configs
 
 DEFAULT_MAX_ENTRIES = 1_000_000
 DEFAULT_SNAPSHOT_DIR = Path("memory_snapshots")

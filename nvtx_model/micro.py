@@ -7,7 +7,7 @@ dimension takes microseconds, less than a timer read and a synchronize cost to r
 matmul sample repeats the product enough times to last ~``MIN_SAMPLE_S`` and reports the time of
 one (``repeats`` says how many). Configs that cannot fit are ``skipped`` with the reason, an
 out-of-memory error is an ``oom`` row, Ctrl-C keeps the rows finished so far, ``--db`` appends
-rows (``nvtx_model.sweep.run_configs``).
+rows (``nvtx_model.grid.run_configs``).
 
 Scaling: ``fit_exponent(xs, ys)`` is the least-squares slope of log(time) against log(value),
 so time ~ c * value^exponent; every row of a series carries the series' ``exponent``, and
@@ -26,8 +26,7 @@ from typing import Any, Callable
 import torch
 
 from nvtx_model.config import format_bytes
-from nvtx_model.micro_config import MatmulConfig, MLPConfig, fit_exponent
-from nvtx_model.sweep import (
+from nvtx_model.grid import (
     CPU_MEMORY_SHARE,
     STATUS_COLUMNS,
     STATUS_OK,
@@ -35,6 +34,7 @@ from nvtx_model.sweep import (
     SweepResult,
     run_configs,
 )
+from nvtx_model.micro_config import MatmulConfig, MLPConfig, fit_exponent
 
 MIN_SAMPLE_S = 2e-3
 MAX_REPEATS = 10_000

@@ -4,7 +4,7 @@
 ``WorkloadSpec.configs()`` validates them and returns one ``RunConfig`` per
 size x context x mode x precision x attention. ``config_args`` turns one ``RunConfig`` back into
 these options, for a child process (``nsys profile python -m profile_cli.run_workload ...``).
-The command-line declarations of these options live in ``profile_cli.workload``.
+The command-line declarations of these options live in ``profile_cli.commands.workload``.
 """
 
 from __future__ import annotations

@@ -25,17 +25,18 @@ import typer
 from nsys_parsers.errors import NsysMineError
 
 # Modules with a ``register(app)`` function, in the order of `nsys-mine --help`.
-COMMAND_MODULES = ("profile_cli.mine_cmds", "profile_cli.gate_cmds", "profile_cli.bench_cmds",
-                   "profile_cli.profile_cmds", "profile_cli.infer_cmds")
+COMMAND_MODULES = ("profile_cli.commands.mine", "profile_cli.commands.gates",
+                   "profile_cli.commands.bench", "profile_cli.commands.profile",
+                   "profile_cli.commands.infer")
 # Which module defines each command, so that main() imports that one only
 # (tests/test_cli.py checks it against the registered commands).
 MODULE_OF = {
     **dict.fromkeys(("info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops",
-                     "categories", "attention", "report"), "profile_cli.mine_cmds"),
-    **dict.fromkeys(("compare", "diff", "check"), "profile_cli.gate_cmds"),
-    **dict.fromkeys(("bench", "memory"), "profile_cli.bench_cmds"),
-    **dict.fromkeys(("profile", "sweep"), "profile_cli.profile_cmds"),
-    **dict.fromkeys(("infer", "micro"), "profile_cli.infer_cmds"),
+                     "categories", "attention", "report"), "profile_cli.commands.mine"),
+    **dict.fromkeys(("compare", "diff", "check"), "profile_cli.commands.gates"),
+    **dict.fromkeys(("bench", "memory"), "profile_cli.commands.bench"),
+    **dict.fromkeys(("profile", "sweep"), "profile_cli.commands.profile"),
+    **dict.fromkeys(("infer", "micro"), "profile_cli.commands.infer"),
 }
 # What `nsys-mine --help` lists for each command: the first paragraph of its help, in the
 # order of MODULE_OF. The list (and the command line with no command, or an unknown one) is
@@ -203,7 +204,7 @@ def __getattr__(name: str) -> Any:
 
 # Modules whose commands only read exports and write what they print or save themselves,
 # through files they close: their process may end without the interpreter's teardown.
-QUICK_EXIT_MODULES = ("profile_cli.mine_cmds", "profile_cli.gate_cmds")
+QUICK_EXIT_MODULES = ("profile_cli.commands.mine", "profile_cli.commands.gates")
 
 
 def _exit_now(code: int | None) -> None:

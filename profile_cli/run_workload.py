@@ -5,12 +5,12 @@ and print one JSON line per config.
         python -m profile_cli.run_workload --size tiny --context 64 --mode train --nvtx fine \\
             --warmup 1 --steps 2
 
-Takes the workload options of ``nsys-mine bench`` (``profile_cli.workload``; NVTX defaults to
-``coarse`` here), runs the same harness, and prints each bench row as one JSON object on its
-own line of stdout. ``--workload infer`` generates ``--output-length`` tokens after ``--batch``
-prompts of ``--context`` tokens instead (``nvtx_model.infer``, NVTX ranges ``prefill``,
-``decode``, ``decode step``) and prints the inference rows. ``--dry-run`` prints the configs
-instead of running them. Errors go to stderr as ``Error: ...`` with exit code 1.
+Takes the workload options of ``nsys-mine bench`` (``profile_cli.commands.workload``; NVTX
+defaults to ``coarse`` here), runs the same harness, and prints each bench row as one JSON
+object on its own line of stdout. ``--workload infer`` generates ``--output-length`` tokens
+after ``--batch`` prompts of ``--context`` tokens instead (``nvtx_model.infer``, NVTX ranges
+``prefill``, ``decode``, ``decode step``) and prints the inference rows. ``--dry-run`` prints
+the configs instead of running them. Errors go to stderr as ``Error: ...`` with exit code 1.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from nvtx_model.infer_config import (
     infer_configs_from_workload,
 )
 from nvtx_model.workload import WorkloadSpec
-from profile_cli.common import choice
-from profile_cli.workload import workload_options
+from profile_cli.commands.output import choice
+from profile_cli.commands.workload import workload_options
 
 PROG = "python -m profile_cli.run_workload"
 

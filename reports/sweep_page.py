@@ -1,5 +1,5 @@
 """The report page of a sweep folder (``nsys-mine sweep --out-dir DIR``), from the rows of its
-index (``profile_cli.sweeper.sweep_tables``): step time and the dominant kernel category over
+index (``profile_cli.runs.sweep.sweep_tables``): step time and the dominant kernel category over
 size x context (one heatmap per mode, precision and attention), forward/backward time against
 context length, attention FLOPs against runtime per config, the dominant kernel per config,
 and the configs that failed, ran out of memory or were skipped, with their reasons.

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvtx_model import harness, sweep  # noqa: E402
+from nvtx_model import grid, harness  # noqa: E402
 from nvtx_model.bench import benchmark  # noqa: E402
 from nvtx_model.memory import profile_memory  # noqa: E402
 from nvtx_model.runtime import CpuRuntime, CudaRuntime, peak_tflops, resolve_runtime  # noqa: E402
@@ -48,7 +48,7 @@ class FakeCuda:
         monkeypatch.setattr(memory, "_dump_snapshot", dump)
         self.runtime = CudaRuntime()
         self.runtime.device = torch.device("cpu")  # tensors stay here; device calls are mocks
-        monkeypatch.setattr(sweep, "resolve_runtime", lambda device: self.runtime)
+        monkeypatch.setattr(grid, "resolve_runtime", lambda device: self.runtime)
 
     def names(self) -> list[str]:
         return [c[0] for c in self.calls]

@@ -1,4 +1,4 @@
-"""The shared workload-options contract (profile_cli.workload); no torch needed."""
+"""The shared workload-options contract (profile_cli.commands.workload); no torch needed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from nsys_parsers.errors import BadOption
 from nvtx_model.config import PRESETS, RunConfig
 from nvtx_model.errors import BadShape
 from nvtx_model.workload import WorkloadSpec, config_args, parse_choices, parse_ints
-from profile_cli.workload import workload_options
+from profile_cli.commands.workload import workload_options
 
 
 def test_defaults_follow_the_issue():

@@ -194,7 +194,7 @@ def test_main_knows_the_module_of_every_command():
     app = cli_app.app
     registered = {c.name or c.callback.__name__: c.callback.__module__
                   for c in app.registered_commands}
-    registered.update({g.name: "profile_cli.infer_cmds" for g in app.registered_groups})
+    registered.update({g.name: "profile_cli.commands.infer" for g in app.registered_groups})
     assert registered == cli_app.MODULE_OF
 
     def commands(args: list[str]) -> set[str]:

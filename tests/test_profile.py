@@ -15,9 +15,10 @@ from nsys_parsers import nsys_tool
 from nsys_parsers.errors import BadOption, NsysNotFound
 from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model.workload import WorkloadSpec
-from profile_cli import mining, profiler
-from profile_cli.process import ProcessOutcome, marked_pids, run_with_timeout
-from profile_cli.profiler import NsysSpec, classify, default_trace, nsys_argv
+from profile_cli.runs import mining
+from profile_cli.runs import nsys_run as profiler
+from profile_cli.runs.nsys_run import NsysSpec, classify, default_trace, nsys_argv
+from profile_cli.runs.process import ProcessOutcome, marked_pids, run_with_timeout
 
 
 def tiny_cfg(**kw):
@@ -128,7 +129,7 @@ def test_a_signal_while_the_child_starts_still_ends_it(tmp_path, monkeypatch):
     import os
     import signal
 
-    from profile_cli import process
+    from profile_cli.runs import process
 
     started: dict = {}
     real_popen = process.subprocess.Popen
@@ -162,8 +163,8 @@ def test_held_signals_act_after_the_block_through_their_handlers():
     import os
     import signal
 
-    from profile_cli.process import signals_held
-    from profile_cli.slurm_executor import DriverTerminated
+    from profile_cli.runs.process import signals_held
+    from profile_cli.runs.slurm import DriverTerminated
 
     def terminated(num, frame):
         raise DriverTerminated
@@ -232,7 +233,7 @@ def test_profile_refuses_to_overwrite_and_many_configs(tmp_path, cli):
 
 
 def test_sweep_plan_marks_impossible_shapes_failed():
-    from profile_cli.sweeper import plan_sweep
+    from profile_cli.runs.sweep import plan_sweep
 
     plan = plan_sweep(WorkloadSpec(size="tiny,custom:d30-f64-L1-h4", context="32",
                                    mode="forward", nvtx="fine", warmup=1, steps=1))
@@ -244,7 +245,7 @@ def test_sweep_plan_marks_impossible_shapes_failed():
 
 def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch, cli):
     """The sweep loop without nsys: profile_config is replaced by a stub that writes rows."""
-    from profile_cli import sweeper
+    from profile_cli.runs import sweep as sweeper
 
     calls = []
 
@@ -289,8 +290,8 @@ def test_sweep_index_resume_and_report_with_fake_profiles(tmp_path, monkeypatch,
 def test_mine_profile_with_gpu_kernels(tmp_path):
     """The GPU side of the profile report, on an export with kernels (the demo export has the
     model's range names, one warmup and two measured steps)."""
-    from profile_cli.common import OutputSpec
-    from profile_cli.profile_cmds import render_profile
+    from profile_cli.commands.output import OutputSpec
+    from profile_cli.commands.profile import render_profile
     from tests.synth import demo
 
     export = demo(tmp_path / "demo.sqlite")
@@ -318,7 +319,7 @@ def test_mine_profile_with_gpu_kernels(tmp_path):
 
 
 def test_sweep_ctrl_c_keeps_the_index_consistent(tmp_path, monkeypatch):
-    from profile_cli import sweeper
+    from profile_cli.runs import sweep as sweeper
 
     seen = []
 
@@ -351,8 +352,8 @@ def test_mine_profile_of_an_inference_run_reports_kernels_per_phase(tmp_path):
     """What `profile --workload infer` shows on a GPU: the dominant kernel of prefill, decode
     and decode step (a synthetic export shaped like two measured generate calls)."""
     from nvtx_model.infer_config import InferSpec
-    from profile_cli.common import OutputSpec
-    from profile_cli.profile_cmds import render_profile
+    from profile_cli.commands.output import OutputSpec
+    from profile_cli.commands.profile import render_profile
     from tests.synth import Synth
 
     s = Synth()

@@ -340,7 +340,8 @@ def test_report_errors(tmp_path, cli):
 @pytest.fixture
 def gpu_sweep(tmp_path, monkeypatch):
     from nvtx_model.workload import WorkloadSpec
-    from profile_cli import profiler, sweeper
+    from profile_cli.runs import nsys_run as profiler
+    from profile_cli.runs import sweep as sweeper
 
     def fake_profile(cfg, out_dir, spec, force=False, nsys=None):
         base = out_dir / cfg.name
@@ -391,7 +392,7 @@ def test_report_of_a_gpu_sweep(gpu_sweep, cli, tmp_path):
 def test_sweep_page_data(gpu_sweep):
     """The numbers behind the sweep page: step times per size x context, the dominant
     category of a step, attention FLOPs vs GPU time per config."""
-    from profile_cli.reporting import build_report
+    from profile_cli.runs.targets import build_report
     from reports.page import Figure, Table
 
     page = build_report(gpu_sweep, None, None)

@@ -25,10 +25,10 @@ pytest.importorskip("nvtx")
 pytest.importorskip("submitit")
 
 from nvtx_model.workload import WorkloadSpec  # noqa: E402
-from profile_cli import slurm_executor  # noqa: E402
-from profile_cli.executors import ExecutorSpec  # noqa: E402
-from profile_cli.profiler import NsysSpec  # noqa: E402
-from profile_cli.sweeper import run_sweep  # noqa: E402
+from profile_cli.runs import slurm as slurm_executor  # noqa: E402
+from profile_cli.runs.executors import ExecutorSpec  # noqa: E402
+from profile_cli.runs.nsys_run import NsysSpec  # noqa: E402
+from profile_cli.runs.sweep import run_sweep  # noqa: E402
 from tests.conftest import OVER_TIME_SLEEP_S, sleeping_nsys  # noqa: E402
 from tests.conftest import run_cli as _run_cli  # noqa: E402
 

@@ -17,8 +17,10 @@ import pytest
 
 from nsys_parsers.errors import BadOption
 from nvtx_model.workload import WorkloadSpec
-from profile_cli import profiler, slurm_executor, sweeper
-from profile_cli.executors import (
+from profile_cli.runs import nsys_run as profiler
+from profile_cli.runs import slurm as slurm_executor
+from profile_cli.runs import sweep as sweeper
+from profile_cli.runs.executors import (
     ExecutorSpec,
     GpuPool,
     local_plan,
@@ -27,9 +29,9 @@ from profile_cli.executors import (
     slurm_minutes,
     visible_gpus,
 )
-from profile_cli.process import run_with_timeout
-from profile_cli.profiler import NsysSpec
-from profile_cli.sweep_index import index_lock, open_index, run_rows
+from profile_cli.runs.index import index_lock, open_index, run_rows
+from profile_cli.runs.nsys_run import NsysSpec
+from profile_cli.runs.process import run_with_timeout
 
 
 def spec(**kw) -> WorkloadSpec:
@@ -269,7 +271,7 @@ def test_parse_squeue_and_sacct_outputs():
 
 
 def _queued_index(tmp_path: Path, jobs: list[str]) -> dict[str, dict]:
-    from profile_cli.sweep_index import index_row, write_rows
+    from profile_cli.runs.index import index_row, write_rows
 
     db = open_index(tmp_path)
     plan = sweeper.plan_sweep(spec(context=",".join(str(16 * (i + 1)) for i in range(len(jobs)))))
@@ -371,7 +373,7 @@ def test_a_local_sweep_leaves_configs_held_by_slurm_jobs_alone(tmp_path, monkeyp
 
 
 def test_a_new_index_appears_with_every_table(tmp_path, monkeypatch):
-    from profile_cli import sweep_index
+    from profile_cli.runs import index as sweep_index
 
     out = tmp_path / "out"
     seen: list[bool] = []

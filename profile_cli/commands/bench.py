@@ -1,8 +1,8 @@
 """``nsys-mine bench`` and ``nsys-mine memory``: sweeps of the instrumented Transformer.
 
-Thin commands: workload options (``profile_cli.workload``) -> ``nvtx_model.bench.benchmark``
-or ``nvtx_model.memory.profile_memory`` -> ``reports.render``. torch is imported inside the
-commands only (it is the optional extra ``nsys-mine[torch]``).
+Thin commands: workload options (``profile_cli.commands.workload``) ->
+``nvtx_model.bench.benchmark`` or ``nvtx_model.memory.profile_memory`` -> ``reports.render``.
+torch is imported inside the commands only (it is the optional extra ``nsys-mine[torch]``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from nvtx_model.workload import WorkloadSpec
-from profile_cli.common import OutputSpec, output_options
-from profile_cli.progress import progress_bar
-from profile_cli.workload import DbOpt, workload_options
+from profile_cli.commands.output import OutputSpec, output_options
+from profile_cli.commands.progress import progress_bar
+from profile_cli.commands.workload import DbOpt, workload_options
 
 # Columns that are usually the same for every row: shown in the sentence above human tables
 # when they are, as columns when they vary.

@@ -2,7 +2,7 @@
 machine) or a Slurm cluster (``--executor slurm``, through submitit).
 
 No heavy imports here: the CLI builds its options from this module at start-up. The local pool
-is in ``profile_cli.sweeper``, the Slurm side in ``profile_cli.slurm_executor``.
+is in ``profile_cli.runs.sweep``, the Slurm side in ``profile_cli.runs.slurm``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from reports import plots
+from reports.benchmarks import plots
 from reports.render import render_rows, rows_to_json, to_csv
 
 GROUP_KEYS = ("size", "precision", "attention", "sampling")

@@ -1,6 +1,6 @@
 """``nsys-mine profile`` and ``nsys-mine sweep``: the model under Nsight Systems, mined.
 
-Thin commands over ``profile_cli.profiler`` (one config) and ``profile_cli.sweeper`` (many,
+Thin commands over ``profile_cli.runs.nsys_run`` (one config) and ``profile_cli.runs.sweep`` (many,
 resumable); rendering through ``reports.render``.
 """
 
@@ -15,11 +15,17 @@ import typer
 from nsys_parsers.errors import BadOption
 from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
 from nvtx_model.workload import WorkloadSpec
-from profile_cli.common import OutputSpec, choice, join_rendered, option_group, output_options
-from profile_cli.executors import EXECUTORS, SLURM_TIME_MARGIN_MIN, ExecutorSpec
-from profile_cli.profiler import NsysSpec
-from profile_cli.progress import progress_board
-from profile_cli.workload import workload_options
+from profile_cli.commands.output import (
+    OutputSpec,
+    choice,
+    join_rendered,
+    option_group,
+    output_options,
+)
+from profile_cli.commands.progress import progress_board
+from profile_cli.commands.workload import workload_options
+from profile_cli.runs.executors import EXECUTORS, SLURM_TIME_MARGIN_MIN, ExecutorSpec
+from profile_cli.runs.nsys_run import NsysSpec
 
 NSYS_PANEL = "Nsight Systems"
 SWEEP_TABLES = ("runs", "dominant", "mix", "ranges")
@@ -143,8 +149,8 @@ def profile(
     Examples: `nsys-mine profile --size tiny --context 128 --mode train` ·
     `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/`
     """
-    from profile_cli.mining import mine_profile
-    from profile_cli.profiler import ProfileFailed, profile_config
+    from profile_cli.runs.mining import mine_profile
+    from profile_cli.runs.nsys_run import ProfileFailed, profile_config
 
     configs: list[Any]
     if workload_kind == "infer":
@@ -254,7 +260,7 @@ def sweep(
     Examples: `nsys-mine sweep --size tiny,small --context 128,256 --mode forward,train
     --out-dir sweep/` · `nsys-mine sweep --executor slurm --size small,medium --out-dir cs336/`
     """
-    from profile_cli.sweeper import collect_sweep, run_sweep, sweep_tables
+    from profile_cli.runs.sweep import collect_sweep, run_sweep, sweep_tables
 
     if report is not None and collect is not None:
         raise BadOption("--report only renders and --collect records finished jobs; give one "
@@ -329,7 +335,7 @@ def sweep_notes(outcome, folder: Path) -> list[str]:
 
 
 def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[str]) -> Any:
-    from profile_cli.sweeper import (
+    from profile_cli.runs.sweep import (
         DOMINANT_COLUMNS,
         MIX_COLUMNS,
         RANGE_TIME_COLUMNS,

@@ -39,15 +39,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from nsys_parsers.errors import BadOption, NsysMineError
-from profile_cli.executors import (
+from profile_cli.runs.executors import (
     ExecutorSpec,
     default_slurm_minutes,
     slurm_extra_args,
     slurm_mem,
     slurm_minutes,
 )
-from profile_cli.process import signals_held
-from profile_cli.sweep_index import (
+from profile_cli.runs.index import (
     ACTIVE,
     PlannedRun,
     SweepOutcome,
@@ -60,6 +59,7 @@ from profile_cli.sweep_index import (
     utc_now,
     write_rows,
 )
+from profile_cli.runs.process import signals_held
 
 SLURM_FOLDER = "slurm"
 RECORD_SUFFIX = ".result.json"
@@ -164,8 +164,8 @@ def run_config_job(cfg, out_dir: str, nsys_spec, name: str, token: str) -> dict[
     """Profile and mine one config on this node and write its result record (the function
     each Slurm job runs). Slurm's SIGTERM ends the nsys run and its leftover processes, and the
     job ends without a record: the driver then takes the state and reason from Slurm."""
-    from profile_cli.mining import mine_profile
-    from profile_cli.profiler import profile_config
+    from profile_cli.runs.mining import mine_profile
+    from profile_cli.runs.nsys_run import profile_config
 
     out = Path(out_dir)
     job_id = os.environ.get("SLURM_JOB_ID", "")
@@ -653,8 +653,8 @@ def _record_ended(db, row: dict[str, Any], status: str, reason: str,
 
 
 def _record_from_job(db, row: dict[str, Any], rec: dict[str, Any]) -> None:
-    from profile_cli.mining import ProfileReport
-    from profile_cli.profiler import ProfileResult
+    from profile_cli.runs.mining import ProfileReport
+    from profile_cli.runs.nsys_run import ProfileResult
 
     result = ProfileResult(**rec["result"]) if rec.get("result") else None
     report = ProfileReport(**rec["report"]) if rec.get("report") else None

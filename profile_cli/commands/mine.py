@@ -16,7 +16,8 @@ from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
-from profile_cli.common import (
+from profile_cli.commands.options import ANALYSIS_PANEL, AttributionOpt, analysis_options
+from profile_cli.commands.output import (
     ExportArg,
     ExportsArg,
     OutputSpec,
@@ -27,7 +28,6 @@ from profile_cli.common import (
     option_group,
     output_options,
 )
-from profile_cli.options import ANALYSIS_PANEL, AttributionOpt, analysis_options
 from reports.options import AnalysisOptions
 from reports.shape import AttentionShape
 
@@ -66,7 +66,7 @@ def _emit_many(exports: list[Path], analysis: AnalysisOptions, ask: Any, columns
                need_names: bool | None = None) -> None:
     """One question of several exports (or sweep folders): each export's rows with a
     `config` column; people see the top rows of each (--top, default 5 per export)."""
-    from profile_cli.reporting import export_targets
+    from profile_cli.runs.targets import export_targets
     from reports.multi import TOP_EACH, ask_each, combine
     from reports.render import HUMAN_FORMATS
 
@@ -343,7 +343,7 @@ def report(
     Examples: `nsys-mine report run.sqlite -o run.html` ·
     `nsys-mine report sweep/ --format md -o sweep.md`
     """
-    from profile_cli.reporting import build_report
+    from profile_cli.runs.targets import build_report
     from reports.render import Rendered
 
     fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")

@@ -9,7 +9,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
-from profile_cli.common import choice, option_group
+from profile_cli.commands.output import choice, option_group
 from reports.options import MERGE_MODES, AnalysisOptions
 
 ANALYSIS_PANEL = "Reading the export"

@@ -3,7 +3,7 @@
 Thin commands: options (``InferSpec`` / ``MicroSpec`` option groups; the model options are the
 shared workload declarations) -> ``nvtx_model.infer.run_inference`` or
 ``nvtx_model.micro.matmul_benchmark``/``mlp_benchmark`` (rows, like ``bench``) -> the files of
-``reports.infer_analysis``/``reports.micro_analysis`` (JSON, CSV, plots, report) ->
+``reports.benchmarks.infer_files``/``reports.benchmarks.micro_files`` (JSON, CSV, plots, report) ->
 ``reports.render``. torch and matplotlib are imported inside the commands only.
 """
 
@@ -22,10 +22,10 @@ from nvtx_model.infer_config import (
 )
 from nvtx_model.micro_config import DEFAULT_DIMS, DEFAULT_SCALES, MLP_BASE, MLP_PARAMS, MicroSpec
 from nvtx_model.nvtx_ranges import LEVELS
-from profile_cli.bench_cmds import emit_sweep
-from profile_cli.common import OutputSpec, choice, option_group, output_options
-from profile_cli.progress import progress_bar
-from profile_cli.workload import (
+from profile_cli.commands.bench import emit_sweep
+from profile_cli.commands.output import OutputSpec, choice, option_group, output_options
+from profile_cli.commands.progress import progress_bar
+from profile_cli.commands.workload import (
     AttentionOpt,
     DbOpt,
     DeviceOpt,
@@ -197,7 +197,7 @@ def infer(
     sentences = [f"grid: {plan.grid_source}; max_batch_input_product "
                  f"{plan.max_batch_input_product or 'none'}"]
     if save and result.rows:
-        from reports.infer_analysis import write_inference_outputs
+        from reports.benchmarks.infer_files import write_inference_outputs
 
         outputs = write_inference_outputs(
             result.rows, INFER_COLUMNS, out_dir, notes=result.notes,
@@ -304,10 +304,10 @@ def mlp(
 
 def _finish(kind: str, result: Any, columns: list[str], table: list[str], out_dir: Path,
             save: bool, out: OutputSpec, series: tuple[str, ...], x: str, title: str) -> None:
-    from reports.micro_analysis import exponent_sentences
+    from reports.benchmarks.micro_files import exponent_sentences
 
     if save and result.rows:
-        from reports.micro_analysis import write_micro_outputs
+        from reports.benchmarks.micro_files import write_micro_outputs
 
         files = write_micro_outputs(kind, result.rows, columns, out_dir)
         plots = [f.name for f in files if f.suffix == ".png"]

@@ -226,7 +226,7 @@ def open_analysis(export: Path, analysis: AnalysisOptions, *, need_names: bool |
     is single-threaded: 0.15-0.2 s of it now overlaps the reads)."""
     from nsys_parsers.activity_reads import start_activity_reads
     from nsys_parsers.export import open_export
-    from profile_cli.progress import status
+    from profile_cli.commands.progress import status
 
     with status(f"reading {export.name}"):
         opened = open_export(export, nsys=analysis.nsys)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from nvtx_model.micro_config import fit_exponent
-from reports import plots
-from reports.infer_analysis import unique_base
+from reports.benchmarks import plots
+from reports.benchmarks.infer_files import unique_base
 from reports.render import rows_to_json, to_csv
 
 MLP_TITLES = {"num_steps": "steps", "num_layers": "layers", "batch_size": "batch size",

@@ -1,4 +1,4 @@
-"""The sweep loop shared by ``bench``, ``memory``, ``infer`` and ``micro``: configs in, rows out.
+"""The grid loop shared by ``bench``, ``memory``, ``infer`` and ``micro``: configs in, rows out.
 
 For every config: check the estimated footprint against available CPU RAM (``skipped``), run
 the measurement, turn an out-of-memory error into an ``oom`` row, free memory, append the row

@@ -16,7 +16,7 @@ import typer
 from nvtx_model.config import ADAMW_IMPLS, DEVICES, PRESETS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
-from profile_cli.common import choice, option_group
+from profile_cli.commands.output import choice, option_group
 
 PANEL = "Workload"
 

@@ -1,6 +1,6 @@
 """``nsys-mine sweep``: profile many configs, each in its own nsys run, with a resumable index.
 
-The index (``OUT/index.sqlite``, ``profile_cli.sweep_index``; open it in Datasette) holds per
+The index (``OUT/index.sqlite``, ``profile_cli.runs.index``; open it in Datasette) holds per
 config: ``runs`` (status queued/running/ok/oom/failed/timeout/skipped/cancelled, export paths,
 wall time, where it ran, the dominant kernel and share of forward/backward/optimizer),
 ``dominant`` (the dominant kernel per range) and ``mix`` (kernel-category shares of ``forward``
@@ -9,7 +9,7 @@ Ctrl-C leaves the index consistent, and re-running the same sweep skips configs 
 index.
 
 Configs run here, one at a time or ``--jobs N`` at once (one GPU each on a CUDA machine), or as
-Slurm jobs (``--executor slurm``, ``profile_cli.slurm_executor``).
+Slurm jobs (``--executor slurm``, ``profile_cli.runs.slurm``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, PRESETS, preset_name, run_name
 from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
-from profile_cli.executors import ExecutorSpec, GpuPool, LocalPlan, local_plan, visible_gpus
-from profile_cli.mining import mine_profile
-from profile_cli.profiler import NsysSpec, profile_config, resolve_device
-from profile_cli.sweep_index import (
+from profile_cli.runs.executors import ExecutorSpec, GpuPool, LocalPlan, local_plan, visible_gpus
+from profile_cli.runs.index import (
     ACTIVE,
     FINISHED,
     HEADLINE,
@@ -45,6 +43,8 @@ from profile_cli.sweep_index import (
     run_rows,
     short_label,
 )
+from profile_cli.runs.mining import mine_profile
+from profile_cli.runs.nsys_run import NsysSpec, profile_config, resolve_device
 from reports.categories import CATEGORIES
 from reports.render import View
 
@@ -126,7 +126,7 @@ def run_sweep(spec: WorkloadSpec, out_dir: Path, nsys_spec: NsysSpec,
     with index_lock(out_dir):
         db = open_index(out_dir)
         if ex.executor == "slurm":
-            from profile_cli.slurm_executor import drive
+            from profile_cli.runs.slurm import drive
 
             return drive(db, out_dir, plan, nsys_spec, ex, retry=retry, progress=progress,
                          confirm_cancel=confirm_cancel)
@@ -151,7 +151,7 @@ def collect_sweep(out_dir: Path, executor: ExecutorSpec | None = None, *,
             outcome.notes.append("nothing to collect: no config of this sweep is queued or "
                                  "running.")
             return outcome
-        from profile_cli.slurm_executor import drive
+        from profile_cli.runs.slurm import drive
 
         return drive(db, out_dir, None, None, ex, progress=progress,
                      confirm_cancel=confirm_cancel)

@@ -1,7 +1,7 @@
 """Run the NVTX-instrumented Transformer under ``nsys profile``.
 
 ``profile_config(cfg, out_dir, spec)`` is the library behind ``nsys-mine profile``; ``sweep``
-(``profile_cli.sweeper``) calls it once per config; ``profile_cli.mining`` mines the result.
+(``profile_cli.runs.sweep``) calls it once per config; ``profile_cli.runs.mining`` mines the result.
 Each run:
 
 1. finds nsys (``--nsys``, ``$NSYS``, PATH, CUDA/Nsight install folders, the project's cached
@@ -34,7 +34,7 @@ from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig
 from nvtx_model.infer_config import InferConfig
 from nvtx_model.workload import config_args
-from profile_cli.process import ProcessOutcome, run_with_timeout
+from profile_cli.runs.process import ProcessOutcome, run_with_timeout
 
 if TYPE_CHECKING:
     import threading

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nsys_parsers.errors import BadOption
-from profile_cli.common import (
+from profile_cli.commands.options import ANALYSIS_PANEL, analysis_options
+from profile_cli.commands.output import (
     ExportArg,
     OutputSpec,
     choice,
@@ -21,7 +22,6 @@ from profile_cli.common import (
     open_analysis,
     output_options,
 )
-from profile_cli.options import ANALYSIS_PANEL, analysis_options
 from reports.options import AnalysisOptions
 
 GATE_PANEL = "Verdicts"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvtx_model import nvtx_ranges as nv
-from profile_cli.profiler import ProfileResult
+from profile_cli.runs.nsys_run import ProfileResult
 
 WINDOW = nv.MEASURE
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from nsys_parsers.errors import ExportNotFound, MissingData
-from profile_cli.sweeper import INDEX_NAME, config_labels, sweep_tables
+from profile_cli.runs.sweep import INDEX_NAME, config_labels, sweep_tables
 from reports.multi import ExportTarget
 
 

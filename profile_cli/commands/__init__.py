@@ -1,0 +1,1 @@
+"""The command line: Typer commands, their options and the one output writer."""
