@@ -23,23 +23,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_parsers.arrays import sorted_unique
-from nsys_parsers.cache import ExportCache, Part
 from nsys_parsers.errors import BadOption
-from nsys_parsers.kernels import KernelData
-from nsys_parsers.ranges import RangeData
+from nsys_parsers.kernels import Kernels
+from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import ATTRIBUTIONS
+
+__all__ = ["ATTRIBUTIONS", "Pairs", "attribute", "innermost", "pairs"]
 
 
 @dataclass
 class Pairs:
-    range_idx: np.ndarray  # index into RangeData rows
-    kernel_idx: np.ndarray  # index into KernelData rows
+    range_idx: np.ndarray  # index into Ranges rows
+    kernel_idx: np.ndarray  # index into Kernels rows
 
     def __len__(self) -> int:
         return int(self.range_idx.size)
 
 
-def pairs(kernels: KernelData, ranges: RangeData, chunk: int = 1 << 20) -> Pairs:
+def pairs(kernels: Kernels, ranges: Ranges, chunk: int = 1 << 20) -> Pairs:
+    """Every (range, kernel) pair where the kernel's launch call lies in the range."""
+    assert kernels.launch_tid is not None and kernels.launch_start is not None \
+        and kernels.launch_end is not None, "attribution needs the kernels' launches"
     empty = Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     k_has = np.flatnonzero(kernels.launch_tid >= 0)
     if k_has.size == 0 or len(ranges) == 0:
@@ -87,22 +91,10 @@ def pairs(kernels: KernelData, ranges: RangeData, chunk: int = 1 << 20) -> Pairs
     return Pairs(range_idx=np.concatenate(out_r), kernel_idx=np.concatenate(out_k))
 
 
-def launching_share(kernels: KernelData, ranges: RangeData, sample: int = 2048) -> float:
-    """The share of ``ranges`` that launch a kernel (have attribution pairs), estimated on
-    ``sample`` ranges evenly spaced in table order (2-16 ms at 0.1-1.7 M ranges): whether
-    their names will be read by one scan is known before the pairs of all ranges are."""
-    n = len(ranges)
-    if n == 0:
-        return 0.0
-    pick = sorted_unique(np.linspace(0, n - 1, num=min(sample, n)).astype(np.int64))
-    return sorted_unique(pairs(kernels, ranges.take(pick)).range_idx).size / pick.size
-
-
-def innermost(p: Pairs, ranges: RangeData) -> Pairs:
+def innermost(p: Pairs, ranges: Ranges) -> Pairs:
     """For each kernel, its deepest enclosing range only: of the ranges that contain it, the
     one that starts last, then the one that ends first, then the highest index. In kernel
-    order. Three passes of per-kernel maxima and minima (``ufunc.at``), no sort: 0.04 s for
-    the 1.6 M pairs of nested x100, where a four-key lexsort took 0.16-0.24 s."""
+    order. Three passes of per-kernel maxima and minima (``ufunc.at``), no sort."""
     if len(p) == 0:
         return p
     ri, ki = p.range_idx, p.kernel_idx
@@ -121,33 +113,8 @@ def innermost(p: Pairs, ranges: RangeData) -> Pairs:
     return Pairs(range_idx=top[kernels], kernel_idx=kernels)
 
 
-def attribute(kernels: KernelData, ranges: RangeData, mode: str = "all") -> Pairs:
+def attribute(kernels: Kernels, ranges: Ranges, mode: str = "all") -> Pairs:
     if mode not in ATTRIBUTIONS:
         raise BadOption(f"unknown attribution {mode!r}; use one of {', '.join(ATTRIBUTIONS)}")
     p = pairs(kernels, ranges)
     return innermost(p, ranges) if mode == "innermost" else p
-
-
-def _pairs_part(mode: str) -> str:
-    return f"pairs.{mode}"
-
-
-def cached_pairs(cache: ExportCache | None, mode: str, act) -> Pairs | None:
-    """Pairs of ``mode`` stored for this export's activity (as read, no window), if any."""
-    part = cache.get(_pairs_part(mode)) if cache is not None else None
-    if part is None:
-        return None
-    r, k = part.arrays.get("range_idx"), part.arrays.get("kernel_idx")
-    if (r is None or k is None or r.size != k.size
-            or part.meta.get("shape") != [len(act.ranges), len(act.kernels)]):
-        return None
-    if r.size and (int(r.max()) >= len(act.ranges) or int(k.max()) >= len(act.kernels)):
-        return None
-    return Pairs(range_idx=r, kernel_idx=k)
-
-
-def cache_pairs(cache: ExportCache | None, mode: str, act, p: Pairs) -> None:
-    if cache is not None:
-        cache.put(_pairs_part(mode), Part(
-            arrays={"range_idx": p.range_idx, "kernel_idx": p.kernel_idx},
-            meta={"shape": [len(act.ranges), len(act.kernels)]}))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from nsys_parsers.arrays import sorted_unique
-from nsys_parsers.ranges import RangeData
+from nsys_parsers.ranges import Ranges
 
 
-def nesting_depth(ranges: RangeData) -> np.ndarray:
+def nesting_depth(ranges: Ranges) -> np.ndarray:
     n = len(ranges)
     if n == 0:
         return np.zeros(0, dtype=np.int64)

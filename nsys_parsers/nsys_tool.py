@@ -35,8 +35,11 @@ EXPORT_TIMEOUT_S = 900
 
 
 def user_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nsys-mine"
+    """The user cache folder of nsys-mine (``$XDG_CACHE_HOME/nsys-mine``, by default
+    ``~/.cache/nsys-mine`` on Linux; the platform's own elsewhere)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("nsys-mine", appauthor=False))
 
 
 def candidate_paths() -> list[Path]:

@@ -1,21 +1,30 @@
 """Every SQL statement the readers run, named, with the tables and columns it needs.
 
-``Query.sql(export, **idents)`` checks the export's schema first: a missing table raises
-``MissingData`` with the ``nsys profile --trace`` option that would have produced it; identifier
-placeholders (``{name_col}``) are filled only with columns that exist in the schema, never with
-user input. Values are always bound parameters.
+``Query.sql(export, **parts)`` checks the export's schema first: a missing table raises
+``MissingData`` with the ``nsys profile --trace`` option that would have produced it; the
+parts filled into a template (``{columns}``) are built here from the schema, never from user
+input. Values are always bound parameters.
+
+``RowSource`` is a table read chunk by chunk (``:lo``/``:hi`` rowid bounds) with the SQL
+expression of each column a reader may take from it: ``nsys_parsers.trace`` asks for the
+columns it needs, all of them in one scan.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Union
 
 from nsys_parsers.errors import MissingData
 from nsys_parsers.schema import (
+    DRIVER_TABLE,
     KERNEL_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
     NVTX_DOMAIN_CREATE,
     NVTX_RANGE_TYPES,
     NVTX_TABLE,
+    RUNTIME_TABLE,
     STRINGS_TABLE,
     Schema,
     sql_list,
@@ -23,6 +32,15 @@ from nsys_parsers.schema import (
 
 # NVTX rows the readers use: ranges and the domain-create rows that name their domains.
 _NVTX_READ_TYPES = sql_list(NVTX_RANGE_TYPES + (NVTX_DOMAIN_CREATE,))
+
+
+def require_columns(export: Schema, table: str, columns: tuple[str, ...], purpose: str) -> None:
+    export.require(table, purpose)
+    missing = [c for c in columns if not export.has_column(table, c)]
+    if missing:
+        raise MissingData(f"{export.label}: table {table} lacks column(s) {', '.join(missing)} "
+                          f"needed for {purpose}; this export's schema is not supported for "
+                          f"that report.")
 
 
 @dataclass(frozen=True)
@@ -33,124 +51,162 @@ class Query:
     purpose: str = ""
 
     def sql(self, export: Schema, **parts: str) -> str:
-        """The statement for this export. ``table``/``*_col`` parts must name tables/columns
-        of the export's schema; other parts are SQL fragments built by this package from the
-        schema (never from user input)."""
+        """The statement for this export (``parts``: SQL fragments built from its schema)."""
         for table, cols in self.needs.items():
-            export.require(table, self.purpose or self.name)
-            missing = [c for c in cols if not export.has_column(table, c)]
-            if missing:
-                raise MissingData(
-                    f"{export.label}: table {table} lacks column(s) {', '.join(missing)} "
-                    f"needed for {self.purpose or self.name}; this export's schema is not "
-                    f"supported for that report.")
-        tables = list(self.needs) or [parts.get("table", "")]
-        for key, value in parts.items():
-            if key == "table":
-                export.require(value, self.purpose or self.name)
-            elif key.endswith("_col") and not any(export.has_column(t, value) for t in tables):
-                raise ValueError(f"{self.name}: no column {value!r} in {tables}")
+            require_columns(export, table, cols, self.purpose or self.name)
         return self.template.format(**parts)
 
 
-KERNELS = Query(
-    "kernels",
-    """SELECT k.start AS s, k.end AS e,
-              ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n,
-              ifnull(k.globalPid, -1) AS p, ifnull(k.correlationId, -1) AS c
-       FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
-       WHERE k.rowid >= :lo AND k.rowid < :hi""",
-    needs={KERNEL_TABLE: ("start", "end", "demangledName", "globalPid",
-                                          "correlationId")},
-    purpose="the kernel summary",
-)
+# A column's SQL expression: fixed, or made from the export's schema.
+Expr = Union[str, Callable[[Schema], str]]
 
-KERNEL_DURATIONS = Query(
-    "kernel_durations",
-    """SELECT k.end - k.start AS d, ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n
-       FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
-       WHERE k.rowid >= :lo AND k.rowid < :hi""",
-    needs={KERNEL_TABLE: ("start", "end", "demangledName")},
-    purpose="the kernel summary",
-)
 
-# The same durations grouped by name id, one JSON array per name (the small-export summary:
-# SQLite groups in C, so plain Python only joins, sorts and sums lists).
-KERNEL_DURATION_GROUPS = Query(
-    "kernel_duration_groups",
-    """SELECT n, json_group_array(d) AS ds FROM (
-         SELECT k.end - k.start AS d, ifnull(coalesce(k.{name_col}, k.demangledName), -1) AS n
-         FROM CUPTI_ACTIVITY_KIND_KERNEL AS k NOT INDEXED
-         WHERE k.rowid >= :lo AND k.rowid < :hi)
-       GROUP BY n""",
-    needs={KERNEL_TABLE: ("start", "end", "demangledName")},
-    purpose="the kernel summary",
-)
+@dataclass(frozen=True)
+class RowSource:
+    """Rows of one table, read in rowid chunks, and the columns a reader may take."""
 
-# Launch calls: CUDA runtime and driver API rows (both carry the kernel's correlationId).
-LAUNCHES = Query(
-    "launches",
-    """SELECT r.start AS s, r.end AS e, r.globalTid AS t, r.correlationId AS c
-       FROM {table} AS r NOT INDEXED
-       WHERE r.rowid >= :lo AND r.rowid < :hi
-         AND r.correlationId IS NOT NULL AND r.globalTid IS NOT NULL""",
-    purpose="kernel launch attribution",
-)
+    name: str
+    table: str
+    columns: dict[str, Expr]
+    needs: tuple[str, ...] = ()
+    where: str = ""
+    purpose: str = ""
 
-# NVTX rows in table order. `f` packs the event type (bits 0-7), whether a start/end range
-# ended on another thread (bit 8) and the domain id (bits 9-48; ids are small counters).
-# ``{flags}`` is that expression for the export's schema (``ranges.nvtx_flags_sql``).
-NVTX_NUMERIC = Query(
-    "nvtx_numeric",
-    """SELECT e.start AS s, ifnull(e.end, -1) AS e, ifnull(e.globalTid, -1) AS t,
-              {flags} AS f,
-              e.rowid AS r
-       FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (""" + _NVTX_READ_TYPES + ")",
-    needs={NVTX_TABLE: ("start", "end", "eventType", "globalTid")},
-    purpose="the NVTX range summary",
-)
+    def sql(self, export: Schema, keys: list[str] | tuple[str, ...]) -> str:
+        """``SELECT`` of the columns ``keys`` (as themselves) for one chunk of rows."""
+        require_columns(export, self.table, self.needs, self.purpose or self.name)
+        exprs = []
+        for key in keys:
+            expr = self.columns[key]
+            exprs.append(f"{expr if isinstance(expr, str) else expr(export)} AS {alias(key)}")
+        where = f" AND {self.where}" if self.where else ""
+        return (f'SELECT {", ".join(exprs)} FROM "{self.table}" AS t NOT INDEXED '
+                f"WHERE t.rowid >= :lo AND t.rowid < :hi{where}")
 
-# The same columns without the rowid, for every row of a rowid range (no event-type filter):
-# when the range has no gaps the rowids are implied, one column fewer to read and parse.
-NVTX_NUMERIC_DENSE = Query(
-    "nvtx_numeric_dense",
-    """SELECT e.start AS s, ifnull(e.end, -1) AS e, ifnull(e.globalTid, -1) AS t,
-              {flags} AS f
-       FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.rowid >= :lo AND e.rowid < :hi""",
-    needs={NVTX_TABLE: ("start", "end", "eventType", "globalTid")},
-    purpose="the NVTX range summary",
-)
 
-# The raw name key of each NVTX row, in the same order: "\x01<textId>" or the inline text.
-NVTX_NAME_KEYS = Query(
-    "nvtx_name_keys",
-    """SELECT {name_key} AS k FROM NVTX_EVENTS AS e NOT INDEXED
-       WHERE e.rowid >= :lo AND e.rowid < :hi AND e.eventType IN (""" + _NVTX_READ_TYPES + ")",
-    needs={NVTX_TABLE: ("eventType",)},
-    purpose="NVTX range names",
-)
+def alias(key: str) -> str:
+    """The name a column is selected as."""
+    return "c_" + "".join(ch if ch.isalnum() else "_" for ch in key)
 
-# Name keys of chosen rows (a JSON array of rowids): rowids and keys as two JSON arrays, in
-# the same order.
+
+def optional(table: str, column: str, absent: str = "-1") -> Callable[[Schema], str]:
+    """``ifnull(t.column, -1)``, or ``-1`` in exports whose table lacks the column."""
+    return lambda ex: (f"ifnull(t.{column}, {absent})" if ex.has_column(table, column)
+                       else absent)
+
+
+def kernel_name_id(column: str) -> Callable[[Schema], str]:
+    return lambda ex: f"ifnull(coalesce(t.{column}, t.demangledName), -1)"
+
+
+KERNEL_ROWS = RowSource(
+    "kernels", KERNEL_TABLE,
+    columns={
+        "start": "t.start", "end": "t.end",
+        "pid": optional(KERNEL_TABLE, "globalPid"),
+        "correlation": optional(KERNEL_TABLE, "correlationId"),
+        "device": optional(KERNEL_TABLE, "deviceId"),
+        "stream": optional(KERNEL_TABLE, "streamId"),
+        "context": optional(KERNEL_TABLE, "contextId"),
+        "graph": optional(KERNEL_TABLE, "graphId"),
+        "name_id.shortName": kernel_name_id("shortName"),
+        "name_id.demangledName": kernel_name_id("demangledName"),
+        "name_id.mangledName": kernel_name_id("mangledName"),
+    },
+    needs=("start", "end", "demangledName"), purpose="the kernel summary")
+
+
+def api_rows(table: str) -> RowSource:
+    """CUDA runtime or driver API calls (those with a correlationId: launches carry the
+    kernel's)."""
+    return RowSource(
+        f"api calls ({table})", table,
+        columns={"start": "t.start", "end": "t.end", "tid": "t.globalTid",
+                 "correlation": "t.correlationId", "name_id": optional(table, "nameId")},
+        needs=("start", "end", "globalTid", "correlationId"),
+        where="t.correlationId IS NOT NULL AND t.globalTid IS NOT NULL",
+        purpose="kernel launch attribution")
+
+
+API_ROWS = (api_rows(RUNTIME_TABLE), api_rows(DRIVER_TABLE))
+
+
+def nvtx_flags(export: Schema) -> str:
+    """The ``flags`` column of an NVTX row: ``eventType + 256 * cross_thread + 512 * domain``
+    (most rows are on no domain and did not end on another thread: there it is the event
+    type, which a CASE answers after two cheap tests)."""
+    has_end_tid = export.has_column(NVTX_TABLE, "endGlobalTid")
+    has_domain = export.has_column(NVTX_TABLE, "domainId")
+    cross = "t.endGlobalTid IS NOT NULL AND t.endGlobalTid != t.globalTid" if has_end_tid else "0"
+    domain = "ifnull(t.domainId, 0)" if has_domain else "0"
+    common = [c for c, has in (("t.endGlobalTid IS NULL", has_end_tid),
+                               ("ifnull(t.domainId, 0) = 0", has_domain)) if has]
+    if not common:
+        return "t.eventType"
+    full = f"t.eventType + 256 * ({cross}) + 512 * ({domain} & 1099511627775)"
+    return f"CASE WHEN {' AND '.join(common)} THEN t.eventType ELSE {full} END"
+
+
+def nvtx_name_key(export: Schema) -> str:
+    """A row's raw name key: "\\x01<textId>" when textId is set, else the inline text."""
+    has_id = export.has_column(NVTX_TABLE, "textId")
+    has_text = export.has_column(NVTX_TABLE, "text")
+    if has_id and has_text:
+        return "CASE WHEN t.textId IS NOT NULL THEN char(1) || t.textId ELSE t.text END"
+    if has_id:
+        return "char(1) || t.textId"
+    return "t.text" if has_text else "''"
+
+
+NVTX_ROWS = RowSource(
+    "nvtx", NVTX_TABLE,
+    columns={"start": "t.start", "end": "ifnull(t.end, -1)", "tid": "ifnull(t.globalTid, -1)",
+             "flags": nvtx_flags, "rowid": "t.rowid", "key": nvtx_name_key},
+    needs=("start", "end", "eventType", "globalTid"),
+    where=f"t.eventType IN ({_NVTX_READ_TYPES})", purpose="the NVTX range summary")
+
+MEMCPY_ROWS = RowSource(
+    "memcpy", MEMCPY_TABLE,
+    columns={"start": "t.start", "end": "t.end", "bytes": "ifnull(t.bytes, 0)",
+             "kind": "ifnull(t.copyKind, 0)", "device": optional(MEMCPY_TABLE, "deviceId"),
+             "stream": optional(MEMCPY_TABLE, "streamId"),
+             "pid": optional(MEMCPY_TABLE, "globalPid"),
+             "correlation": optional(MEMCPY_TABLE, "correlationId")},
+    needs=("start", "end", "copyKind", "bytes"), purpose="the memory-operation summary")
+
+MEMSET_ROWS = RowSource(
+    "memset", MEMSET_TABLE,
+    columns={"start": "t.start", "end": "t.end", "bytes": "ifnull(t.bytes, 0)", "kind": "0",
+             "device": optional(MEMSET_TABLE, "deviceId"),
+             "stream": optional(MEMSET_TABLE, "streamId"),
+             "pid": optional(MEMSET_TABLE, "globalPid"),
+             "correlation": optional(MEMSET_TABLE, "correlationId")},
+    needs=("start", "end", "bytes"), purpose="the memory-operation summary")
+
+# Name keys of chosen rows (a JSON array of rowids): rowids and keys as two JSON arrays.
 NVTX_KEYS_BY_ROWID = Query(
     "nvtx_keys_by_rowid",
-    """SELECT json_group_array(e.rowid), json_group_array(ifnull({name_key}, ''))
-       FROM NVTX_EVENTS AS e WHERE e.rowid IN (SELECT value FROM json_each(?))""",
-    needs={NVTX_TABLE: ("eventType",)},
-    purpose="NVTX range names",
-)
+    """SELECT json_group_array(t.rowid), json_group_array(ifnull({name_key}, ''))
+       FROM NVTX_EVENTS AS t WHERE t.rowid IN (SELECT value FROM json_each(?))""",
+    needs={NVTX_TABLE: ("eventType",)}, purpose="NVTX range names")
 
 STRINGS_BY_ID = Query(
     "strings_by_id",
     "SELECT id, value FROM StringIds WHERE id IN (SELECT value FROM json_each(?))",
-    needs={STRINGS_TABLE: ("id", "value")},
-    purpose="names",
-)
+    needs={STRINGS_TABLE: ("id", "value")}, purpose="names")
 
 MEMCPY_KIND_NAMES = Query(
-    "memcpy_kind_names",
-    "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",
-    needs={"ENUM_CUDA_MEMCPY_OPER": ("id", "label")},
-)
+    "memcpy_kind_names", "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",
+    needs={"ENUM_CUDA_MEMCPY_OPER": ("id", "label")})
+
+NVTX_RANGE_COUNT = Query(
+    "nvtx_range_count",
+    f"SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({sql_list(NVTX_RANGE_TYPES)})",
+    needs={NVTX_TABLE: ("eventType",)})
+
+# The end of the capture, for ranges never closed: the last kernel, launch and NVTX times.
+LAST_KERNEL_END = Query("last_kernel_end", "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+                        needs={KERNEL_TABLE: ("end",)})
+LAST_API_END = Query(
+    "last_api_end",
+    'SELECT max(end) FROM "{table}" WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL')

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_parsers.activity import Activity
 from nsys_parsers.errors import RangeNotFound, closest_hint
+from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
+from nsys_parsers.ranges import Ranges
 
 
-def restrict_to_range(act: Activity, names: RangeNames | None, window: str
-                      ) -> tuple[Activity, RangeNames, np.ndarray]:
-    """``act`` and its range ``names`` (complete; None when ``act`` has no ranges) restricted
-    to the range ``window``, and the indices of the ranges kept."""
-    r = act.ranges
-    if r is None or names is None:
+def inside_range(kernels: Kernels | None, ranges: Ranges | None, names: RangeNames | None,
+                 window: str) -> tuple[np.ndarray | None, np.ndarray, int]:
+    """(indices of the kernels inside, or None without kernels; indices of the ranges
+    inside; how many instances ``window`` has). ``names`` must be complete."""
+    if ranges is None or names is None:
         raise RangeNotFound(f"cannot restrict to range {window!r}: the export has no NVTX "
                             f"ranges (profile with `nsys profile --trace=nvtx`).")
     code = names.index(window)
@@ -24,18 +24,15 @@ def restrict_to_range(act: Activity, names: RangeNames | None, window: str
         raise RangeNotFound(f"no NVTX range named {window!r} to restrict to"
                             f"{closest_hint(window, names.names)}.")
     wins = np.flatnonzero(names.code == code)
-    keep_r = np.zeros(len(r), dtype=bool)
-    k = act.kernels
-    keep_k = np.zeros(len(k), dtype=bool) if k is not None else None
+    keep_r = np.zeros(len(ranges), dtype=bool)
+    keep_k = np.zeros(len(kernels), dtype=bool) if kernels is not None else None
     for w in wins:
-        tid, ws, we = r.tid[w], r.start[w], r.end[w]
-        keep_r |= (r.tid == tid) & (r.start >= ws) & (r.end <= we)
-        if k is not None and keep_k is not None:
-            keep_k |= (k.launch_tid == tid) & (k.launch_start >= ws) & (k.launch_end <= we)
-    notes = act.notes + [f"only what ran inside the {window!r} range(s): {wins.size} "
-                         f"instance(s); everything outside (e.g. warmup) is left out."]
-    rows = np.flatnonzero(keep_r)
-    kept = Activity(kernels=k.take(np.flatnonzero(keep_k)) if k is not None and
-                    keep_k is not None else None,
-                    ranges=r.take(rows), capture_end=act.capture_end, notes=notes)
-    return kept, names.take(rows), rows
+        tid, ws, we = ranges.tid[w], ranges.start[w], ranges.end[w]
+        keep_r |= (ranges.tid == tid) & (ranges.start >= ws) & (ranges.end <= we)
+        if kernels is not None and keep_k is not None:
+            assert kernels.launch_tid is not None and kernels.launch_start is not None \
+                and kernels.launch_end is not None
+            keep_k |= ((kernels.launch_tid == tid) & (kernels.launch_start >= ws)
+                       & (kernels.launch_end <= we))
+    return (np.flatnonzero(keep_k) if keep_k is not None else None), np.flatnonzero(keep_r), \
+        int(wins.size)

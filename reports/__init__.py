@@ -1,3 +1,3 @@
-"""Analyses of nsys exports: ``ExportAnalysis`` (reports.analysis) loads an export once and
-answers with ``Report`` values (row dicts in column order, plus notes); rendering lives in
-reports.render."""
+"""Analyses of nsys exports: one module per question (``reports.analyses``), the session that
+opens an export for them (``reports.session.Session``), the renderer (``reports.render``) and
+the report page (``reports.page``)."""

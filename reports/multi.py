@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from nsys_parsers.errors import NsysMineError
-from reports.common import Report
 from reports.render import View, rank_rows
+from reports.report import Report
 
 TOP_EACH = 5  # rows per export that people see by default
 
@@ -60,10 +60,10 @@ def ask_each(targets: list[ExportTarget], ask: Callable[[Any], Report],
 
 @contextlib.contextmanager
 def _open(path: Path) -> Iterator[Any]:
-    from reports.analysis import ExportAnalysis
+    from reports.session import Session
 
-    with ExportAnalysis(path) as a:
-        yield a
+    with Session(path) as s:
+        yield s
 
 
 def combine(answers: list[Answer], columns: list[str], view: View, *,

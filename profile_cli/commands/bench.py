@@ -25,6 +25,9 @@ BENCH_TABLE = ["size", "params", "context", "batch", "mode", "precision", "atten
                "threads", "nvtx", "warmup", "steps", "adamw", "mean_s", "std_s", "median_s",
                "min_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "tflops", "mfu_pct",
                "status", "note"]
+# Short headers for the rich table (JSON, CSV and markdown keep the column names).
+MEMORY_HEADERS = {"params_bytes": "params mem", "grads_bytes": "grads mem",
+                  "optimizer_bytes": "optimizer mem"}
 MEMORY_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention",
                 "device", "threads", "nvtx", "warmup", "steps", "adamw", "peak_allocated_bytes",
                 "peak_reserved_bytes", "rss_growth_bytes", "params_bytes", "grads_bytes",
@@ -110,7 +113,8 @@ def memory(
     with progress_bar("memory") as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
-    emit_sweep(result, MEMORY_COLUMNS, MEMORY_TABLE, out, "Peak memory per config")
+    emit_sweep(result, MEMORY_COLUMNS, MEMORY_TABLE, out, "Peak memory per config",
+               headers=MEMORY_HEADERS)
 
 
 # ---- rendering helpers ----------------------------------------------------------------------

@@ -1,14 +1,14 @@
-"""The mining commands: questions of one export (or several, or a sweep folder).
+"""The mining commands: one per analysis of ``reports.analyses``, each built from its
+declaration (``reports.analysis.Analysis``), and ``report`` (the page of an export or a sweep).
 
-``info``, ``kernels``, ``ranges``, ``nvtx-kernels``, ``dominant``, ``memops``, ``categories``,
-``attention`` and ``report``: each parses options, opens the export once with
-``reports.analysis.ExportAnalysis``, asks one question and hands the data to
-``reports.render``. Heavy libraries (numpy, pandas, matplotlib) are imported inside the
-commands, so that ``--help`` and small jobs start fast.
+A command parses its export(s), the analysis options the analysis declares, its own
+parameters and the output options; ``reports.ask.ask`` opens the export(s) and answers; the
+answer is rendered by ``reports.render`` and written by ``emit``.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
-from profile_cli.commands.options import ANALYSIS_PANEL, AttributionOpt, analysis_options
+from profile_cli.commands.options import analysis_options
 from profile_cli.commands.output import (
     ExportArg,
     ExportsArg,
@@ -24,302 +24,155 @@ from profile_cli.commands.output import (
     choice,
     emit,
     emit_report,
-    open_analysis,
-    option_group,
+    open_session,
     output_options,
 )
+from reports.analysis import Analysis, Param
 from reports.options import AnalysisOptions
-from reports.shape import AttentionShape
-
-# (command name, function) in the order of `nsys-mine --help`, filled by @_command.
-COMMANDS: list[tuple[str, Callable[..., None]]] = []
-
-
-def _command(name: str | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    def add(fn: Callable[..., None]) -> Callable[..., None]:
-        COMMANDS.append((name or fn.__name__, fn))
-        return fn
-    return add
 
 
 def register(app: typer.Typer) -> None:
-    for name, fn in COMMANDS:
-        app.command(name)(fn)
+    from reports.analyses import all_analyses
+
+    for analysis in all_analyses():
+        app.command(analysis.name, help=analysis.help)(analysis_command(analysis))
+        if analysis.name == "attention":  # the page comes after the analyses of one export
+            app.command("report")(report)
 
 
-def _one_blas_thread() -> None:
-    """Mining uses no BLAS: keep OpenBLAS from starting a thread pool when numpy loads
-    (about 50 ms of CPU). Called by the mining commands before they import numpy; the model
-    commands (bench, profile) keep the user's setting."""
-    import os
+def param_type(p: Param) -> Any:
+    """The annotated type of a parameter for Typer."""
+    base: Any = List[p.type] if p.multiple else p.type  # type: ignore[name-defined]
+    if not p.required and p.default is None and p.type is not bool:
+        base = Optional[base]
+    if p.argument:
+        return Annotated[base, typer.Argument(help=p.help, metavar=p.flags[0],
+                                              show_default=False)]
+    extra: dict[str, Any] = {}
+    if p.choices:
+        extra.update(choice(p.choices, p.metavar))
+    elif p.metavar:
+        extra["metavar"] = p.metavar
+    if p.minimum is not None:
+        extra["min"] = p.minimum
+    if p.maximum is not None:
+        extra["max"] = p.maximum
+    if p.panel:
+        extra["rich_help_panel"] = p.panel
+    if p.type is Path:
+        extra["dir_okay"] = False
+    if p.required or p.default is None:
+        extra["show_default"] = False
+    return Annotated[base, typer.Option(*p.flags, help=p.help, **extra)]
 
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+def param_signature(params: tuple[Param, ...]) -> list[inspect.Parameter]:
+    """Keyword parameters of a command function for ``params``."""
+    return [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY,
+                              default=inspect.Parameter.empty if p.required else p.default,
+                              annotation=param_type(p)) for p in params]
 
 
-def _single(exports: list[Path]) -> Path | None:
-    """The export when one file is given (the one-export tables, unchanged), else None."""
-    return exports[0] if len(exports) == 1 and not exports[0].is_dir() else None
+def with_signature(fn: Callable[..., Any], params: list[inspect.Parameter]) -> Callable:
+    fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in params}
+    return fn
 
 
-def _emit_many(exports: list[Path], analysis: AnalysisOptions, ask: Any, columns: list[str],
-               view: Any, out: OutputSpec, *, title: str,
-               need_names: bool | None = None) -> None:
+def analysis_command(a: Analysis) -> Callable[..., None]:
+    """The Typer command of an analysis."""
+    inputs: list[tuple[str, Any]] = []
+    if a.inputs in ("export", "two"):
+        inputs = [("export", ExportArg)]
+    elif a.inputs == "exports":
+        inputs = [("exports", ExportsArg)]
+
+    def command(**kwargs: Any) -> None:
+        options: AnalysisOptions = kwargs.pop("analysis", AnalysisOptions())
+        out: OutputSpec = kwargs.pop("out")
+        paths: list[Path] = list(kwargs.pop("exports", None) or [])
+        if "export" in kwargs:
+            paths = [kwargs.pop("export")]
+        answer_command(a, paths, options, kwargs, out)
+
+    sig = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann)
+           for name, ann in inputs]
+    sig += [inspect.Parameter("analysis", inspect.Parameter.KEYWORD_ONLY,
+                              annotation=AnalysisOptions)] if a.options else []
+    sig += [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=OutputSpec)]
+    sig += param_signature(a.params)
+    command.__name__ = a.name.replace("-", "_")
+    command.__doc__ = a.help
+    fn = output_options(top=a.default_top)(with_signature(command, sig))
+    if a.options:
+        fn = analysis_options(only=a.options, **a.defaults)(fn)
+    return fn
+
+
+def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
+                   params: dict[str, Any], out: OutputSpec) -> None:
+    """Ask ``a`` of the exports and write the answer; exit with the analysis's code."""
+    from reports.ask import ask, split_params
+
+    sources, params = split_params(a, paths, params)
+    if a.validate is not None:
+        params = a.validate(params, sources)
+    if a.inputs == "exports" and (len(paths) > 1 or paths[0].is_dir()):
+        _emit_many(a, paths, options, params, out)
+        return
+    report = ask(a, sources, options, params, opener=open_session)
+    if a.outputs is not None:
+        a.outputs(report, params, sources[0])
+    if report.obj is not None:
+        from reports.render import render_object
+
+        out.emit(render_object(report.obj, out.format, title=report.title, width=out.width,
+                               human=report.obj_for_people, notes=report.notes))
+    else:
+        emit_report(report, list(a.columns), a.view, out, title=report.title)
+    code = a.exit_code(report, params) if a.exit_code is not None else 0
+    if code:
+        raise typer.Exit(code)
+
+
+def _emit_many(a: Analysis, paths: list[Path], options: AnalysisOptions,
+               params: dict[str, Any], out: OutputSpec) -> None:
     """One question of several exports (or sweep folders): each export's rows with a
     `config` column; people see the top rows of each (--top, default 5 per export)."""
     from profile_cli.runs.targets import export_targets
     from reports.multi import TOP_EACH, ask_each, combine
     from reports.render import HUMAN_FORMATS
 
-    targets = export_targets(exports)
-    answers, skipped = ask_each(
-        targets, ask, opener=lambda p: open_analysis(p, analysis, need_names=need_names))
+    assert a.view is not None
+    targets = export_targets(paths)
+    answers, skipped = ask_each(targets, lambda s: a.answer(s, **params),
+                                opener=lambda p: open_session(p, options))
     human = out.format in HUMAN_FORMATS
     top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    report, people = combine(answers, columns, view, skipped=skipped, top_each=top_each)
-    if analysis.within is None and all(t.config for t in targets):
+    report, people = combine(answers, list(a.columns), a.view, skipped=skipped,
+                             top_each=top_each)
+    if options.within is None and all(t.config for t in targets):
         report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
                             "their warmup steps out (as profile and sweep do).")
+    title = answers[0].report.title or a.title
     emit_report(report, report.columns, people, replace(out, top=0),
                 title=f"{title}, {len(answers)} exports")
 
 
-@_command()
-@analysis_options(only=("nsys",))
-@output_options(top=0)
-def info(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
-    """Export metadata: nsys and schema version, GPUs, capture command, table row counts.
-
-    Example: `nsys-mine info run.sqlite --format json`
-    """
-    _one_blas_thread()
-    from reports.info import info_for_people
-    from reports.render import render_object
-
-    with open_analysis(export, analysis) as a:
-        data = a.info()
-    human, notes = info_for_people(data)
-    out.emit(render_object(data, out.format, title=f"nsys export {export.name}",
-                           width=out.width, human=human, notes=notes))
-
-
-@_command()
-@analysis_options(only=("within", "name_kind", "rules", "depth", "match", "nsys", "cache"))
-@output_options()
-def kernels(
-    exports: ExportsArg,
-    analysis: AnalysisOptions,
-    out: OutputSpec,
-    range_name: Annotated[Optional[str], typer.Option(
-        "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
-        help="Only kernels launched inside NVTX ranges of this name.")] = None,
-) -> None:
-    """CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum).
-
-    Several exports or a sweep folder: one table with a `config` column.
-
-    Examples: `nsys-mine kernels run.sqlite` ·
-    `nsys-mine kernels sweep/ --range forward --within measure --top 3`
-    """
-    _one_blas_thread()
-    title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
-    export = _single(exports)
-    reads = None
-    if export is not None and range_name is None and analysis.within is None:
-        # a small export's reads start before the report modules load (None: a large one)
-        from nsys_parsers.kernel_groups import open_kernel_groups
-
-        reads = open_kernel_groups(export, analysis.name_kind, nsys=analysis.nsys)
-    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW, small_kernel_report
-
-    if export is None:
-        _emit_many(exports, analysis, lambda a: a.kernels(range_name=range_name),
-                   KERNEL_COLUMNS, KERNEL_VIEW, out, title=title,
-                   need_names=False if range_name else None)
-        return
-    # a small export's whole summary needs neither numpy nor the analysis module
-    result = small_kernel_report(export, analysis, reads=reads) if reads is not None else None
-    if result is None:
-        with open_analysis(export, analysis, need_names=False if range_name else None) as a:
-            result = a.kernels(range_name=range_name)
-    emit_report(result, KERNEL_COLUMNS, KERNEL_VIEW, out, title=title)
-
-
-@_command()
-@analysis_options(only=("within", "merge_op_ids", "depth", "match", "nsys", "cache"))
-@output_options()
-def ranges(exports: ExportsArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
-    """NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
-
-    Several exports or a sweep folder: one table with a `config` column.
-
-    Examples: `nsys-mine ranges run.sqlite --depth 2` ·
-    `nsys-mine ranges a.sqlite b.sqlite --match forward --match backward`
-    """
-    _one_blas_thread()
-    export = _single(exports)
-    if export is None:
-        from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
-
-        _emit_many(exports, analysis, lambda a: a.ranges(), RANGE_COLUMNS, RANGE_VIEW, out,
-                   title="NVTX ranges", need_names=True)
-        return
-    with open_analysis(export, analysis, need_names=True) as a:  # the reads start first
-        result = a.ranges()
-    from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
-
-    emit_report(result, RANGE_COLUMNS, RANGE_VIEW, out, title="NVTX ranges")
-
-
-@_command("nvtx-kernels")
-@analysis_options(only=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
-                        "cache"))
-@output_options()
-def nvtx_kernels(
-    export: ExportArg,
-    analysis: AnalysisOptions,
-    out: OutputSpec,
-    attribution: AttributionOpt = "all",
-) -> None:
-    """Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum).
-
-    Examples: `nsys-mine nvtx-kernels run.sqlite` ·
-    `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
-    """
-    _one_blas_thread()
-    with open_analysis(export, analysis, need_names=False) as a:  # the reads start first
-        result = a.nvtx_kernels(attribution=attribution)
-    from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW
-
-    emit_report(result, NVTX_KERNEL_COLUMNS, NVTX_KERNEL_VIEW, out,
-                title=f"CUDA kernels by NVTX range ({attribution})")
-
-
-@_command()
-@analysis_options(merge_op_ids="auto")
-@output_options()
-def dominant(
-    exports: ExportsArg,
-    analysis: AnalysisOptions,
-    out: OutputSpec,
-    range_names: Annotated[Optional[List[str]], typer.Option(
-        "--range", metavar="NAME", rich_help_panel=ANALYSIS_PANEL,
-        help="Only these ranges (repeat the option for several).")] = None,
-    attribution: AttributionOpt = "all",
-) -> None:
-    """Which kernel dominates: for the whole export and for each NVTX range.
-
-    One row per range: the dominant kernel, its share of the range's GPU time, its calls per
-    range instance, the runner-up and the kernel-category mix. `--format text` gives one
-    sentence per range. Several exports or a sweep folder: one table with a `config` column.
-
-    Examples: `nsys-mine dominant run.sqlite --within measure` ·
-    `nsys-mine dominant sweep/ --range forward --within measure --format text`
-    """
-    _one_blas_thread()
-    export = _single(exports)
-    if export is None:
-        from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
-
-        _emit_many(exports, analysis, lambda a: a.dominant(range_names=range_names or None,
-                                                           attribution=attribution),
-                   DOMINANT_COLUMNS, DOMINANT_VIEW, out, title="Dominant kernel per range",
-                   need_names=True)
-        return
-    with open_analysis(export, analysis, need_names=True) as a:  # the reads start first
-        result = a.dominant(range_names=range_names or None, attribution=attribution)
-    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
-
-    emit_report(result, DOMINANT_COLUMNS, DOMINANT_VIEW, out,
-                title="Dominant kernel per range")
-
-
-@_command()
-@analysis_options(only=("nsys",))
-@output_options()
-def memops(export: ExportArg, analysis: AnalysisOptions, out: OutputSpec) -> None:
-    """Memory operations: memcpy by kind and memset, count, bytes, time and throughput.
-
-    Example: `nsys-mine memops run.sqlite`
-    """
-    _one_blas_thread()
-    from reports.memops import MEMOPS_COLUMNS, MEMOPS_VIEW
-
-    with open_analysis(export, analysis) as a:
-        result = a.memops()
-    emit_report(result, MEMOPS_COLUMNS, MEMOPS_VIEW, out, title="Memory operations")
-
-
-@_command()
-@output_options(top=0)
-def categories(
-    out: OutputSpec,
-    rules: Annotated[Optional[Path], typer.Option(
-        "--rules", dir_okay=False, metavar="FILE",
-        help="TOML file with extra kernel-category rules (listed first: they are tried "
-             "first).")] = None,
-) -> None:
-    """The kernel-category rule table (first match wins; rules of --rules come first).
-
-    Examples: `nsys-mine categories` · `nsys-mine categories --rules my_rules.toml`
-    """
-    from reports.categories import CATEGORY_VIEW, load_rules, rules_report
-
-    emit_report(rules_report(load_rules(rules)), CATEGORY_VIEW.columns, CATEGORY_VIEW, out,
-                title="Kernel category rules (first match wins)")
-
-
-SHAPE_PANEL = "Attention FLOPs (default: the profile sidecar NAME.json)"
-# Give a command the attention-shape options; it receives them as ``shape: AttentionShape``.
-shape_options = option_group(AttentionShape, {
-    "size": Annotated[Optional[str], typer.Option(
-        "--size", metavar="PRESET", rich_help_panel=SHAPE_PANEL,
-        help="Model size preset: gives --d-model and --heads.")],
-    "d_model": Annotated[Optional[int], typer.Option(
-        "--d-model", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Model width d.")],
-    "heads": Annotated[Optional[int], typer.Option(
-        "--heads", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Attention heads h.")],
-    "context": Annotated[Optional[int], typer.Option(
-        "--context", min=1, metavar="N", rich_help_panel=SHAPE_PANEL,
-        help="Context length T (tokens).")],
-    "batch": Annotated[Optional[int], typer.Option(
-        "--batch", min=1, metavar="N", rich_help_panel=SHAPE_PANEL, help="Batch size B.")],
-}, "shape")
 REPORT_FORMATS = ("html", "md")
 
 
-@_command()
-@analysis_options(only=("within", "nsys"))
-@shape_options()
-@output_options()
-def attention(export: ExportArg, analysis: AnalysisOptions, shape: AttentionShape,
-              out: OutputSpec) -> None:
-    """Attention runtime vs FLOPs: scores, softmax and final matmul of the naive attention.
+def _shape_params() -> tuple[Param, ...]:
+    from reports.analyses.attention import SHAPE_PARAMS
 
-    Per sub-range: the analytic FLOPs of one instance (one layer, one forward pass), the
-    measured time per instance (GPU kernel time, else CPU range time: said which), achieved
-    GFLOP/s, and the ratios to `computing attention scores`. The shape comes from the
-    `profile` sidecar (NAME.json) or the options; `profile` exports count measured steps only.
-
-    Examples: `nsys-mine attention profiles/tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3.sqlite`
-    ·
-    `nsys-mine attention run.sqlite --size small --context 512 --batch 4 --format md`
-    """
-    from reports.attention import ATTENTION_COLUMNS, ATTENTION_VIEW, attention_for_export
-
-    result = attention_for_export(export, analysis, shape, opener=open_analysis)
-    emit_report(result, ATTENTION_COLUMNS, ATTENTION_VIEW, out,
-                title="Attention: runtime vs FLOPs per instance")
+    return SHAPE_PARAMS
 
 
-@_command()
-@analysis_options(only=("within", "merge_op_ids", "rules", "nsys"), merge_op_ids="auto")
-@shape_options()
-def report(
+def _report(
     target: Annotated[Path, typer.Argument(
         help="An nsys export (.sqlite, .nsys-rep) or a sweep folder (sweep --out-dir).",
         show_default=False, metavar="TARGET")],
     analysis: AnalysisOptions,
-    shape: AttentionShape,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", dir_okay=False, metavar="FILE", show_default=False,
         help="The file to write (default: report.html, or report.md with --format md).")
@@ -332,6 +185,7 @@ def report(
     top: Annotated[int, typer.Option(
         "--top", min=0, metavar="N", help="Rows of the kernel and range tables (0: all).")
     ] = 20,
+    **shape: Any,
 ) -> None:
     """The page people open: headline answers, plots and tables of an export or a sweep.
 
@@ -344,18 +198,20 @@ def report(
     `nsys-mine report sweep/ --format md -o sweep.md`
     """
     from profile_cli.runs.targets import build_report
+    from reports.analyses.attention import AttentionShape
     from reports.render import Rendered
 
     fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")
     output = output or Path(f"report.{fmt}")
-    page = build_report(target, analysis, shape, top=top, opener=open_analysis)
+    page = build_report(target, analysis, AttentionShape(**shape), top=top,
+                        opener=open_session)
     if fmt == "html":
-        from reports.html import page_html
+        from reports.page.html import page_html
 
         emit(Rendered(text=page_html(page)), output)
         extra = ""
     else:
-        from reports.page import page_markdown
+        from reports.page.model import page_markdown
 
         text, files = page_markdown(page, output.stem)
         for name, data in files.items():
@@ -363,3 +219,21 @@ def report(
         emit(Rendered(text=text), output)
         extra = f" and {len(files)} PNG file(s) beside it"
     sys.stderr.write(f"wrote {output}{extra} ({len(page.figures())} plot(s))\n")
+
+
+def _with_shape(fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn`` with the attention-shape options (``**shape``)."""
+    sig = inspect.signature(fn, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    names = [p.name for p in _shape_params()]
+
+    def command(**kwargs: Any) -> None:
+        shape = {n: kwargs.pop(n) for n in names}
+        fn(**kwargs, **shape)
+
+    command.__name__, command.__doc__ = "report", fn.__doc__
+    return with_signature(command, params + param_signature(_shape_params()))
+
+
+report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys"),
+                          merge_op_ids="auto")(_with_shape(_report))

@@ -8,7 +8,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from nsys_parsers.schema import ATTRIBUTIONS, NAME_KINDS
+from nsys_parsers.schema import NAME_KINDS
 from profile_cli.commands.output import choice, option_group
 from reports.options import MERGE_MODES, AnalysisOptions
 
@@ -44,11 +44,6 @@ CacheOpt = Annotated[bool, typer.Option(
     help="Keep the columns read from the export in the user cache dir ($NSYS_MINE_CACHE_DIR, "
          "default ~/.cache/nsys-mine/columns; never next to the export) and answer the next "
          "questions from there. --no-cache reads the export and writes nothing.")]
-AttributionOpt = Annotated[str, typer.Option(
-    "--attribution", rich_help_panel=ANALYSIS_PANEL, **choice(ATTRIBUTIONS),
-    help="all: a kernel counts in every range that encloses its launch (as nsys "
-         "nvtx_kern_sum); innermost: only in its deepest range.")]
-
 # Give a command the analysis options it names (``only=``); it receives ``analysis``.
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,

@@ -87,23 +87,17 @@ def output_width(output: Path | None = None) -> int:
 
 def emit(rendered: Rendered, output: Path | None) -> None:
     """Write rendered output to stdout or a file; the only place commands print results."""
+    from rich.console import Console
+
+    if rendered.text is not None:
+        if output is not None:
+            output.write_text(rendered.text, encoding="utf-8")
+        else:
+            sys.stdout.write(rendered.text)
+        return
     # the parts were laid out for rendered.width (None: their natural width, --wide); the
     # console must not lay them out again
     width = max(rendered.width, output_width(output)) if rendered.width else 100_000
-    text = rendered.text
-    if text is None and (output is not None or not sys.stdout.isatty()) and (
-            not _styles_forced()):
-        from reports.render import plain_output
-
-        text = plain_output(rendered.rich, width)  # what rich would write: no styles there
-    if text is not None:
-        if output is not None:
-            output.write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
-        return
-    from rich.console import Console
-
     if output is not None:
         with output.open("w", encoding="utf-8") as fh:
             console = Console(file=fh, width=width, no_color=True, soft_wrap=False)
@@ -114,13 +108,6 @@ def emit(rendered: Rendered, output: Path | None) -> None:
     console = Console(width=None if tty_natural else width, soft_wrap=False)
     for part in rendered.rich:
         console.print(part)
-
-
-def _styles_forced() -> bool:
-    """Whether rich would write styles to a file or pipe (FORCE_COLOR, TTY_COMPATIBLE)."""
-    import os
-
-    return bool(os.environ.get("FORCE_COLOR")) or os.environ.get("TTY_COMPATIBLE") == "1"
 
 
 def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
@@ -215,36 +202,19 @@ output_options = option_group(OutputSpec, {
 
 
 @contextlib.contextmanager
-def open_analysis(export: Path, analysis: AnalysisOptions, *, need_names: bool | None = None
-                  ) -> Iterator[Any]:
-    """The export opened for questions (``ExportAnalysis``), with a spinner on stderr while a
-    long read runs: what every command that mines an export opens it with.
-
-    ``need_names``: the question loads the kernels, launches and ranges first, with every
-    range name (True) or without (False). Their reads then start before numpy and the
-    analysis modules are imported, which load while SQLite reads (a cold answer's start-up
-    is single-threaded: 0.15-0.2 s of it now overlaps the reads)."""
-    from nsys_parsers.activity_reads import start_activity_reads
-    from nsys_parsers.export import open_export
+def open_session(export: Path, options: AnalysisOptions) -> Iterator[Any]:
+    """The export opened for questions (``reports.session.Session``), with a spinner on
+    stderr while a long read runs: how every command that mines an export opens it."""
     from profile_cli.commands.progress import status
+    from reports.session import Session
 
-    with status(f"reading {export.name}"):
-        opened = open_export(export, nsys=analysis.nsys)
-        try:
-            reads = None if need_names is None else start_activity_reads(
-                opened, analysis.name_kind, analysis.loads_names(need_names),
-                use_cache=analysis.cache)
-            from reports.analysis import ExportAnalysis
-
-            with ExportAnalysis(opened, analysis, reads=reads) as a:
-                yield a
-        finally:
-            opened.close()
+    with status(f"reading {export.name}"), Session(export, options) as session:
+        yield session
 
 
 def emit_report(report: Any, columns: list[str], view: Any, out: OutputSpec, *,
                 title: str | None = None, caption: list[str] | None = None) -> None:
-    """Render a ``reports.common.Report`` for ``out`` and write it."""
+    """Render a ``reports.report.Report`` for ``out`` and write it."""
     from reports.render import render_rows
 
     out.emit(render_rows(report.rows, columns, out.format, title=title, notes=report.notes,

@@ -176,9 +176,9 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
     """The profile's answer: caption (export, config), range times, dominant kernels, top
     kernels; JSON: one object with ``export``, ``config``, ``ranges``, ``dominant``,
     ``kernels`` and ``notes``."""
-    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
-    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
-    from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
+    from reports.analyses.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
+    from reports.analyses.kernels import KERNEL_COLUMNS, KERNEL_VIEW
+    from reports.analyses.ranges import RANGE_COLUMNS, RANGE_VIEW
     from reports.render import Rendered, render_rows, to_json, top_rows
 
     if out.format == "json":

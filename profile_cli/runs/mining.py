@@ -28,22 +28,22 @@ class ProfileReport:
 
 
 def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
-    from reports.analysis import ExportAnalysis
+    from reports.session import Session
 
     notes = list(result.notes)
     if result.status != "ok" or result.sqlite is None:
         return ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
                              kernels=[], notes=notes, sentences=[], status=result.status,
                              reason=result.reason)
-    with ExportAnalysis(result.sqlite, within=WINDOW) as analysis:  # read once, for all three
-        rs = analysis.ranges()
+    with Session(result.sqlite, within=WINDOW) as analysis:  # read once, for all three
+        rs = analysis.ask("ranges")
         notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
                   f"when mining (not by an nsys capture range)."]
         if analysis.has_kernels:
             wanted = [n for n in nv.HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
-            dom = analysis.dominant(range_names=wanted or None)
-            ks = analysis.kernels(top=top)
-            dominant, kernels, sentences = dom.rows, ks.rows, dom.sentences
+            dom = analysis.ask("dominant", range_names=wanted or None)
+            ks = analysis.ask("kernels")
+            dominant, kernels, sentences = dom.rows, ks.rows[:top], dom.sentences
         else:
             dominant, kernels, sentences = [], [], []
             notes.append(f"no CUDA kernels exist in this run (trace {result.trace}, device "

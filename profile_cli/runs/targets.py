@@ -38,12 +38,12 @@ def build_report(target: Path, options: Any, shape: Any, *, top: int = 20,
                  opener: Any = None) -> Any:
     """The page (``reports.page.Page``) of an export or of a sweep folder."""
     if target.is_dir():
-        from reports.sweep_page import sweep_page
+        from reports.page.sweep import sweep_page
 
         tables, runs = sweep_runs(target)
         return sweep_page(runs, tables.dominant, tables.mix, tables.range_times, tables.notes,
                           labels=config_labels(runs), folder=str(target))
-    from reports.export_page import report_for_export
+    from reports.page.export import report_for_export
 
     return report_for_export(target, options, shape, top=top, opener=opener)
 

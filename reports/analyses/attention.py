@@ -20,14 +20,66 @@ its export, or from options (``AttentionShape``; options win).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nsys_parsers.errors import BadOption, RangeNotFound
+from nsys_parsers.schema import NVTX_TABLE
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import ModelConfig, forward_flops
-from reports.common import Report, r1
+from reports.analysis import Analysis, Param
 from reports.render import View, human_flop, human_ns
-from reports.shape import AttentionShape
+from reports.report import Report, r1
+from reports.session import Session
+from reports.sidecar import measured_steps, read_sidecar
+
+SHAPE_FIELDS = ("d_model", "heads", "context", "batch")
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What the FLOPs of attention depend on: d_model, heads, context and batch (``size``:
+    a preset that gives d_model and heads)."""
+
+    size: str | None = None
+    d_model: int | None = None
+    heads: int | None = None
+    context: int | None = None
+    batch: int | None = None
+
+    def resolved(self) -> AttentionShape:
+        """d_model and heads from the preset where not given."""
+        if self.size is None:
+            return self
+        from nvtx_model.config import PRESETS, preset_name
+
+        name = preset_name(self.size)
+        if name is None:
+            raise BadOption(f"--size {self.size!r} is not a preset; use one of "
+                            f"{', '.join(PRESETS)} or give --d-model and --heads")
+        shape = PRESETS[name]
+        return replace(self, d_model=self.d_model or shape.d_model,
+                       heads=self.heads or shape.num_heads)
+
+    def over(self, config: dict[str, Any] | None) -> AttentionShape:
+        """These values, else the sidecar ``config``'s (same keys)."""
+        mine, config = self.resolved(), config or {}
+        values: dict[str, Any] = {n: _int(config.get(n)) for n in SHAPE_FIELDS
+                                  if getattr(mine, n) is None}
+        return replace(mine, **values)
+
+    @property
+    def missing(self) -> list[str]:
+        return [f"--{n.replace('_', '-')}" for n in SHAPE_FIELDS if getattr(self, n) is None]
+
+    def describe(self) -> str:
+        return (f"d_model {self.d_model}, {self.heads} heads, context {self.context}, "
+                f"batch {self.batch}")
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
 
 SUB_RANGES = (nv.ATTENTION_SCORES, nv.SOFTMAX, nv.FINAL_MATMUL)
 # which term of forward_flops each range computes
@@ -43,7 +95,9 @@ ATTENTION_VIEW = View(
              "flop_pct", "time_pct", "flop_ratio", "time_ratio", "time_source"],
     drop=(("flop_ratio", "time_ratio"), "instances"),
     noun="ranges", hide_if_constant=("time_source",),
-    hide_if_zero=("flop_ratio", "time_ratio"))
+    hide_if_zero=("flop_ratio", "time_ratio"),
+    headers={"flop": "FLOP", "achieved_gflops": "GFLOP/s", "flop_pct": "FLOP %",
+             "flop_ratio": "FLOP vs scores", "time_ratio": "time vs scores"})
 
 
 def flop_per_instance(shape: AttentionShape) -> dict[str, int]:
@@ -137,34 +191,87 @@ def attention_sentence(row: dict[str, Any]) -> str:
     return text
 
 
-def export_attention(analysis: Any, shape: AttentionShape,
+def export_attention(s: Session, shape: AttentionShape,
                      sidecar: dict[str, Any] | None = None) -> Report:
-    """The attention rows of an opened export (``reports.analysis.ExportAnalysis``), with the
-    shape completed from its profile sidecar."""
-    from nsys_parsers.schema import NVTX_TABLE
+    """The attention rows of a session, with the shape completed from its profile
+    sidecar."""
+    from reports.analyses.ranges import range_summary
 
-    analysis.export.require(NVTX_TABLE, "the attention FLOPs vs runtime table")
+    s.export.require(NVTX_TABLE, "the attention FLOPs vs runtime table")
     full = shape.over((sidecar or {}).get("config"))
     if full.missing:  # say what is missing before reading anything
         return attention_rows([], full, gpu=False)
-    ranges = analysis.ranges()
-    report = attention_rows(ranges.rows, full, gpu=analysis.has_kernels)
+    s.load("kernels", "launches", "ranges", "names")
+    ranges = range_summary(s)
+    report = attention_rows(ranges.rows, full, gpu=s.has_kernels)
     report.notes += [n for n in ranges.notes if n not in report.notes]
     return report
 
 
-def attention_for_export(path: Any, options: Any, shape: AttentionShape,
-                         opener: Any = None) -> Report:
-    """``nsys-mine attention EXPORT``: the rows of one export, its shape completed from its
-    ``profile`` sidecar, measured steps only for ``profile`` exports (``within`` unless
-    given). ``options``: ``AnalysisOptions``; ``opener(path, options)``: a context manager
-    giving the ``ExportAnalysis`` (default: open it)."""
-    from reports.analysis import ExportAnalysis
-    from reports.sidecar import measured_steps, read_sidecar
+def attention(s: Session, size: str | None = None, d_model: int | None = None,
+              heads: int | None = None, context: int | None = None,
+              batch: int | None = None) -> Report:
+    """``nsys-mine attention EXPORT``: the shape completed from the export's ``profile``
+    sidecar."""
+    return export_attention(s, AttentionShape(size, d_model, heads, context, batch),
+                            read_sidecar(s.export.source))
 
-    sidecar = read_sidecar(path)
-    options, notes = measured_steps(options, sidecar)
-    with (opener or ExportAnalysis)(path, options) as analysis:
-        report = export_attention(analysis, shape, sidecar)
-    report.notes = notes + report.notes
-    return report
+
+def _page(ctx: Any) -> list[Any]:
+    """The attention section, when the export has attention ranges."""
+    from reports.page import plots
+    from reports.page.model import Figure, Section, Sentences, Table, Text
+
+    if not any(n in ctx.range_rows() for n in ATTENTION_ROWS):
+        return []
+    section = Section("Attention: runtime vs FLOPs", "attention")
+    try:
+        report = export_attention(ctx.session, ctx.shape, ctx.sidecar)
+    except (BadOption, RangeNotFound) as exc:
+        section.blocks.append(Text(str(exc)))
+        return [section]
+    section.blocks.append(Sentences(report.sentences))
+    subs = [r for r in report.rows if r["range"] in SUB_RANGES]
+    if subs and any(r["flop_pct"] is not None for r in subs):
+        section.blocks.append(Figure(
+            "attention", plots.attention_png(subs, title="Attention sub-ranges: FLOPs vs "
+                                                         "runtime"),
+            alt="Bars: each attention sub-range's share of the FLOPs next to its share of the "
+                "runtime, and its achieved GFLOP/s."))
+    section.blocks.append(Table(report.rows, ATTENTION_VIEW, notes=report.notes, top=0))
+    return [section]
+
+
+SHAPE_PANEL = "Attention FLOPs (default: the profile sidecar NAME.json)"
+SHAPE_PARAMS = (
+    Param("size", ("--size",), "Model size preset: gives --d-model and --heads.",
+          metavar="PRESET", panel=SHAPE_PANEL),
+    Param("d_model", ("--d-model",), "Model width d.", type=int, minimum=1, metavar="N",
+          panel=SHAPE_PANEL),
+    Param("heads", ("--heads",), "Attention heads h.", type=int, minimum=1, metavar="N",
+          panel=SHAPE_PANEL),
+    Param("context", ("--context",), "Context length T (tokens).", type=int, minimum=1,
+          metavar="N", panel=SHAPE_PANEL),
+    Param("batch", ("--batch",), "Batch size B.", type=int, minimum=1, metavar="N",
+          panel=SHAPE_PANEL),
+)
+
+ANALYSIS = Analysis(
+    name="attention",
+    help="""Attention runtime vs FLOPs: scores, softmax and final matmul of the naive attention.
+
+    Per sub-range: the analytic FLOPs of one instance (one layer, one forward pass), the
+    measured time per instance (GPU kernel time, else CPU range time: said which), achieved
+    GFLOP/s, and the ratios to `computing attention scores`. The shape comes from the
+    `profile` sidecar (NAME.json) or the options; `profile` exports count measured steps only.
+
+    Examples: `nsys-mine attention profiles/tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3.sqlite`
+    ·
+    `nsys-mine attention run.sqlite --size small --context 512 --batch 4 --format md`
+    """,
+    run=attention, options=("within", "nsys"), params=SHAPE_PARAMS,
+    prepare=lambda options, source: measured_steps(options, read_sidecar(source)),
+    columns=ATTENTION_COLUMNS, view=ATTENTION_VIEW,
+    title="Attention: runtime vs FLOPs per instance", order=80,
+    page=_page, page_order=20,
+)

@@ -13,17 +13,24 @@ else every range by attributed GPU time. Computed in one grouping over the attri
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from nsys_parsers.activity import Activity
+from nsys_parsers.arrays import distinct_pairs, group_ids
 from nsys_parsers.attribution import Pairs
+from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
+from nsys_parsers.ranges import Ranges
+from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
-from reports.common import Report, check_range_names, r1
-from reports.grouping import distinct_pairs, group_ids, in_parallel
-from reports.render import View, shorten
+from reports.analyses.categories import CATEGORIES, categorize_many
+from reports.analyses.nvtx_kernels import ATTRIBUTION
+from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
+from reports.render import View, human_ns, shorten
+from reports.report import Report, check_range_names, r1
+from reports.session import Session
 
 DOMINANT_COLUMNS = [
     "range", "kernel", "category", "share_pct", "total_ns", "instances", "range_instances",
@@ -35,7 +42,9 @@ DOMINANT_VIEW = View(
     columns=["range", "share_pct", "per_range_instance", "category", "kernel",
              "runner_up_share_pct", "runner_up", "category_shares"],
     drop=("category_shares", ("runner_up", "runner_up_share_pct")),
-    noun="ranges", null_labels={"range": "(whole export)"}, pinned=1)
+    noun="ranges", null_labels={"range": "(whole export)"}, pinned=1,
+    headers={"per_range_instance": "calls per range", "runner_up": "runner-up",
+             "runner_up_share_pct": "runner-up %", "range_kernel_ns": "range gpu"})
 
 
 def _empty_row(range_name: str | None, range_instances: int | None) -> dict[str, Any]:
@@ -50,8 +59,7 @@ class _Grouped:
 
     def __init__(self, group: np.ndarray, kname: np.ndarray, dur: np.ndarray,
                  cat_code: np.ndarray, ncat: int):
-        # (group, kernel name) ranked by group_ids (a dense table at these sizes: np.unique
-        # sorted the 1.6 M pairs of nested x100 in 0.1 s)
+        # (group, kernel name) ranked by group_ids
         inv, (groups, kernels) = group_ids(group, kname)
         total = np.bincount(inv, weights=dur).astype(np.int64)
         order = np.lexsort((kernels, -total, groups))  # per group: largest first
@@ -137,20 +145,38 @@ def sentence(row: dict[str, Any]) -> str:
     return text
 
 
-def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
-                    range_names: list[str] | None = None, attribution: str = "all",
-                    rules: list | None = None, instances: np.ndarray | None = None,
-                    filtered: bool = False) -> Report:
+def dominant(s: Session, range_names: list[str] | None = None,
+             attribution: str = "all") -> Report:
+    """The dominant kernel of the whole export and of each (shown) range name."""
+    s.export.require(KERNEL_TABLE, "the dominant-kernel report")
+    range_names = list(range_names or []) or None
+    if range_names and not s.has_ranges:
+        s.export.require(NVTX_TABLE, "per-range dominant kernels")
+    if s.ranges is None:
+        return dominant_report(s.kernels, None, None, None, range_names=None, rules=s.rules,
+                               notes=s.notes)
+    s.keep_calls_for(range_names)
+    names = s.names()
+    report = dominant_report(s.kernels, s.ranges, names, s.shown_pairs(s.pairs(attribution)),
+                             range_names=range_names, attribution=attribution, rules=s.rules,
+                             instances=s.shown_instances(names),
+                             filtered=s.options.filtered, notes=s.notes)
+    report.notes += s.merge_notes() + s.filter_notes()
+    return report
+
+
+def dominant_report(k: Kernels | None, r: Ranges | None, names: RangeNames | None,
+                    p: Pairs | None, *, range_names: list[str] | None = None,
+                    attribution: str = "all", rules: list | None = None,
+                    instances: np.ndarray | None = None, filtered: bool = False,
+                    notes: list[str] | None = None) -> Report:
     """The whole-export row, then one row per range name (see the module docstring).
     ``names`` must be complete; ``p`` are the pairs to count (already filtered to the shown
     ranges: ``filtered`` says whether a filter chose them); ``instances`` the shown instances
     per name code (default: all). ``names`` and ``p`` are None when the export has no NVTX
     ranges."""
-    from reports.categories import CATEGORIES, categorize_many
-
-    k, r = act.kernels, act.ranges
-    assert k is not None
-    notes = list(act.notes)
+    assert k is not None and k.launch_tid is not None
+    notes = list(notes or [])
     categories = categorize_many(k.names, rules)
     cat_names = list(CATEGORIES) + sorted(set(categories) - set(CATEGORIES))
     cat_code = np.array([cat_names.index(c) for c in categories], dtype=np.int64)
@@ -175,12 +201,11 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
         pname = names.code[p.range_idx]
         pk = p.kernel_idx
         if attribution == "all" and len(p):
-            # each kernel once per range name, even inside nested same-name ranges (in any
-            # order: _Grouped sums integer durations, exactly, whatever their order)
-            pname, pk = distinct_pairs(pname, pk, len(names.names), ordered=False)
+            # each kernel once per range name, even inside nested same-name ranges
+            pname, pk = distinct_pairs(pname, pk, len(names.names))
         return _Grouped(pname, k.name_code[pk], dur[pk], cat_code, len(cat_names))
 
-    whole, grouped = in_parallel(whole_export, per_range_name)  # independent passes
+    whole, grouped = whole_export(), per_range_name()
     rows = [whole.row(0, None, None, k.names, categories, cat_names)]
     if range_names:
         wanted = [names.names.index(n) for n in range_names]
@@ -200,3 +225,136 @@ def dominant_report(act: Activity, names: RangeNames | None, p: Pairs | None, *,
                      f"they count in the whole-export row only.")
     return Report(rows=rows, columns=DOMINANT_COLUMNS, notes=notes,
                   sentences=[sentence(x) for x in rows])
+
+
+def _dominant_row(s: Session, rng: str | None) -> dict[str, Any]:
+    report = s.ask("dominant", range_names=[rng] if rng is not None else None)
+    return report.rows[1] if rng is not None else report.rows[0]
+
+
+def _dominant_check(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+    row, v = _dominant_row(s, rule.range), rule.values
+    if row.get("kernel") is None:
+        return Verdict(False, None, rule.name.split(": ", 1)[-1], "no kernels attributed")
+    kernel = shorten(row["kernel"], 60, signature=True)
+    if rule.assertion == "dominant_category":
+        return Verdict(row["category"] == v["category"], row["category"], v["category"],
+                       f"dominant kernel {kernel} ({row['category']}, {row['share_pct']:g}%)")
+    return Verdict(bool(v["regex"].search(row["kernel"])), row["kernel"],
+                   f"/{v['regex'].pattern}/", f"dominant kernel {kernel} "
+                   f"({row['share_pct']:g}%)")
+
+
+def _share_check(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+    from reports.analyses.check import share_bounds
+
+    row, v = _dominant_row(s, rule.range), rule.values
+    share = float((row.get("category_shares") or {}).get(v["category"], 0.0))
+    ok = share >= v.get("min_share_pct", -1) and share <= v.get("max_share_pct", 101)
+    return Verdict(ok, share, share_bounds(v), f"{v['category']} is {share:g}% of the GPU time")
+
+
+def _share_name(where: str, v: dict[str, Any]) -> str:
+    from reports.analyses.check import share_bounds
+
+    return f"{where}: {v['category']} share {share_bounds(v)}"
+
+
+OTHER_RANGES = 10  # ranges in the headline of an export that is not this project's model
+
+
+def headline_ranges(names: list[str], gpu_ns: dict[str, float]) -> list[str]:
+    """The ranges a page leads with: this project's model ranges in nesting order (step >
+    forward > ... > attention internals) when the export is of its model, else the
+    OTHER_RANGES ranges with the most time."""
+    order = model_order(names)
+    if order:
+        return sorted(order, key=order.__getitem__)
+    return sorted(names, key=lambda n: (-gpu_ns.get(n, 0.0), n))[:OTHER_RANGES]
+
+
+def _cpu_sentence(row: dict[str, Any]) -> str:
+    n = int(row["instances"] or 0)
+    return (f"{shorten(row['range'], 60)}: {human_ns(row['avg_ns'])} per instance (CPU time), "
+            f"{n:,} instance{'s' if n != 1 else ''}, {human_ns(row['total_ns'])} in all")
+
+
+def _headline(ctx: Any) -> list[Any]:
+    """The page's first section: the dominant kernel of the export and of the headline
+    ranges (CPU times of the ranges without kernels)."""
+    from reports.page import plots
+    from reports.page.model import Figure, Section, Sentences, Table, Text
+
+    range_rows = ctx.range_rows()
+    dominant = ctx.answer("dominant") if ctx.has_kernels else None
+    dom_rows = {r["range"]: r for r in (dominant.rows[1:] if dominant else [])}
+    if ctx.has_kernels:
+        gpu_ns = {n: float(r["range_kernel_ns"] or 0) for n, r in dom_rows.items()}
+        names = list(dom_rows) or list(range_rows)
+    else:
+        gpu_ns = {n: float(r["total_ns"] or 0) for n, r in range_rows.items()}
+        names = list(range_rows)
+    headline = headline_ranges(names, gpu_ns)
+    answers = Section("Headline answers", "headline")
+    if dominant is not None:
+        whole = dominant.rows[0]
+        rows = [whole] + [dom_rows[n] for n in headline if n in dom_rows]
+        answers.blocks.append(Sentences([sentence(r) for r in rows]))
+        bars = [(r["range"], r.get("category_shares") or {}) for r in rows
+                if r.get("category_shares")]
+        if bars:
+            answers.blocks.append(Figure(
+                "category-shares", plots.category_shares_png(
+                    [("(whole export)" if n is None else n, s) for n, s in bars],
+                    title="Kernel categories per range (share of the range's GPU time)"),
+                alt="Stacked bars: the share of each kernel category in the GPU time of "
+                    "the whole export and of each headline range."))
+        answers.blocks.append(Table(rows, replace(DOMINANT_VIEW, pinned=1),
+                                    title="Dominant kernel per range", notes=dominant.notes,
+                                    top=0))
+    elif range_rows:
+        rows = [range_rows[n] for n in headline if n in range_rows]
+        answers.blocks.append(Sentences([_cpu_sentence(r) for r in rows]))
+        if rows:
+            answers.blocks.append(Figure(
+                "range-times", plots.range_times_png(
+                    [(r["range"], float(r["avg_ns"] or 0)) for r in rows],
+                    title="Time per range instance (CPU time of the NVTX range)",
+                    xlabel="CPU time per instance (ms)"),
+                alt="Horizontal bars: the CPU time per instance of each headline range."))
+        answers.blocks.append(Text("No CUDA kernels in this export: the times are CPU times "
+                                   "of the NVTX ranges."))
+    else:
+        answers.blocks.append(Text("This export has neither CUDA kernels nor NVTX ranges."))
+    return [answers]
+
+
+ANALYSIS = Analysis(
+    name="dominant",
+    help="""Which kernel dominates: for the whole export and for each NVTX range.
+
+    One row per range: the dominant kernel, its share of the range's GPU time, its calls per
+    range instance, the runner-up and the kernel-category mix. `--format text` gives one
+    sentence per range. Several exports or a sweep folder: one table with a `config` column.
+
+    Examples: `nsys-mine dominant run.sqlite --within measure` ·
+    `nsys-mine dominant sweep/ --range forward --within measure --format text`
+    """,
+    run=dominant, inputs="exports", needs=("kernels", "launches", "ranges", "names"),
+    options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
+             "cache"),
+    defaults={"merge_op_ids": "auto"},
+    params=(Param("range_names", ("--range",), "Only these ranges (repeat the option for "
+                  "several).", metavar="NAME", multiple=True), ATTRIBUTION),
+    columns=DOMINANT_COLUMNS, view=DOMINANT_VIEW, title="Dominant kernel per range",
+    order=50,
+    checks=(
+        CheckKey("dominant_category", "category", _dominant_check, order=2,
+                 describe=lambda where, v: f"{where}: dominant kernel is {v['category']}"),
+        CheckKey("dominant_kernel", "regex", _dominant_check, order=3,
+                 describe=lambda where, v: f"{where}: dominant kernel matches "
+                                           f"/{v['regex'].pattern}/"),
+        CheckKey("category", "share", _share_check, order=4, describe=_share_name),
+    ),
+    page=_headline, page_order=10,
+)

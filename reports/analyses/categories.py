@@ -65,10 +65,13 @@ import functools
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from nsys_parsers.errors import BadOption
+from reports.analysis import Analysis, Param
 from reports.render import View
+from reports.report import Report
 
 __all__ = [
     "CATEGORIES",
@@ -545,8 +548,24 @@ def rules_table(rules: list[Rule]) -> list[dict]:
     ]
 
 
-def rules_report(rules: list[Rule]):  # noqa: ANN201 - reports.common.Report
+def rules_report(rules: list[Rule]) -> Report:
     """The rule table as a Report (rows of ``rules_table``)."""
-    from reports.common import Report
-
     return Report(rows=rules_table(rules), columns=list(CATEGORY_VIEW.columns))
+
+
+def _run(rules: Path | None) -> Report:
+    return rules_report(load_rules(rules))
+
+
+ANALYSIS = Analysis(
+    name="categories",
+    help="""The kernel-category rule table (first match wins; rules of --rules come first).
+
+    Examples: `nsys-mine categories` · `nsys-mine categories --rules my_rules.toml`
+    """,
+    run=_run, inputs="none", options=(), columns=list(CATEGORY_VIEW.columns),
+    view=CATEGORY_VIEW, title="Kernel category rules (first match wins)", order=70,
+    default_top=0,
+    params=(Param("rules", ("--rules",), "TOML file with extra kernel-category rules (listed "
+                  "first: they are tried first).", type=Path, metavar="FILE", panel=""),),
+)

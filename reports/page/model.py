@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 from urllib.parse import quote
 
-from reports.render import View, cell_text, header_text, numeric_column, rows_for_people
+from reports.render import View, cell, numeric, rows_for_people
 
 
 @dataclass
@@ -94,11 +94,10 @@ def shown_table(table: Table) -> ShownTable:
     shown = rows_for_people(table.rows, table.view, table.top)
     notes = ([shown.footer] if shown.footer else []) + shown.notes + list(table.notes)
     cols = shown.columns
-    labels = table.view.headers
-    return ShownTable(columns=cols, headers=[header_text(labels.get(c, c)) for c in cols],
-                      cells=[[cell_text(c, r.get(c)) for c in cols] for r in shown.rows],
+    return ShownTable(columns=cols, headers=[table.view.header(c) for c in cols],
+                      cells=[[cell(c, r.get(c), human=True) for c in cols] for r in shown.rows],
                       values=[[r.get(c) for c in cols] for r in shown.rows],
-                      numeric=[numeric_column(shown.rows, c) for c in cols], notes=notes)
+                      numeric=[numeric(shown.rows, c) for c in cols], notes=notes)
 
 
 # --------------------------------------------------------------------------------------------

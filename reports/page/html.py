@@ -14,8 +14,8 @@ import base64
 import html
 from typing import Any
 
-from reports.page import Facts, Figure, Page, Section, Sentences, Table, Text, shown_table
-from reports.page_plots import category_color
+from reports.page.model import Facts, Figure, Page, Section, Sentences, Table, Text, shown_table
+from reports.page.plots import category_color
 from reports.render import shorten_columns
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "

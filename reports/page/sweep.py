@@ -18,8 +18,8 @@ from typing import Any
 
 from nsys_parsers.errors import BadOption, RangeNotFound
 from nvtx_model import nvtx_ranges as nv
-from reports.attention import ATTENTION_VIEW, SUB_RANGES, AttentionShape, attention_rows
-from reports.page import Figure, Page, Section, Sentences, Table, Text
+from reports.analyses.attention import ATTENTION_VIEW, SUB_RANGES, AttentionShape, attention_rows
+from reports.page.model import Figure, Page, Section, Sentences, Table, Text
 from reports.render import View
 from reports.sidecar import read_sidecar
 
@@ -48,7 +48,7 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
     """The page of a sweep: ``runs``, ``dominant``, ``mix`` and ``range_times`` as
     ``sweep_tables`` returns them (the last three carry ``config`` labels); ``labels``: the
     label of each run name."""
-    from reports import page_plots as plots
+    from reports.page import plots
 
     label = {r["name"]: labels.get(r["name"], r["name"]) for r in runs}
     times: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -197,7 +197,8 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
         page.sections.append(Section("Dominant kernel per config and range", "dominant", [
             Table(dominant, View(columns=["config", "range", "share_pct",
                                           "per_range_instance", "category", "kernel"],
-                                 noun="rows"), top=0),
+                                 noun="rows",
+                                 headers={"per_range_instance": "calls per range"}), top=0),
             Table(mix, View(columns=["config", "scope", *(k for k in (mix[0] if mix else {})
                                                           if k.endswith("_pct"))],
                             noun="rows", hide_if_zero=tuple(
@@ -266,7 +267,7 @@ def _sweep_sentences(runs: list[dict[str, Any]], label: dict[str, str],
                      step_mix: dict[str, dict[str, float]]) -> list[str]:
     """One sentence per finished config (phase times, the forward's dominant kernel, the
     step's dominant category), then one per reason configs did not finish."""
-    from reports.page_plots import compact_ns
+    from reports.page.plots import compact_ns
     from reports.render import shorten
 
     out = []

@@ -27,11 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.errors import NsysMineError
+from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
-from reports.common import Report, r1
-from reports.compare import kernel_family
+from reports.analyses.compare import kernel_family
+from reports.analysis import VERDICTS as VERDICTS_PANEL
+from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
 from reports.render import View
+from reports.report import Report, r1
+from reports.session import Session
 from reports.stats import MIN_SAMPLES, VERDICTS, judge
 
 DIFF_COLUMNS = [
@@ -42,7 +45,9 @@ DIFF_VIEW = View(
     columns=["level", "verdict", "change_pct", "base_per_instance_ns", "cand_per_instance_ns",
              "p_value", "base_instances", "cand_instances", "key"],
     drop=("reason", ("base_instances", "cand_instances"), "p_value"),
-    noun="rows", pinned=1)
+    noun="rows", pinned=1,
+    headers={"base_per_instance_ns": "base per inst", "cand_per_instance_ns": "cand per inst",
+             "base_instances": "base inst", "cand_instances": "cand inst"})
 SEVERITY = {v: i for i, v in enumerate(VERDICTS)}  # regression first
 
 
@@ -63,7 +68,7 @@ def comparability(base: Any, cand: Any, min_common_pct: float = 50.0) -> list[st
         if keys:
             problems.append("workload configs differ: " + ", ".join(
                 f"{k} {cb.get(k)} vs {cc.get(k)}" for k in keys))
-    kb, kc = base.activity.kernels, cand.activity.kernels
+    kb, kc = base.kernels, cand.kernels
     if kb is not None and kc is not None and len(kb) and len(kc):
         fb, fc = _family_time(kb), _family_time(kc)
         common = set(fb) & set(fc)
@@ -103,15 +108,15 @@ def _family_time(k: Any) -> dict[str, float]:
 
 
 def _has_kernels(a: Any) -> bool:
-    k = a.activity.kernels
+    k = a.kernels
     return k is not None and len(k) > 0
 
 
 def _has_range(a: Any, name: str) -> bool:
-    return a.activity.ranges is not None and a.names().index(name) is not None
+    return a.ranges is not None and a.names().index(name) is not None
 
 
-def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: float = 0.05,
+def diff_report(base: Session, cand: Session, *, threshold_pct: float = 5.0, alpha: float = 0.05,
                 scope: str | None = None, strict: bool = False) -> Report:
     """Rows of DIFF_COLUMNS (overall first, then ranges and kernels, regressions first)."""
     notes = []
@@ -150,7 +155,8 @@ def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: floa
         notes.append(f"overall: {unit} time per {scope!r} instance ({sb.size} vs {sc.size} "
                      f"instances).")
     elif gpu:
-        kb, kc = base.activity.kernels, cand.activity.kernels
+        kb, kc = base.kernels, cand.kernels
+        assert kb is not None and kc is not None
         overall = verdict_row("overall", "(whole export)", kb.duration, kc.duration,
                               float(kb.duration.sum()), float(kc.duration.sum()), 1, 1)
         notes.append("overall: all kernel time of each export; tested on kernel durations.")
@@ -159,7 +165,7 @@ def diff_report(base: Any, cand: Any, *, threshold_pct: float = 5.0, alpha: floa
                             "pass --scope RANGE (a range both exports have).")
     rows = [overall]
     # ranges
-    if base.activity.ranges is not None and cand.activity.ranges is not None:
+    if base.ranges is not None and cand.ranges is not None:
         nb, nc = base.names(), cand.names()
         common = sorted(set(nb.names) & set(nc.names))
         for name in common:
@@ -217,7 +223,7 @@ def _family_samples(a: Any, scope: str | None, per_instance: bool
                     ) -> dict[str, tuple[float, np.ndarray]]:
     """Per kernel family: (total ns inside the scope, samples): per-scope-instance totals, or
     the call durations."""
-    k = a.activity.kernels
+    k = a.kernels
     idx = a.kernels_in(scope)
     fam_of = np.array([kernel_family(n) for n in k.names], dtype=object)
     fams = fam_of[k.name_code[idx]]
@@ -225,7 +231,7 @@ def _family_samples(a: Any, scope: str | None, per_instance: bool
     out: dict[str, tuple[float, np.ndarray]] = {}
     if per_instance:
         inst = a.instances_of(scope)
-        pos = np.full(len(a.activity.ranges), -1, dtype=np.int64)
+        pos = np.full(len(a.ranges), -1, dtype=np.int64)
         pos[inst] = np.arange(inst.size)
         p = a.pairs("all")
         sel = pos[p.range_idx] >= 0
@@ -248,3 +254,85 @@ def _sentence(row: dict[str, Any]) -> str:
     p = f", p = {row['p_value']:.2g}" if row["p_value"] is not None else ""
     where = "overall" if row["level"] == "overall" else f"{row['level']} {row['key']}"
     return f"{where}: {row['verdict']} ({change}{p}; {row['reason']})"
+
+
+def diff(base: Session, cand: Session | None, threshold: float = 5.0, alpha: float = 0.05,
+         scope: str | None = None, strict: bool = False, fail_on: str = "never") -> Report:
+    assert cand is not None
+    report = diff_report(base, cand, threshold_pct=threshold, alpha=alpha, scope=scope,
+                         strict=strict)
+    report.title = f"{base.export.source.name} -> {cand.export.source.name}"
+    return report
+
+
+def _regression(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+    """max_regression_pct: diff's verdict on the GPU (or CPU) time per instance."""
+    assert baseline is not None
+    k = s.kernels
+    gpu = k is not None and len(k) > 0
+    if rule.range is None:
+        if not gpu:
+            raise BadOption(f"rule {rule.index}: max_regression_pct on the whole export needs "
+                            f"CUDA kernels; give a range.")
+        assert k is not None and baseline.kernels is not None
+        b, c = baseline.kernels.duration, k.duration
+        bv, cv = float(b.sum()), float(c.sum())
+    else:
+        if gpu:
+            b, c = baseline.instance_gpu_ns(rule.range, "all"), s.instance_gpu_ns(rule.range,
+                                                                                  "all")
+        else:
+            b, c = baseline.instance_cpu_ns(rule.range), s.instance_cpu_ns(rule.range)
+        bv, cv = float(b.mean()) if b.size else 0.0, float(c.mean()) if c.size else 0.0
+        if gpu:  # as diff: instances without kernels are no samples of the noise test
+            b, c = b[b > 0], c[c > 0]
+    limit = rule.values["limit"]
+    v = judge(b, c, base_value=bv, cand_value=cv, threshold_pct=limit, alpha=alpha)
+    change = f"{v.change_pct:+.1f}%" if v.change_pct is not None else "new"
+    return Verdict(v.verdict != "regression",
+                   round(v.change_pct, 1) if v.change_pct is not None else None,
+                   f"<= +{limit:g}%", f"{change} vs baseline: {v.verdict} ({v.reason})")
+
+
+FAIL_ON = ("never", "regression")
+
+ANALYSIS = Analysis(
+    name="diff",
+    help="""Run-to-run: per range and per kernel, time per instance, change, and a verdict.
+
+    regression / improvement only past --threshold AND beyond the noise (Mann-Whitney U test
+    of the per-instance times at --alpha); too few instances to test: inconclusive, unless the
+    change is 4x past the threshold. Exit 0, or 3 with --fail-on regression.
+
+    Examples: `nsys-mine diff main.sqlite pr.sqlite` ·
+    `nsys-mine diff main.sqlite pr.sqlite --threshold 10 --fail-on regression -f json`
+    """,
+    run=diff, inputs="two", needs=("kernels", "launches", "ranges"),
+    options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
+             "cache"),
+    defaults={"merge_op_ids": "auto"},
+    params=(
+        Param("cand", ("CAND",), "The candidate export (the new run).", type=Path,
+              argument=True, required=True),
+        Param("threshold", ("--threshold",), "A change smaller than this many percent is "
+              "neutral.", type=float, default=5.0, minimum=0.0, metavar="PCT",
+              panel=VERDICTS_PANEL),
+        Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a "
+              "regression must pass.", type=float, default=0.05, minimum=1e-6, maximum=0.5,
+              panel=VERDICTS_PANEL),
+        Param("scope", ("--scope",), "The range the overall verdict and kernel times are per "
+              "instance of (default: `step` when both exports have it, else the whole "
+              "export).", metavar="RANGE", panel=VERDICTS_PANEL),
+        Param("strict", ("--strict",), "Exports that differ in GPU, workload config or "
+              "kernels are an error, not a warning.", type=bool, default=False,
+              panel=VERDICTS_PANEL),
+        Param("fail_on", ("--fail-on",), "regression: exit 3 when the overall verdict is a "
+              "regression.", default="never", choices=FAIL_ON, panel=VERDICTS_PANEL),
+    ),
+    columns=DIFF_COLUMNS, view=DIFF_VIEW, order=110,
+    exit_code=lambda report, params: 3 if (params["fail_on"] == "regression" and report.rows
+                                           and report.rows[0]["verdict"] == "regression") else 0,
+    checks=(CheckKey("max_regression_pct", "limit", _regression, order=7, needs_baseline=True,
+                     describe=lambda where, v: f"{where}: no regression over "
+                                               f"{v['limit']:g}%"),),
+)

@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reports.common import Report, r1
+from nsys_parsers.errors import BadOption
+from nvtx_model import nvtx_ranges as nv
+from reports.analysis import READING, Analysis, Param
 from reports.render import View
+from reports.report import Report, r1
+from reports.session import Session
 
 # a_per_instance / b_per_instance: calls per range instance (kernels: of the family;
 # categories: of their kernels; CPU-only ranges: instances); ratio: b/a of the GPU (or CPU)
@@ -39,7 +44,9 @@ COMPARE_VIEW = View(
              "key"],
     drop=("only_in", ("a_per_instance", "b_per_instance"),
           ("a_instance_ns", "b_instance_ns")),
-    noun="rows", hide_if_zero=("only_in",))
+    noun="rows", hide_if_zero=("only_in",),
+    headers={"a_instance_ns": "a per inst", "b_instance_ns": "b per inst",
+             "a_per_instance": "a calls/inst", "b_per_instance": "b calls/inst"})
 NO_RANGE = "(no range)"
 
 _SHAPE_TOKEN = re.compile(r"^(?:[a-z]*\d+x\d+(?:x\d+)*|nn|nt|tn|tt|stage\d+|v\d+)$")
@@ -77,25 +84,25 @@ class Side:
     no_range_ns: float = 0.0
 
 
-def side_of(analysis: Any, range_name: str | None, label: str) -> Side:
+def side_of(analysis: Session, range_name: str | None, label: str) -> Side:
     """The kernels (or, without kernels, the ranges) of one side of a comparison."""
-    from reports.categories import categorize_many
+    from reports.analyses.categories import categorize_many
 
-    act = analysis.activity
-    k = act.kernels
+    analysis.load("kernels", "launches", "ranges")
+    k, ranges = analysis.kernels, analysis.ranges
     if k is None or len(k) == 0:
         cpu: dict[str, tuple[float, int]] = {}
-        if act.ranges is not None:
+        if ranges is not None:
             names = analysis.names()
             rows = (analysis.instances_of(range_name) if range_name is not None
-                    else np.arange(len(act.ranges)))
+                    else np.arange(len(ranges)))
             if range_name is not None:  # the ranges nested in its instances, itself included
-                r = act.ranges
+                r = ranges
                 keep = np.zeros(len(r), dtype=bool)
                 for i in rows:
                     keep |= (r.tid == r.tid[i]) & (r.start >= r.start[i]) & (r.end <= r.end[i])
                 rows = np.flatnonzero(keep)
-            dur = (act.ranges.end - act.ranges.start)[rows]
+            dur = (ranges.end - ranges.start)[rows]
             codes = names.code[rows]
             for code in np.unique(codes[codes >= 0]):
                 sel = codes == code
@@ -104,7 +111,7 @@ def side_of(analysis: Any, range_name: str | None, label: str) -> Side:
         return Side(label, inst, {}, cpu)
     idx = analysis.kernels_in(range_name)
     no_range = 0.0
-    if range_name is None and act.ranges is not None and len(act.ranges):
+    if range_name is None and ranges is not None and len(ranges):
         outside = analysis.kernels_outside_ranges()
         no_range = float(k.duration[outside].sum())
         idx = np.setdiff1d(idx, outside, assume_unique=True)
@@ -199,3 +206,81 @@ def _rows(level: str, a: Items, b: Items, side_a: Side, side_b: Side) -> list[di
     rows.sort(key=lambda r: (-max(float(r["a_share_pct"] or 0), float(r["b_share_pct"] or 0)),
                              str(r["key"])))
     return rows
+
+
+def compare(a: Session, b: Session | None, range_a: str | None = None,
+            range_b: str | None = None) -> Report:
+    """Two ranges of export a (``b`` None), or a range (or the whole) of two exports."""
+    name_a = a.export.source.name
+    if b is None:
+        side_a = side_of(a, range_a, range_a or "the whole export")
+        side_b = side_of(a, range_b, range_b or "the whole export")
+        title = f"Kernel mix of {name_a}: a = {side_a.label}, b = {side_b.label}"
+    else:
+        rb = range_b if range_b is not None else range_a
+        side_a = side_of(a, range_a, f"{range_a or 'whole export'} of {name_a}")
+        side_b = side_of(b, rb, f"{rb or 'whole export'} of {b.export.source.name}")
+        title = f"Kernel mix: a = {side_a.label}, b = {side_b.label}"
+    report = compare_sides(side_a, side_b)
+    report.title = title
+    return report
+
+
+def forward_vs_step(s: Session, names: list[str]) -> list[dict[str, Any]]:
+    """Category rows of ``compare --range forward --vs-range step`` (both must exist):
+    category, forward_pct, step_pct, change_pct (step minus forward, percentage points)."""
+    if nv.FORWARD not in names or nv.STEP not in names:
+        return []
+    report = compare_sides(side_of(s, nv.FORWARD, nv.FORWARD), side_of(s, nv.STEP, nv.STEP))
+    return [{"category": r["key"], "forward_pct": r["a_share_pct"] or 0.0,
+             "step_pct": r["b_share_pct"] or 0.0, "change_pct": r["delta_share_pct"]}
+            for r in report.rows if r["level"] == "category"]
+
+
+def _page(ctx: Any) -> list[Any]:
+    """The forward vs step kernel-category mix, for exports of this project's model."""
+    from reports.page.model import Section, Table, Text
+
+    mix = forward_vs_step(ctx.session, list(ctx.range_rows())) if ctx.has_kernels else []
+    if not mix:
+        return []
+    return [Section("Forward vs step: kernel-category mix", "mix", [
+        Text("Share of each kernel category in the GPU time launched inside `forward` "
+             "and inside the whole `step` (%), and the change (nsys-mine compare "
+             "--range forward --vs-range step)."),
+        Table(mix, View(columns=["category", "forward_pct", "step_pct", "change_pct"],
+                        noun="categories"), top=0)])]
+
+
+def _two_sides(params: dict[str, Any], sources: list[Path]) -> dict[str, Any]:
+    if len(sources) < 2 and params["range_a"] is None and params["range_b"] is None:
+        raise BadOption("compare needs two sides: --range NAME and/or --vs-range NAME of one "
+                        "export (e.g. --range forward --vs-range step), or a second export.")
+    return params
+
+
+ANALYSIS = Analysis(
+    name="compare",
+    help="""How the kernel mix changes: two ranges of one export, or two exports, side by side.
+
+    By kernel category and by kernel (matched on a name without template arguments and tile
+    shapes): share of the side's GPU time, calls per range instance, the change.
+
+    Examples: `nsys-mine compare run.sqlite --range forward --vs-range step` ·
+    `nsys-mine compare fp32.sqlite bf16.sqlite --range forward`
+    """,
+    run=compare, inputs="two",
+    options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
+             "cache"),
+    defaults={"merge_op_ids": "auto"},
+    params=(
+        Param("other", ("[EXPORT_B]",), "A second export to compare with the first (fp32 vs "
+              "bf16, before vs after).", type=Path, argument=True),
+        Param("range_a", ("--range",), "Side a: this range (default: the whole export).",
+              metavar="NAME", panel=READING),
+        Param("range_b", ("--vs-range",), "Side b: this range (default: --range of the "
+              "second export, or the whole export).", metavar="NAME", panel=READING),
+    ),
+    validate=_two_sides, columns=COMPARE_COLUMNS, view=COMPARE_VIEW, order=100,
+    page=_page, page_order=30,
+)

@@ -1,0 +1,158 @@
+"""Bulk reads of columns from an export: rowid chunks on a small pool of threads.
+
+Python's sqlite3 builds one tuple per row, about 1 µs each: seconds for the millions of rows
+of a large export. Here each column of a chunk of rows (a rowid range) comes back as ONE
+string, a JSON array built by SQLite's ``json_group_array``: numpy parses integers in C,
+``json.loads`` the text. Chunks keep those strings small, and two threads, each with its own
+read-only connection, read chunks at once (SQLite releases the GIL while it scans).
+
+Integer NULLs must be mapped to a sentinel by the query (``ifnull(col, -1)``): a JSON ``null``
+is not a number.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from nsys_parsers.arrays import factorize
+from nsys_parsers.sqlite_file import connect_readonly
+
+CHUNK_ROWS = 1 << 19
+MIN_CHUNK_ROWS = 1 << 16
+
+
+def rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
+    """The table's rowids as ``(lo, hi)``, hi excluded (None when it is empty)."""
+    # two subqueries: SQLite answers a lone min() or max() of the rowid with one b-tree
+    # seek, but `SELECT min(rowid), max(rowid)` scans the table
+    lo_hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), '
+                         f'(SELECT max(rowid) FROM "{table}")').fetchone()
+    if lo_hi[0] is None:
+        return None
+    return int(lo_hi[0]), int(lo_hi[1]) + 1
+
+
+def rowid_chunks(conn: sqlite3.Connection, table: str) -> list[dict[str, int]]:
+    """``{"lo", "hi"}`` rowid bounds covering the table: at least 8 chunks, so that two
+    threads share the work evenly, of 64 K to 512 K rows, so that each chunk's strings stay
+    small."""
+    span = rowid_span(conn, table)
+    if span is None:
+        return []
+    lo, hi = span
+    size = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
+    return [{"lo": a, "hi": min(a + size, hi)} for a in range(lo, hi, size)]
+
+
+def json_columns_sql(source_sql: str, columns: Sequence[str]) -> str:
+    """``SELECT json_group_array(col), ... FROM (source_sql)``: one row, an array per column."""
+    return f"SELECT {', '.join(f'json_group_array({c})' for c in columns)} FROM ({source_sql})"
+
+
+def ints_from_json(text: str) -> np.ndarray:
+    """A JSON array of integers as int64, parsed between its brackets by numpy in C."""
+    if len(text) <= 2:  # "[]"
+        return np.zeros(0, dtype=np.int64)
+    return np.fromstring(text[1:-1], dtype=np.int64, sep=",")
+
+
+class Reader:
+    """A small pool of threads reading one export, each on its own read-only connection.
+    ``close()`` drops what no thread has started and closes the connections."""
+
+    def __init__(self, path: Path, workers: int = 2):
+        self.path = path
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="nsys-mine-read")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect_readonly(self.path)
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def submit(self, job: Callable[[sqlite3.Connection], Any]) -> Future:
+        return self._pool.submit(lambda: job(self._conn()))
+
+    def int_columns(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]]
+                    ) -> IntColumns:
+        """Start reading integer ``columns`` of ``sql`` (with ``:lo``/``:hi`` rowid bounds)
+        chunk by chunk."""
+        query = json_columns_sql(sql, columns)
+
+        def job(bounds: dict[str, int]) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
+            return lambda conn: [ints_from_json(t) for t in conn.execute(query,
+                                                                       bounds).fetchone()]
+        return IntColumns([self.submit(job(b)) for b in chunks], len(columns))
+
+    def text_column(self, sql: str, column: str, chunks: list[dict[str, int]]) -> TextColumn:
+        """Start reading one text column (NULL read as '') chunk by chunk."""
+        query = json_columns_sql(sql, [f"ifnull({column}, '')"])
+
+        def job(bounds: dict[str, int]) -> Callable[[sqlite3.Connection], Any]:
+            def run(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
+                values = json.loads(conn.execute(query, bounds).fetchone()[0])
+                return factorize(values) if values else (np.zeros(0, dtype=np.int64), [])
+            return run
+        return TextColumn([self.submit(job(b)) for b in chunks])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+
+
+class IntColumns:
+    """Integer columns being read in chunks; ``result()`` joins them."""
+
+    def __init__(self, futures: list[Future], ncols: int):
+        self._futures, self._ncols = futures, ncols
+
+    def result(self) -> list[np.ndarray]:
+        parts = [f.result() for f in self._futures]
+        if not parts:
+            return [np.zeros(0, dtype=np.int64) for _ in range(self._ncols)]
+        return [np.concatenate([p[i] for p in parts]) for i in range(self._ncols)]
+
+
+class TextColumn:
+    """A text column being read in chunks; ``result()`` is (code per row, distinct values)."""
+
+    def __init__(self, futures: list[Future]):
+        self._futures = futures
+
+    def result(self) -> tuple[np.ndarray, list[str]]:
+        index: dict[str, int] = {}
+        codes = []
+        for f in self._futures:
+            c, values = f.result()
+            remap = np.array([index.setdefault(v, len(index)) for v in values],
+                             dtype=np.int64)
+            codes.append(remap[c] if c.size else c)
+        return (np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)), list(index)
+
+
+def strings_by_id(conn: sqlite3.Connection, sql: str, ids: Sequence[int] | np.ndarray,
+                  chunk: int = 100_000) -> dict[int, str]:
+    """``StringIds`` values of the given ids (``sql``: the STRINGS_BY_ID query of the export;
+    ids without a string are absent from the result)."""
+    wanted = [int(i) for i in ids if int(i) >= 0]
+    out: dict[int, str] = {}
+    for start in range(0, len(wanted), chunk):
+        batch = json.dumps(wanted[start:start + chunk])
+        for k, v in conn.execute(sql, (batch,)):
+            out[int(k)] = v if isinstance(v, str) else str(v)
+    return out

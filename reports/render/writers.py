@@ -1,0 +1,78 @@
+"""Rows as text for machines and documents: CSV and JSON (every row, raw values: nanoseconds,
+whole names), markdown and LaTeX (the rows people see, in human units)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from nsys_parsers.plain import jsonable
+from reports.render.values import cell, numeric
+
+
+def _plain(column: str, value: Any) -> Any:
+    """A value as CSV writes it: a missing value (None, NaN) empty, a dict or a list as its
+    human text."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, (dict, list, tuple)):
+        return cell(column, value, human=False)
+    return value
+
+
+def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_plain(c, r.get(c)) for c in columns] for r in rows)
+    return buf.getvalue()
+
+
+def to_json(data: Any) -> str:
+    """JSON text; a list of rows is written one row per line."""
+    if isinstance(data, list):
+        try:
+            lines = [json.dumps(row, ensure_ascii=False, allow_nan=False) for row in data]
+        except (TypeError, ValueError):  # numpy scalars or NaN: made plain first
+            lines = [json.dumps(jsonable(row), ensure_ascii=False) for row in data]
+        return "[\n" + ",\n".join("  " + line for line in lines) + ("\n]\n" if lines
+                                                                    else "]\n")
+    return json.dumps(jsonable(data), indent=2, ensure_ascii=False) + "\n"
+
+
+def rows_to_json(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """``to_json`` of the rows with exactly ``columns`` (a missing value is null)."""
+    return to_json([{c: r.get(c) for c in columns} for r in rows])
+
+
+def to_markdown(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    body = [[cell(c, r.get(c), human=True).replace("|", "\\|") for c in columns] for r in rows]
+    out = ["| " + " | ".join(columns) + " |",
+           "| " + " | ".join("---:" if numeric(rows, c) else "---" for c in columns) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(out) + "\n"
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def to_latex(rows: list[dict[str, Any]], columns: list[str], caption: str | None = None) -> str:
+    body = [[cell(c, r.get(c), human=True) for c in columns] for r in rows]
+    align = "".join("r" if numeric(rows, c) else "l" for c in columns)
+    out = [r"\begin{table}[ht]", r"\centering"]
+    if caption:
+        out.append(r"\caption{" + latex_escape(caption) + "}")
+    out += [r"\begin{tabular}{" + align + "}", r"\toprule",
+            " & ".join(latex_escape(c) for c in columns) + r" \\", r"\midrule"]
+    out += [" & ".join(latex_escape(v) for v in r) + r" \\" for r in body]
+    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(out) + "\n"

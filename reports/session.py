@@ -1,0 +1,333 @@
+"""``Session``: one export opened for questions, seen through the analysis options.
+
+    with Session("run.sqlite", within="measure") as s:
+        s.ask("ranges")                          # Report: NVTX range summary
+        s.ask("dominant", range_names=["step"])  # any analysis of reports.analyses, by name
+        s.ask("kernels").to_pandas()             # a DataFrame (pandas imported only then)
+
+A session holds one ``nsys_parsers.trace.Trace`` (every column read once, from the export or
+its cache entry) and the views the options make of it, each a new value computed once:
+``within`` keeps what ran inside instances of one range; ``merge_op_ids`` (off, on, auto)
+gives every call of a PyTorch operator one name (``aten::mm, seq = 7`` -> ``aten::mm``);
+``depth`` and ``match`` choose which range instances are shown (attribution still runs on
+every range). Analyses (``reports.analyses``) compute their answers from these.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.attribution import Pairs, attribute, innermost
+from nsys_parsers.errors import RangeNotFound
+from nsys_parsers.export import Export, open_export
+from nsys_parsers.kernels import Kernels
+from nsys_parsers.memops import MemOps
+from nsys_parsers.names import OP_ID_SUFFIX, RangeNames, looks_like_emit_nvtx
+from nsys_parsers.nesting import nesting_depth
+from nsys_parsers.ranges import Ranges
+from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
+from nsys_parsers.trace import Trace
+from nsys_parsers.window import inside_range
+from reports.options import AnalysisOptions
+from reports.report import Report, check_range_names
+
+
+class Session:
+    """Questions about one export under ``AnalysisOptions`` (an object, keywords, or both:
+    keywords win). Close it (or use ``with``) to end its reader threads."""
+
+    def __init__(self, export: Export | str | os.PathLike[str],
+                 options: AnalysisOptions | None = None, **kwargs: Any):
+        from reports.analyses.categories import load_rules
+
+        self.options = replace(options or AnalysisOptions(), **kwargs)
+        self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
+        self._owned = not isinstance(export, Export)
+        self.export: Export = (export if isinstance(export, Export)
+                               else open_export(export, nsys=self.options.nsys))
+        try:
+            self.trace = Trace(self.export, name_kind=self.options.name_kind,
+                               cache=self.options.cache)
+        except BaseException:
+            self.close()
+            raise
+        self._window: tuple[np.ndarray | None, np.ndarray, int] | None = None
+        self._views: dict[str, Any] = {}
+        self._pairs: dict[str, Pairs] = {}
+        self._merge: bool | None = None
+        self._merged: tuple[RangeNames, RangeNames] | None = None
+        self._shown: np.ndarray | None = None
+
+    @property
+    def within(self) -> str | None:
+        return self.options.within
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "trace", None) is not None:
+            self.trace.close()
+        if self._owned:
+            self.export.close()
+
+    # -- asking --------------------------------------------------------------------------
+    def ask(self, name: str, **params: Any) -> Report:
+        """The answer of the analysis ``name`` (``reports.analyses``) with its parameters."""
+        from reports.analyses import get
+
+        return get(name).answer(self, **params)
+
+    # -- loading -------------------------------------------------------------------------
+    def load(self, *groups: str) -> None:
+        """Load column groups (``nsys_parsers.trace.GROUPS``) with what the options need:
+        ``within`` and ``match`` need every range name, ``within`` the kernels' launches."""
+        want = set(groups)
+        if self.within is not None or self.options.match:
+            want |= {"ranges", "names"}
+        if self.within is not None and want & {"kernels", "kernel_ids"}:
+            want |= {"kernels", "launches"}
+        if "launches" in want:
+            want.add("kernels")
+        self.trace.load(*sorted(want))
+        self._views.clear()  # rebuilt with the new columns
+
+    def _view(self, key: str, make: Any) -> Any:
+        if key not in self._views:
+            self._views[key] = make()
+        return self._views[key]
+
+    def _window_rows(self) -> tuple[np.ndarray | None, np.ndarray, int]:
+        """(kernel rows, range rows, instances) inside the ``within`` range."""
+        if self._window is None:
+            assert self.within is not None
+            self.load("kernels", "launches", "ranges", "names")
+            self._window = inside_range(self.trace.kernels, self.trace.ranges,
+                                        self.trace.range_names(), self.within)
+        return self._window
+
+    @property
+    def kernels(self) -> Kernels | None:
+        """The kernels (restricted to ``within``; None: not traced)."""
+        def make() -> Kernels | None:
+            k = self.trace.kernels
+            if k is None or self.within is None:
+                return k
+            rows = self._window_rows()[0]
+            return k.take(rows) if rows is not None else k
+        return self._view("kernels", make)
+
+    @property
+    def ranges(self) -> Ranges | None:
+        """The NVTX ranges (restricted to ``within``; None: not traced)."""
+        def make() -> Ranges | None:
+            r = self.trace.ranges
+            if r is None or self.within is None:
+                return r
+            return r.take(self._window_rows()[1])
+        return self._view("ranges", make)
+
+    @property
+    def memops(self) -> MemOps | None:
+        return self.trace.memops
+
+    @property
+    def notes(self) -> list[str]:
+        """What every answer of this session says about its data."""
+        notes = list(self.trace.notes) if self.has_kernels else []
+        if self.within is not None:
+            notes.append(f"only what ran inside the {self.within!r} range(s): "
+                         f"{self._window_rows()[2]} instance(s); everything outside (e.g. "
+                         f"warmup) is left out.")
+        return notes
+
+    @property
+    def has_kernels(self) -> bool:
+        return self.export.has_table(KERNEL_TABLE)
+
+    @property
+    def has_ranges(self) -> bool:
+        return self.export.has_table(NVTX_TABLE)
+
+    # -- names ---------------------------------------------------------------------------
+    def names(self, rows: np.ndarray | None = None) -> RangeNames:
+        """Names of ``ranges`` (merged per operator when asked): all of them, or at least
+        those at ``rows``."""
+        assert self.ranges is not None, "names() needs NVTX ranges; check has_ranges first"
+        if self.within is not None:
+            names = self.trace.range_names().take(self._window_rows()[1])
+        else:
+            names = self.trace.range_names(rows)
+        if not self.merges_op_ids(names):
+            return names
+        if self._merged is None or self._merged[0] is not names:
+            self._merged = (names, names.merged_op_ids())
+        return self._merged[1]
+
+    def merges_op_ids(self, names: RangeNames | None = None) -> bool:
+        """Whether PyTorch operator calls are merged (``auto``: decided once, on the names)."""
+        mode = self.options.merge_op_ids
+        if mode != "auto":
+            return mode == "on"
+        if self._merge is None:
+            if self.ranges is None:
+                self._merge = False
+                return False
+            if names is None or not names.complete:
+                names = self.trace.range_names()
+            self._merge = looks_like_emit_nvtx(names.names)
+        return self._merge
+
+    def keep_calls_for(self, range_names: list[str] | None) -> None:
+        """A question about one call of an operator (``aten::mm, seq = 7``) keeps calls apart
+        under ``merge_op_ids=auto``."""
+        if (self.options.merge_op_ids == "auto" and range_names
+                and any(OP_ID_SUFFIX.search(n) for n in range_names)):
+            self._merge = False
+
+    def merge_notes(self) -> list[str]:
+        if self.options.merge_op_ids == "auto" and self.merges_op_ids():
+            return ["PyTorch operator calls are grouped per operator (an emit_nvtx capture: "
+                    "`aten::mm, seq = 7` counts as `aten::mm`); --merge-op-ids off lists "
+                    "every call."]
+        return []
+
+    # -- attribution and filters -----------------------------------------------------------
+    def pairs(self, attribution: str = "all") -> Pairs:
+        """(range, kernel) attribution pairs of ``ranges`` and ``kernels``."""
+        if self.within is None:
+            return self.trace.pairs(attribution)
+        if attribution not in self._pairs:
+            k, r = self.kernels, self.ranges
+            assert k is not None and r is not None
+            self._pairs[attribution] = (innermost(self.pairs("all"), r)
+                                        if attribution == "innermost" else
+                                        attribute(k, r, attribution))
+        return self._pairs[attribution]
+
+    def shown(self) -> np.ndarray | None:
+        """Which ranges the ``depth``/``match`` filters show (None: all)."""
+        if not self.options.filtered:
+            return None
+        if self._shown is None:
+            r = self.ranges
+            assert r is not None
+            keep = np.ones(len(r), dtype=bool)
+            if self.options.depth is not None:
+                raw = self.trace.ranges
+                assert raw is not None
+                depth = nesting_depth(raw)
+                if self.within is not None:
+                    depth = depth[self._window_rows()[1]]
+                keep &= depth <= self.options.depth
+            if self.options.match:
+                names = self.names()
+                pattern = re.compile("|".join(fnmatch.translate(m) for m in self.options.match))
+                ok = np.array([bool(pattern.match(n)) for n in names.names] + [False])
+                keep &= ok[names.code]  # code -1 (unresolved) reads the trailing False
+            self._shown = keep
+        return self._shown
+
+    def shown_pairs(self, p: Pairs) -> Pairs:
+        """The pairs of shown ranges."""
+        shown = self.shown()
+        if shown is None or len(p) == 0:
+            return p
+        sel = shown[p.range_idx]
+        return Pairs(range_idx=p.range_idx[sel], kernel_idx=p.kernel_idx[sel])
+
+    def filter_notes(self, noun: str = "ranges") -> list[str]:
+        o = self.options
+        parts = []
+        if o.depth is not None:
+            parts.append(f"at nesting depth <= {o.depth}")
+        if o.match:
+            parts.append("named like " + " or ".join(repr(m) for m in o.match))
+        return [f"only {noun} {' and '.join(parts)} are shown."] if parts else []
+
+    def shown_instances(self, names: RangeNames) -> np.ndarray:
+        """Shown instances per range name code."""
+        code = names.code
+        shown = self.shown()
+        if shown is not None:
+            code = code[shown]
+        return np.bincount(code[code >= 0], minlength=len(names.names))
+
+    # -- building blocks of the gates (compare, diff, check) -------------------------------
+    def need_ranges(self, range_name: str) -> None:
+        """MissingData (with the trace option that records NVTX) when the export has no NVTX
+        ranges to find ``range_name`` in."""
+        if self.ranges is None:
+            self.export.require(NVTX_TABLE, f"NVTX range {range_name!r}")
+            raise RangeNotFound(f"no NVTX range named {range_name!r}: the export holds no "
+                                f"NVTX ranges.")
+
+    def range_code(self, range_name: str) -> int:
+        """The name code of ``range_name`` (RangeNotFound with the closest names if absent)."""
+        self.need_ranges(range_name)
+        names = self.names()
+        code = names.index(range_name)
+        if code is None:
+            check_range_names([range_name], names.names)
+            raise AssertionError("unreachable")
+        return code
+
+    def instances_of(self, range_name: str) -> np.ndarray:
+        """Indices (into ``ranges``) of the shown instances of ``range_name``."""
+        self.need_ranges(range_name)
+        mask = self.names().code == self.range_code(range_name)
+        shown = self.shown()
+        if shown is not None:
+            mask &= shown
+        return np.flatnonzero(mask)
+
+    def kernels_in(self, range_name: str | None) -> np.ndarray:
+        """Indices of the kernels launched inside (shown instances of) ``range_name``, each
+        once; None: every kernel."""
+        k = self.kernels
+        assert k is not None
+        if range_name is None:
+            return np.arange(len(k))
+        self.need_ranges(range_name)
+        p = self.pairs("all")
+        inst = np.zeros(len(self.ranges or ()), dtype=bool)
+        inst[self.instances_of(range_name)] = True
+        return sorted_unique(p.kernel_idx[inst[p.range_idx]])
+
+    def kernels_outside_ranges(self) -> np.ndarray:
+        """Indices of the kernels whose launch lies in no NVTX range (or has no launch row)."""
+        k = self.kernels
+        assert k is not None
+        inside = np.zeros(len(k), dtype=bool)
+        if self.ranges is not None:
+            inside[self.pairs("all").kernel_idx] = True
+        return np.flatnonzero(~inside)
+
+    def instance_gpu_ns(self, range_name: str, attribution: str = "innermost") -> np.ndarray:
+        """GPU time of the kernels attributed to each shown instance of ``range_name`` (0 for
+        an instance without kernels). ``innermost``: the range's own time."""
+        k = self.kernels
+        assert k is not None
+        inst = self.instances_of(range_name)
+        pos = np.full(len(self.ranges or ()), -1, dtype=np.int64)
+        pos[inst] = np.arange(inst.size)
+        p = self.pairs(attribution)
+        sel = pos[p.range_idx] >= 0
+        return np.bincount(pos[p.range_idx[sel]], weights=k.duration[p.kernel_idx[sel]],
+                           minlength=inst.size).astype(np.int64)
+
+    def instance_cpu_ns(self, range_name: str) -> np.ndarray:
+        """CPU duration of each shown instance of ``range_name``."""
+        r = self.ranges
+        assert r is not None
+        return (r.end - r.start)[self.instances_of(range_name)]
