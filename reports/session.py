@@ -112,8 +112,10 @@ class Session:
         if self._window is None:
             assert self.within is not None
             self.load("kernels", "launches", "ranges", "names")
-            self._window = inside_range(self.trace.kernels, self.trace.ranges,
-                                        self.trace.range_names(), self.within)
+            ranges = self.trace.ranges
+            self._window = inside_range(self.trace.kernels, ranges,
+                                        self.trace.range_names() if ranges is not None else None,
+                                        self.within)
         return self._window
 
     @property

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.analysis import ExportAnalysis
-from reports.compare import kernel_family
+from reports.analyses.compare import kernel_family
+from reports.session import Session
 from reports.stats import judge, mann_whitney_p
 from tests.synth import Synth
 
@@ -164,12 +164,14 @@ def test_diff_note_when_no_range_or_kernel_is_in_both(cli, fx):
 def _slowed_copy(src: Path, dst: Path, range_name: str, factor: float = 1.5) -> Path:
     """A copy whose kernels launched (innermost) in ``range_name`` run ``factor`` x longer."""
     shutil.copy(src, dst)
-    with ExportAnalysis(src, merge_op_ids="on") as a:
-        k = a.activity.kernels
+    with Session(src, merge_op_ids="on") as a:
+        a.load("kernels", "kernel_ids", "launches", "ranges", "names")
+        k = a.kernels
+        assert k is not None and k.pid is not None
         inst = set(a.instances_of(range_name).tolist())
         p = a.pairs("innermost")
         rows = sorted({int(ki) for ri, ki in zip(p.range_idx, p.kernel_idx) if int(ri) in inst})
-        keys = [(int(k.start[i]), int(k.global_pid[i])) for i in rows]
+        keys = [(int(k.start[i]), int(k.pid[i])) for i in rows]
     conn = sqlite3.connect(dst)
     with conn:
         conn.executemany(

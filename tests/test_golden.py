@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from nsys_parsers.export import open_export
-from reports.analysis import ExportAnalysis
+from reports.ask import ask
 from tests.conftest import KNOWN
 
 
 def test_kmeans_matches_authors_stats_output(fx):
     export = fx("kmeans_openacc_rtx3080_hpcsdk21.2.sqlite")
-    (row,) = ExportAnalysis(export).kernels().rows
+    (row,) = ask("kernels", [export]).rows
     assert (row["name"], row["instances"], row["total_ns"]) == ("kmeans_235_gpu", 9, 744226)
     stats = fx("kmeans_openacc_rtx3080_hpcsdk21.2.stats.txt").read_text(errors="replace")
     # the author's locale writes 744,226 ns as "744.226": "100,0  744.226  9  82.691,0 ..."
@@ -47,33 +47,33 @@ def test_kmeans_matches_authors_stats_output(fx):
      23419, 0),
 ])
 def test_info(name, version, schema, gpus, kernels, nvtx, fx):
-    info = ExportAnalysis(fx(name)).info()
+    info = ask("info", [fx(name)]).obj
     assert (info["nsys_version"], info["schema_version"], info["gpus"]) == (version, schema, gpus)
     assert (info["kernel_count"], info["nvtx_range_count"]) == (kernels, nvtx)
 
 
 def test_old_exports_say_where_the_version_guess_comes_from(fx):
-    info = ExportAnalysis(fx("ompoffload_v100_aarch64_pre2021.2.sqlite")).info()
+    info = ask("info", [fx("ompoffload_v100_aarch64_pre2021.2.sqlite")]).obj
     assert "older than 2021.2" in info["version_source"]
 
 
 def test_fastvideo_two_processes_trimmed(fx):
     export = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
-    rows = ExportAnalysis(export).nvtx_kernels().rows
+    rows = ask("nvtx-kernels", [export]).rows
     unlaunched = sum(r["kernel_instances"] for r in rows if r["pid"] is None)
     assert unlaunched == 3442 - 1632  # only 1632 kernels keep their launch row
     assert {r["pid"] for r in rows if r["pid"] is not None} == {111, 112}
-    top = ExportAnalysis(export).kernels().rows[0]
+    top = ask("kernels", [export]).rows[0]
     assert top["name"].startswith("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8")
     assert (top["instances"], top["total_ns"], top["category"]) == (248, 31121662, "gemm")
     assert top["time_pct"] == 69.4
-    dom = ExportAnalysis(export).dominant()
+    dom = ask("dominant", [export], merge_op_ids="off")
     assert dom.rows[0]["range"] is None and dom.rows[0]["share_pct"] == 69.4
 
 
 def test_nvfuser_mostly_unattributed(fx):
     export = fx("nvfuser_h100_nsys2024.6.sqlite")
-    rows = ExportAnalysis(export).nvtx_kernels().rows
+    rows = ask("nvtx-kernels", [export]).rows
     inside = sum(r["kernel_instances"] for r in rows if r["range"] is not None and
                  r["range"] == "KernelExecutor::runFusion")
     outside = sum(r["kernel_instances"] for r in rows if r["range"] is None)
@@ -82,7 +82,7 @@ def test_nvfuser_mostly_unattributed(fx):
 
 def test_saxpy_domains_and_counts(fx):
     export = fx("pipit_saxpy_mpi_a100_nsys2022.2.sqlite")
-    ranges = {r["range"]: r for r in ExportAnalysis(export).ranges().rows}
+    ranges = {r["range"]: r for r in ask("ranges", [export]).rows}
     assert set(ranges) == {"MPI:MPI_Init", "MPI:MPI_Send", "MPI:MPI_Recv", "MPI:MPI_Finalize",
                            "saxpy"}
     assert ranges["MPI:MPI_Send"]["instances"] == 10
@@ -91,7 +91,7 @@ def test_saxpy_domains_and_counts(fx):
 
 
 def test_centerformer_ranges_without_kernels(fx):
-    rep = ExportAnalysis(fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")).ranges()
+    rep = ask("ranges", [fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")])
     top = rep.rows[0]
     assert (top["range"], top["instances"], top["total_ns"]) == ("find_centers", 304, 20566757184)
     assert all(r["kernel_instances"] == 0 for r in rep.rows)
@@ -99,7 +99,7 @@ def test_centerformer_ranges_without_kernels(fx):
 
 
 def test_old_schema_truncated_names(fx):
-    rows = ExportAnalysis(fx("ompoffload_v100_aarch64_pre2021.2.sqlite")).kernels().rows
+    rows = ask("kernels", [fx("ompoffload_v100_aarch64_pre2021.2.sqlite")]).rows
     assert [r["instances"] for r in rows] == [2404, 15]
     assert rows[0]["name"].endswith("...") and rows[0]["total_ns"] == 2527853625
 
@@ -110,19 +110,19 @@ def test_innermost_exclusive_plus_unattributed_is_total(name, fx):
     with open_export(export) as ex:
         if not (ex.has_table("CUPTI_ACTIVITY_KIND_KERNEL") and ex.has_table("NVTX_EVENTS")):
             pytest.skip("needs kernels and NVTX")
-    total = sum(r["total_ns"] for r in ExportAnalysis(export).kernels().rows)
-    inner = ExportAnalysis(export).nvtx_kernels(attribution="innermost").rows
+    total = sum(r["total_ns"] for r in ask("kernels", [export]).rows)
+    inner = ask("nvtx-kernels", [export], attribution="innermost").rows
     assert sum(r["total_ns"] for r in inner) == total
-    ranges = ExportAnalysis(export).ranges().rows
+    ranges = ask("ranges", [export]).rows
     unattributed = sum(r["total_ns"] for r in inner if r["range"] is None)
     assert sum(r["gpu_exclusive_ns"] for r in ranges) + unattributed == total
 
 
 def test_fastvideo_dominant_per_operator(fx):
     export = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
-    rows = {r["range"]: r for r in ExportAnalysis(export, merge_op_ids=True).dominant().rows}
+    rows = {r["range"]: r for r in ask("dominant", [export], merge_op_ids=True).rows}
     linear = rows["aten::linear"]
     assert linear["kernel"] == rows[None]["kernel"] and linear["category"] == "gemm"
-    ranges = {r["range"]: r for r in ExportAnalysis(export, merge_op_ids=True).ranges().rows}
+    ranges = {r["range"]: r for r in ask("ranges", [export], merge_op_ids=True).rows}
     assert ranges["aten::linear"]["instances"] == linear["range_instances"]
     assert linear["share_pct"] == 70.9

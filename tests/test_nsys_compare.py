@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from nsys_parsers.errors import MissingData
-from reports.analysis import ExportAnalysis
+from reports.ask import ask
 from tests.conftest import KNOWN
 
 DUPLICATE_LAUNCHES = {"pipit_saxpy_mpi_a100_nsys2022.2.sqlite"}
@@ -54,7 +54,7 @@ def test_kernels_match_gpukernsum(name, fx, nsys_bin, tmp_path):
     ref = nsys_stats(nsys_bin, export, "gpukernsum", tmp_path)
     if ref is None:  # nsys skips the report; we explain why instead
         with pytest.raises(MissingData, match="--trace=cuda"):
-            ExportAnalysis(export).kernels()
+            ask("kernels", [export])
         return
     by_name = defaultdict(lambda: {"instances": 0, "total": 0, "min": None, "max": None})
     for row in ref:  # nsys splits by grid/block: aggregate by name
@@ -64,7 +64,7 @@ def test_kernels_match_gpukernsum(name, fx, nsys_bin, tmp_path):
         mn, mx = int(row["Min (ns)"]), int(row["Max (ns)"])
         agg["min"] = mn if agg["min"] is None else min(agg["min"], mn)
         agg["max"] = mx if agg["max"] is None else max(agg["max"], mx)
-    ours = {r["name"]: r for r in ExportAnalysis(export).kernels().rows}
+    ours = {r["name"]: r for r in ask("kernels", [export]).rows}
     assert set(ours) == set(by_name)
     for kname, agg in by_name.items():
         o = ours[kname]
@@ -84,7 +84,7 @@ def test_nvtx_kernels_all_match_nvtxkernsum(name, fx, nsys_bin, tmp_path):
     ref = nsys_stats(nsys_bin, export, "nvtxkernsum", tmp_path)
     if ref is None:
         with pytest.raises(MissingData, match="--trace="):
-            ExportAnalysis(export).nvtx_kernels()
+            ask("nvtx-kernels", [export])
         return
     theirs = {}
     for row in ref:
@@ -94,7 +94,7 @@ def test_nvtx_kernels_all_match_nvtxkernsum(name, fx, nsys_bin, tmp_path):
                row["Kernel Name"])
         theirs[key] = row
     ours = {(r["range"], r["style"], r["pid"], r["tid"], r["kernel"]): r
-            for r in ExportAnalysis(export).nvtx_kernels(attribution="all").rows}
+            for r in ask("nvtx-kernels", [export], attribution="all").rows}
     assert set(ours) == set(theirs)
     for key, row in theirs.items():
         o = ours[key]
@@ -116,10 +116,10 @@ def test_ranges_match_nvtxsum(name, fx, nsys_bin, tmp_path):
     ref = nsys_stats(nsys_bin, export, "nvtxsum", tmp_path)
     if ref is None:
         with pytest.raises(MissingData, match="--trace=nvtx"):
-            ExportAnalysis(export).ranges()
+            ask("ranges", [export])
         return
     theirs = {(row["Range"], row["Style"]): row for row in ref}
-    ours = {(r["range"], r["style"]): r for r in ExportAnalysis(export).ranges().rows}
+    ours = {(r["range"], r["style"]): r for r in ask("ranges", [export]).rows}
     assert set(ours) == set(theirs)
     for key, row in theirs.items():
         o = ours[key]

@@ -141,8 +141,7 @@ def test_attention_errors_say_what_to_do(tmp_path, cli, fx):
 
 def test_attention_cpu_times_when_no_kernels(tmp_path):
     """Without kernels the CPU time of the ranges is used, and the rows say so."""
-    from reports.attention import attention_rows
-    from reports.shape import AttentionShape
+    from reports.analyses.attention import AttentionShape, attention_rows
 
     rows = [{"range": "computing attention scores", "instances": 2, "avg_ns": 4000.0,
              "gpu_inclusive_ns": 0},
@@ -162,7 +161,7 @@ def test_attention_cpu_times_when_no_kernels(tmp_path):
 
 
 def test_every_plot_type_is_a_picture():
-    from reports import page_plots as plots
+    from reports.page import plots
 
     pngs = {
         "category_shares": plots.category_shares_png(
@@ -248,10 +247,12 @@ def test_report_of_a_gpu_model_profile(tmp_path, cli):
 
 
 def test_report_mix_is_compare_and_headline_order(tmp_path):
-    from reports.analysis import ExportAnalysis
-    from reports.export_page import forward_vs_step, headline_ranges
+    from reports.analyses.compare import forward_vs_step
+    from reports.analyses.dominant import headline_ranges
+    from reports.session import Session
 
-    with ExportAnalysis(model_run(tmp_path / "run.sqlite"), within="measure") as a:
+    with Session(model_run(tmp_path / "run.sqlite"), within="measure") as a:
+        a.load("ranges", "names")
         mix = {r["category"]: r for r in forward_vs_step(a, a.names().names)}
     # forward: attention matmuls (gemm) and the softmax; the step adds backward GEMMs and the
     # optimizer, so the softmax share drops
@@ -393,7 +394,7 @@ def test_sweep_page_data(gpu_sweep):
     """The numbers behind the sweep page: step times per size x context, the dominant
     category of a step, attention FLOPs vs GPU time per config."""
     from profile_cli.runs.targets import build_report
-    from reports.page import Figure, Table
+    from reports.page.model import Figure, Table
 
     page = build_report(gpu_sweep, None, None)
     sections = {s.anchor: s for s in page.sections}
@@ -419,9 +420,9 @@ def test_sweep_page_data(gpu_sweep):
 
 def test_multi_export_tables_over_a_sweep_folder(gpu_sweep, cli):
     """One command answers "the dominant forward kernel for every size and context"."""
-    from reports.dominant import DOMINANT_COLUMNS
-    from reports.kernel_summary import KERNEL_COLUMNS
-    from reports.range_summary import RANGE_COLUMNS
+    from reports.analyses.dominant import DOMINANT_COLUMNS
+    from reports.analyses.kernels import KERNEL_COLUMNS
+    from reports.analyses.ranges import RANGE_COLUMNS
 
     res = cli("dominant", gpu_sweep, "--range", "forward", "--within", "measure", "-f", "json")
     assert res.exit_code == 0, res.stderr
@@ -447,7 +448,7 @@ def test_multi_export_tables_over_a_sweep_folder(gpu_sweep, cli):
 
 
 def test_multi_export_tables_of_files(cli, fx):
-    from reports.kernel_summary import KERNEL_COLUMNS
+    from reports.analyses.kernels import KERNEL_COLUMNS
 
     one = json.loads(cli("kernels", fx(VECADD), "-f", "json").stdout)
     assert list(one[0]) == KERNEL_COLUMNS  # one export: unchanged

@@ -206,7 +206,7 @@ def test_cpu_sweep_report_in_browser(chromium, cli, cpu_sweep, tmp_path):
 
 
 def test_multi_export_tables_of_a_cpu_sweep(cli, cpu_sweep):
-    from reports.range_summary import RANGE_COLUMNS
+    from reports.analyses.ranges import RANGE_COLUMNS
 
     rows = json.loads(cli("ranges", cpu_sweep, "--within", "measure", "--match", "forward",
                           "-f", "json").stdout)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reports.analysis import ExportAnalysis
+from reports.ask import ask
 from tests.synth import Synth
 
 
@@ -33,7 +33,7 @@ def nested(tmp_path):
 
 
 def test_all_attribution_counts_every_enclosing_range(nested):
-    rows = rows_by(ExportAnalysis(nested).nvtx_kernels(attribution="all"), "range", "kernel")
+    rows = rows_by(ask("nvtx-kernels", [nested], attribution="all"), "range", "kernel")
     assert rows[("step", "gemm_a")]["kernel_instances"] == 4
     assert rows[("step", "gemm_a")]["total_ns"] == 2 * (500 + 900)
     assert rows[("forward", "gemm_a")]["range_instances"] == 2
@@ -45,8 +45,8 @@ def test_all_attribution_counts_every_enclosing_range(nested):
 
 
 def test_innermost_partitions_total_kernel_time(nested):
-    inner = ExportAnalysis(nested).nvtx_kernels(attribution="innermost")
-    total = sum(r["total_ns"] for r in ExportAnalysis(nested).kernels().rows)
+    inner = ask("nvtx-kernels", [nested], attribution="innermost")
+    total = sum(r["total_ns"] for r in ask("kernels", [nested]).rows)
     assert sum(r["total_ns"] for r in inner.rows) == total == 2 * (500 + 100 + 900 + 400) + 50 + 70
     rows = rows_by(inner, "range", "kernel")
     assert rows[("attention", "gemm_a")]["total_ns"] == 1000
@@ -56,7 +56,7 @@ def test_innermost_partitions_total_kernel_time(nested):
 
 
 def test_range_summary_gpu_columns(nested):
-    rows = rows_by(ExportAnalysis(nested).ranges(), "range")
+    rows = rows_by(ask("ranges", [nested]), "range")
     step, fwd, attn = rows[("step",)], rows[("forward",)], rows[("attention",)]
     assert (step["instances"], step["total_ns"], step["min_ns"]) == (2, 18_000, 9_000)
     assert step["kernel_instances"] == 8
@@ -71,17 +71,17 @@ def test_range_summary_gpu_columns(nested):
 
 
 def test_kernels_in_range_and_dominant(nested):
-    rows = rows_by(ExportAnalysis(nested).kernels(range_name="forward"), "name")
+    rows = rows_by(ask("kernels", [nested], range_name="forward"), "name")
     assert set(rows) == {("gemm_a",), ("softmax_k",)}
     assert rows[("gemm_a",)]["instances"] == 4 and rows[("gemm_a",)]["time_pct"] == 93.3
-    dom = ExportAnalysis(nested).dominant(range_names=["forward", "attention"])
+    dom = ask("dominant", [nested], merge_op_ids="off", range_names=["forward", "attention"])
     assert [r["range"] for r in dom.rows] == [None, "forward", "attention"]
     fwd = dom.rows[1]
     assert (fwd["kernel"], fwd["instances"], fwd["range_instances"]) == ("gemm_a", 4, 2)
     assert fwd["per_range_instance"] == 2.0 and fwd["share_pct"] == 93.3
     assert fwd["runner_up"] == "softmax_k" and fwd["runner_up_share_pct"] == 6.7
     assert dom.sentences[1] == "forward: gemm_a (gemm), 93.3% of GPU time, 2 calls per forward"
-    inner = ExportAnalysis(nested).dominant(range_names=["step"], attribution="innermost")
+    inner = ask("dominant", [nested], merge_op_ids="off", range_names=["step"], attribution="innermost")
     assert inner.rows[1]["kernel"] == "adam_k" and inner.rows[1]["share_pct"] == 100.0
 
 
@@ -90,7 +90,7 @@ def test_duplicate_launch_rows_count_once(tmp_path):
     s.range("r", 0, 1_000)
     s.kernel("k", 100, 200, launch=(10, 50), duplicate=True)
     p = s.write(tmp_path / "dup.sqlite")
-    row = ExportAnalysis(p).nvtx_kernels().rows[0]
+    row = ask("nvtx-kernels", [p]).rows[0]
     assert (row["range"], row["kernel_instances"], row["total_ns"]) == ("r", 1, 100)
 
 
@@ -100,7 +100,7 @@ def test_correlation_ids_repeat_across_processes(tmp_path):
     s.range("p2_range", 0, 1_000, pid=2, tid=5)
     s.kernel("k1", 100, 200, launch=(10, 20), pid=1, tid=1, corr=7)
     s.kernel("k2", 100, 400, launch=(30, 40), pid=2, tid=5, corr=7)
-    rows = rows_by(ExportAnalysis(s.write(tmp_path / "procs.sqlite")).nvtx_kernels(),
+    rows = rows_by(ask("nvtx-kernels", [s.write(tmp_path / "procs.sqlite")]),
                    "range", "kernel")
     assert set(rows) == {("p1_range", "k1"), ("p2_range", "k2")}
     assert rows[("p2_range", "k2")]["pid"] == 2 and rows[("p2_range", "k2")]["tid"] == 5
@@ -112,7 +112,7 @@ def test_launch_must_lie_inside_range_on_same_thread(tmp_path):
     s.kernel("other_thread", 150, 160, launch=(120, 130), tid=2)
     s.kernel("straddles_end", 150, 160, launch=(190, 210), tid=1)
     s.kernel("inside", 500, 900, launch=(150, 160), tid=1)  # runs after the range: still in
-    rows = rows_by(ExportAnalysis(s.write(tmp_path / "t.sqlite")).nvtx_kernels(), "range", "kernel")
+    rows = rows_by(ask("nvtx-kernels", [s.write(tmp_path / "t.sqlite")]), "range", "kernel")
     assert ("r", "inside") in rows
     assert (None, "other_thread") in rows and (None, "straddles_end") in rows
 
@@ -126,11 +126,11 @@ def test_unclosed_range_ends_at_end_of_capture(tmp_path):
     s.range("closed", 200, 300)
     s.kernel("late", 5_000, 6_000, launch=(4_000, 4_100))
     p = s.write(tmp_path / "open.sqlite")
-    ranges = rows_by(ExportAnalysis(p).ranges(), "range")
+    ranges = rows_by(ask("ranges", [p]), "range")
     assert ranges[("open",)]["total_ns"] == 6_000 - 100
-    kernels = rows_by(ExportAnalysis(p).nvtx_kernels(), "range", "kernel")
+    kernels = rows_by(ask("nvtx-kernels", [p]), "range", "kernel")
     assert kernels[("open", "late")]["total_ns"] == 1000
-    assert any("never closed" in n for n in ExportAnalysis(p).ranges().notes)
+    assert any("never closed" in n for n in ask("ranges", [p]).notes)
 
 
 def test_cross_thread_start_end_range_listed_not_attributed(tmp_path):
@@ -139,11 +139,11 @@ def test_cross_thread_start_end_range_listed_not_attributed(tmp_path):
     s.range("sync", 0, 1_000, etype=60, tid=1)
     s.kernel("k", 100, 200, launch=(10, 20), tid=1)
     p = s.write(tmp_path / "x.sqlite")
-    ranges = rows_by(ExportAnalysis(p).ranges(), "range")
+    ranges = rows_by(ask("ranges", [p]), "range")
     assert ranges[("async",)]["style"] == "StartEnd" and ranges[("async",)]["instances"] == 1
     assert ranges[("async",)]["kernel_instances"] == 0
     assert ranges[("sync",)]["kernel_instances"] == 1
-    assert set(rows_by(ExportAnalysis(p).nvtx_kernels(), "range")) == {("sync",)}
+    assert set(rows_by(ask("nvtx-kernels", [p]), "range")) == {("sync",)}
 
 
 def test_domains_text_and_textid_names(tmp_path):
@@ -153,7 +153,7 @@ def test_domains_text_and_textid_names(tmp_path):
     s.range("plain", 0, 100, domain=0)
     s.range("same", 200, 300)
     s.range("same", 400, 500, inline=True)  # same name once via textId, once inline
-    rows = rows_by(ExportAnalysis(s.write(tmp_path / "d.sqlite")).ranges(), "range")
+    rows = rows_by(ask("ranges", [s.write(tmp_path / "d.sqlite")]), "range")
     assert set(rows) == {("MPI:MPI_Send",), ("plain",), ("same",)}
     assert rows[("same",)]["instances"] == 2
 
@@ -165,7 +165,7 @@ def test_invalid_utf8_and_huge_names(tmp_path, cli):
     s.kernel(b"bad\xff\xfename", 100, 200, launch=(10, 20))
     s.kernel(huge, 300, 500, launch=(30, 40))
     p = s.write(tmp_path / "u.sqlite")
-    names = {r["name"] for r in ExportAnalysis(p).kernels().rows}
+    names = {r["name"] for r in ask("kernels", [p]).rows}
     assert "bad\ufffd\ufffdname" in names and huge in names  # full name kept in data
     res = cli("kernels", p, "--format", "json")
     assert res.exit_code == 0
@@ -180,12 +180,12 @@ def test_nested_same_name_ranges_follow_nsys_and_dedupe_elsewhere(tmp_path):
     s.range("block", 10, 900)
     s.kernel("k", 100, 300, launch=(50, 60))
     p = s.write(tmp_path / "same.sqlite")
-    row = ExportAnalysis(p).nvtx_kernels().rows[0]
+    row = ask("nvtx-kernels", [p]).rows[0]
     # as nsys: one kernel, two range instances, its time counted in both
     assert (row["range_instances"], row["kernel_instances"], row["total_ns"]) == (2, 1, 400)
-    assert ExportAnalysis(p).kernels(range_name="block").rows[0]["total_ns"] == 200
-    assert rows_by(ExportAnalysis(p).ranges(), "range")[("block",)]["gpu_inclusive_ns"] == 200
-    dominant = ExportAnalysis(p).dominant().rows[1]  # the kernel once in the range name too
+    assert ask("kernels", [p], range_name="block").rows[0]["total_ns"] == 200
+    assert rows_by(ask("ranges", [p]), "range")[("block",)]["gpu_inclusive_ns"] == 200
+    dominant = ask("dominant", [p], merge_op_ids="off").rows[1]  # the kernel once in the range name too
     assert (dominant["range"], dominant["total_ns"], dominant["instances"]) == ("block", 200, 1)
 
 
@@ -199,12 +199,12 @@ def test_within_measure_leaves_warmup_out(tmp_path, cli):
         s.range("step", t0 + 10, t0 + 900)
         s.kernel("gemm", t0 + 100, t0 + 400, launch=(t0 + 20, t0 + 30))
     p = s.write(tmp_path / "w.sqlite")
-    ranges = rows_by(ExportAnalysis(p, within="measure").ranges(), "range")
+    ranges = rows_by(ask("ranges", [p], within="measure"), "range")
     assert set(ranges) == {("measure",), ("step",)} and ranges[("step",)]["instances"] == 2
-    assert [r["name"] for r in ExportAnalysis(p, within="measure").kernels().rows] == ["gemm"]
-    dom = ExportAnalysis(p, within="measure").dominant(range_names=["step"])
+    assert [r["name"] for r in ask("kernels", [p], within="measure").rows] == ["gemm"]
+    dom = ask("dominant", [p], within="measure", merge_op_ids="off", range_names=["step"])
     assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[0]["instances"] == 2
-    assert {r["range"] for r in ExportAnalysis(p, within="measure").nvtx_kernels().rows} == {
+    assert {r["range"] for r in ask("nvtx-kernels", [p], within="measure").rows} == {
         "measure", "step"}
     res = cli("ranges", p, "--within", "mesure")
     assert res.exit_code == 1 and "closest: 'measure'" in res.stderr
@@ -220,15 +220,15 @@ def test_merge_op_ids_aggregates_pytorch_calls(tmp_path, cli):
         s.kernel("gemm_k", t + 50, t + 90, launch=(t + 10, t + 20))
     s.kernel("add_k", 650, 660, launch=(610, 620))
     p = s.write(tmp_path / "ops.sqlite")
-    ranges = rows_by(ExportAnalysis(p, merge_op_ids=True).ranges(), "range")
+    ranges = rows_by(ask("ranges", [p], merge_op_ids=True), "range")
     assert set(ranges) == {("aten::mm",), ("aten::add_",)}
     mm = ranges[("aten::mm",)]
     assert mm["instances"] == 3 and mm["kernel_instances"] == 3
-    dom = ExportAnalysis(p, merge_op_ids=True).dominant(range_names=["aten::mm"])
+    dom = ask("dominant", [p], merge_op_ids=True, range_names=["aten::mm"])
     assert dom.rows[1]["per_range_instance"] == 1.0 and dom.rows[1]["instances"] == 3
-    rows = rows_by(ExportAnalysis(p, merge_op_ids=True).nvtx_kernels(), "range", "kernel")
+    rows = rows_by(ask("nvtx-kernels", [p], merge_op_ids=True), "range", "kernel")
     assert rows[("aten::mm", "gemm_k")]["range_instances"] == 3
-    assert len(ExportAnalysis(p).ranges().rows) == 4  # without the option, one row per call
+    assert len(ask("ranges", [p]).rows) == 4  # without the option, one row per call
     res = cli("dominant", p, "--merge-op-ids", "on", "--range", "aten::add_", "--format", "text")
     assert res.exit_code == 0 and "aten::add_: add_k" in res.stdout
 
@@ -257,14 +257,15 @@ def test_inline_names_with_any_character(tmp_path, monkeypatch):
         db.execute("UPDATE NVTX_EVENTS SET text = CAST(x'6261642075746638fffe' AS TEXT) "
                    "WHERE text = 'bad utf8 here'")
     bad = "bad utf8\ufffd\ufffd"
-    import nsys_parsers.names as names_mod
+    from nsys_parsers.trace import Trace
+    from reports.session import Session
 
     seeks = []
-    subset = names_mod._subset_keys
-    monkeypatch.setattr(names_mod, "_subset_keys", lambda e, rowids, **kw: (
-        seeks.append(rowids.size), subset(e, rowids, **kw))[1])
-    a = ExportAnalysis(p, cache=False)
-    got = {r["range"]: r["total_ns"] for r in a.nvtx_kernels().rows}
-    assert got == {**{odd[i]: 100 for i in range(0, len(odd), 2)}, bad: 100}
-    assert seeks == [5]  # only the names of the 5 ranges with kernels were read
-    assert {r["range"] for r in a.ranges().rows} == {*odd, bad, *idle}
+    by_rowid = Trace._keys_by_rowid
+    monkeypatch.setattr(Trace, "_keys_by_rowid", lambda self, rowids: (
+        seeks.append(rowids.size), by_rowid(self, rowids))[1])
+    with Session(p, cache=False) as a:
+        got = {r["range"]: r["total_ns"] for r in a.ask("nvtx-kernels").rows}
+        assert got == {**{odd[i]: 100 for i in range(0, len(odd), 2)}, bad: 100}
+        assert seeks == [5]  # only the names of the 5 ranges with kernels were read
+        assert {r["range"] for r in a.ask("ranges").rows} == {*odd, bad, *idle}
