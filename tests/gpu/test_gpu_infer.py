@@ -32,8 +32,6 @@ def test_infer_grid_on_cuda(gpu, nsys_mine, tmp_path, record):
         assert r["decode_s"] == pytest.approx(total - ttft, rel=1e-6)
         assert tpot == pytest.approx(r["decode_s"] / (OUTPUT_LENGTH - 1), rel=1e-6)
         assert 0 < r["itl_p50_s"] <= r["itl_p90_s"] <= r["itl_p99_s"]
-        # the percentiles are of the same inter-token gaps whose mean is TPOT
-        assert r["itl_p50_s"] < 3 * tpot and tpot < 3 * r["itl_p50_s"]
         assert r["tokens_per_s"] == pytest.approx(r["batch"] * OUTPUT_LENGTH / total)
         # CUDA peak: the weights and the KV cache are exact parts of it
         assert r["rss_growth_bytes"] is None
