@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
     ("H100 NVL", {"bf16": 835.5, "fp32": 60.0}),
     ("H100", {"bf16": 989.4, "fp32": 66.9}),
     ("H200", {"bf16": 989.4, "fp32": 66.9}),
+    ("GH200", {"bf16": 989.4, "fp32": 66.9}),
     ("H800", {"bf16": 989.4, "fp32": 66.9}),
     ("A100", {"bf16": 312.0, "fp32": 19.5}),
     ("A800", {"bf16": 312.0, "fp32": 19.5}),
@@ -37,9 +39,12 @@ PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
 
 
 def peak_tflops(device_name: str, precision: str) -> float | None:
-    """The dense peak of a known GPU for ``precision``, or None (CPUs, unknown GPUs)."""
+    """The dense peak of a known GPU for ``precision``, or None (CPUs, unknown GPUs).
+
+    Keys match whole words of the name: ``L4`` is not the L40, ``A100`` not an A1000."""
     for key, peaks in PEAK_TFLOPS:
-        if key.lower() in device_name.lower():
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", device_name,
+                     re.IGNORECASE):
             return peaks.get(precision)
     return None
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Download the wheels that scripts/gpu_check.sh installs on an offline CUDA machine: the
+# project's pure-Python dependencies that a CUDA torch image lacks, for Python 3.12 (pure
+# py3-none-any wheels, so any CPython 3 on any platform takes them). Needs only PyPI.
+#
+# Usage: scripts/gpu_wheels.sh [DIR]     (default: gpu_wheels/, which git ignores)
+#
+# The GPU machine's python3 holds torch (CUDA), numpy, pandas, matplotlib, rich, pytest (and
+# so pluggy), python-dateutil, pyyaml, click, typer... but not sqlite-utils. Carried:
+#   sqlite-utils (results database, sweep index) and what it needs beyond that list:
+#     sqlite-fts4, click-default-group, tabulate, and click (sqlite-utils wants >= 8.3.1);
+#   typer < 0.29 (the range pyproject.toml pins; the machine's typer may be any version)
+#     with shellingham and annotated-doc.
+# Each is pinned to the version in .venv when .venv has it (what the tests here ran with).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+dest="${1:-gpu_wheels}"
+packages=(sqlite-utils sqlite-fts4 click-default-group tabulate click "typer<0.29" shellingham
+          annotated-doc)
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+    if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python3; fi
+fi
+specs=()
+for package in "${packages[@]}"; do
+    name="${package%%[<>=]*}"
+    version=""
+    if [ -x .venv/bin/python ]; then
+        version="$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('$name'))" \
+                   2>/dev/null || true)"
+    fi
+    if [ -n "$version" ]; then specs+=("$name==$version"); else specs+=("$package"); fi
+done
+staging="$dest.partial"
+rm -rf "$staging"
+mkdir -p "$staging"
+"$python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 \
+    -d "$staging" "${specs[@]}"
+impure="$(find "$staging" -name '*.whl' ! -name '*-none-any.whl')"
+if [ -n "$impure" ]; then
+    echo "gpu_wheels.sh: not pure-Python wheels (gpu_check.sh unpacks only those): $impure" >&2
+    exit 1
+fi
+(
+    cd "$staging"
+    echo "# made by scripts/gpu_wheels.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ) from: ${specs[*]}"
+    sha256sum -- *.whl
+) >"$staging/SHA256SUMS"
+rm -rf "$dest"
+mv "$staging" "$dest"
+ls "$dest"/*.whl
