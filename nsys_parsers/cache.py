@@ -143,7 +143,7 @@ class ColumnCache:
                 if digest(raw) != entry["strings_digest"]:
                     return None
                 strings = json.loads(raw)
-        except (OSError, ValueError, KeyError, TypeError):
+        except Exception:  # a damaged .npy header fails numpy's parser in many ways
             return None
         self._touch()
         return Item(array=array, strings=strings, meta=entry.get("meta") or {})

@@ -79,6 +79,7 @@ class Trace:
         self._cols: dict[str, np.ndarray] = {}
         self._strings: dict[str, list[str]] = {}
         self._names: RangeNames | None = None  # of the ranges, resolved so far
+        self._ranges: Ranges | None = None
         self._pairs: dict[str, Pairs] = {}
         self._reader: Reader | None = None
 
@@ -236,10 +237,13 @@ class Trace:
         """The NVTX ranges (None: not traced)."""
         if not self.has_ranges:
             return None
-        self.load("ranges")
-        c = {k: self._cols[f"nvtx.{k}"] for k in NVTX}
-        capture_end = self.capture_end() if bool((c["end"] < 0).any()) else 0
-        return build_ranges(c["start"], c["end"], c["tid"], c["flags"], c["rowid"], capture_end)
+        if self._ranges is None:
+            self.load("ranges")
+            c = {k: self._cols[f"nvtx.{k}"] for k in NVTX}
+            capture_end = self.capture_end() if bool((c["end"] < 0).any()) else 0
+            self._ranges = build_ranges(c["start"], c["end"], c["tid"], c["flags"], c["rowid"],
+                                        capture_end)
+        return self._ranges
 
     def capture_end(self) -> int:
         """The last timestamp of any kernel, launch call or NVTX event: where a range that was

@@ -1,8 +1,11 @@
 """Ask one analysis of its exports: open them (``Session``), answer, close. What every
 command does, for Python users too:
 
-    from reports.ask import ask
+    from reports.ask import answer, ask
     report = ask("dominant", ["run.sqlite"], within="measure", range_names=["forward"])
+    report.to_pandas()
+    with Session("run.sqlite") as s:           # several questions of one export, one load
+        answer(s, "ranges"), answer(s, "kernels", range_name="forward")
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Callable, ContextManager, Sequence
 from reports.analysis import Analysis
 from reports.options import AnalysisOptions
 from reports.report import Report
+from reports.session import Session
 
 Opener = Callable[[Path, AnalysisOptions], ContextManager[Any]]
 
@@ -41,7 +45,6 @@ def ask(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]],
     the analyses that compare two). ``kwargs``: analysis options (``within``...) and the
     analysis's parameters, by name."""
     from reports.analyses import get
-    from reports.session import Session
 
     a = get(analysis) if isinstance(analysis, str) else analysis
     fields = set(AnalysisOptions.__dataclass_fields__)
@@ -59,3 +62,10 @@ def ask(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]],
         report = a.answer(*sessions, **params)
     report.notes = notes + report.notes
     return report
+
+
+def answer(session: Session, name: str, **params: Any) -> Report:
+    """The answer of the analysis ``name`` for an open session."""
+    from reports.analyses import get
+
+    return get(name).answer(session, **params)

@@ -1,9 +1,11 @@
 """``Session``: one export opened for questions, seen through the analysis options.
 
+    from reports.ask import answer
+
     with Session("run.sqlite", within="measure") as s:
-        s.ask("ranges")                          # Report: NVTX range summary
-        s.ask("dominant", range_names=["step"])  # any analysis of reports.analyses, by name
-        s.ask("kernels").to_pandas()             # a DataFrame (pandas imported only then)
+        answer(s, "ranges")                          # Report: NVTX range summary
+        answer(s, "dominant", range_names=["step"])  # any analysis of reports.analyses
+        answer(s, "kernels").to_pandas()             # a DataFrame (pandas imported then)
 
 A session holds one ``nsys_parsers.trace.Trace`` (every column read once, from the export or
 its cache entry) and the views the options make of it, each a new value computed once:
@@ -36,7 +38,7 @@ from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from nsys_parsers.trace import Trace
 from nsys_parsers.window import inside_range
 from reports.options import AnalysisOptions
-from reports.report import Report, check_range_names
+from reports.report import check_range_names
 
 
 class Session:
@@ -45,7 +47,7 @@ class Session:
 
     def __init__(self, export: Export | str | os.PathLike[str],
                  options: AnalysisOptions | None = None, **kwargs: Any):
-        from reports.analyses.categories import load_rules
+        from reports.categories import load_rules
 
         self.options = replace(options or AnalysisOptions(), **kwargs)
         self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
@@ -80,13 +82,6 @@ class Session:
             self.trace.close()
         if self._owned:
             self.export.close()
-
-    # -- asking --------------------------------------------------------------------------
-    def ask(self, name: str, **params: Any) -> Report:
-        """The answer of the analysis ``name`` (``reports.analyses``) with its parameters."""
-        from reports.analyses import get
-
-        return get(name).answer(self, **params)
 
     # -- loading -------------------------------------------------------------------------
     def load(self, *groups: str) -> None:

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Download the wheels that scripts/gpu_check.sh installs on an offline CUDA machine: the
-# project's pure-Python dependencies that a CUDA torch image lacks, for Python 3.12 (pure
-# py3-none-any wheels, so any CPython 3 on any platform takes them). Needs only PyPI.
+# project's Python dependencies that a CUDA torch image lacks, for CPython 3.12 on x86-64 (all
+# pure py3-none-any wheels but pydantic-core's). Needs only PyPI.
 #
 # Usage: scripts/gpu_wheels.sh [DIR]     (default: gpu_wheels/, which git ignores)
 #
 # The GPU machine's python3 holds torch (CUDA), numpy, pandas, matplotlib, rich, pytest (and
-# so pluggy), python-dateutil, pyyaml, click, typer... but not sqlite-utils. Carried:
+# so pluggy), python-dateutil, pyyaml, click, typer... but not sqlite-utils, platformdirs or
+# pydantic. Carried:
 #   sqlite-utils (results database, sweep index) and what it needs beyond that list:
 #     sqlite-fts4, click-default-group, tabulate, and click (sqlite-utils wants >= 8.3.1);
-#   typer < 0.29 (the range pyproject.toml pins; the machine's typer may be any version)
-#     with shellingham and annotated-doc.
+#   platformdirs (the user cache folder);
+#   typer (the machine's may be any version) with shellingham, annotated-doc and, for typer
+#     0.29 on, pydantic (pydantic-core is compiled: its cp312 manylinux wheel).
 # Each is pinned to the version in .venv when .venv has it (what the tests here ran with).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 dest="${1:-gpu_wheels}"
-packages=(sqlite-utils sqlite-fts4 click-default-group tabulate click "typer<0.29" shellingham
-          annotated-doc)
+packages=(sqlite-utils sqlite-fts4 click-default-group tabulate click platformdirs typer
+          shellingham annotated-doc pydantic pydantic-core annotated-types typing-inspection)
 python="${PYTHON:-}"
 if [ -z "$python" ]; then
     if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python3; fi

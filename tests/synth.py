@@ -6,6 +6,7 @@ The tables have the columns nsys writes (a subset), so that both our readers and
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,3 +218,25 @@ def model_run(path: Path, *, context: int = 128, width: float = 1.0, layers: int
         t = step(t + 1_000)
     rng("measure", m0, t + 500)
     return s.write(path)
+
+def slowed_copy(src: Path, dst: Path, range_name: str, factor: float = 1.5) -> Path:
+    """A copy whose kernels launched (innermost) in ``range_name`` run ``factor`` x longer."""
+    from reports.session import Session
+
+    shutil.copy(src, dst)
+    with Session(src, merge_op_ids="on") as a:
+        a.load("kernels", "kernel_ids", "launches", "ranges", "names")
+        k = a.kernels
+        assert k is not None and k.pid is not None
+        inst = set(a.instances_of(range_name).tolist())
+        p = a.pairs("innermost")
+        rows = sorted({int(ki) for ri, ki in zip(p.range_idx, p.kernel_idx) if int(ri) in inst})
+        keys = [(int(k.start[i]), int(k.pid[i])) for i in rows]
+    conn = sqlite3.connect(dst)
+    with conn:
+        conn.executemany(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + CAST((end - start) * ? AS INT) "
+            "WHERE start = ? AND globalPid = ?", [(factor, s, g) for s, g in keys])
+    conn.close()
+    assert rows
+    return dst

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from reports.dominant import DOMINANT_COLUMNS
-from reports.kernel_summary import KERNEL_COLUMNS
-from reports.nvtx_kernels import NVTX_KERNEL_COLUMNS
-from reports.range_summary import RANGE_COLUMNS
+from reports.analyses.dominant import DOMINANT_COLUMNS
+from reports.analyses.kernels import KERNEL_COLUMNS
+from reports.analyses.nvtx_kernels import NVTX_KERNEL_COLUMNS
+from reports.analyses.ranges import RANGE_COLUMNS
 
 DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
 FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
@@ -142,10 +142,10 @@ def test_help_cuts_no_word(cli, monkeypatch, width):
     variables): long words fold onto the next line, and every option's name is all there."""
     import typer.main
 
-    from profile_cli.app import MODULE_OF, app
+    from profile_cli.app import app
 
     monkeypatch.setenv("COLUMNS", str(width))
-    for name in ["", *MODULE_OF, "micro matmul", "micro mlp"]:
+    for name in ["", *command_names(), "micro matmul", "micro mlp"]:
         out = cli(*name.split(), "--help").stdout
         assert "…" not in out, (name, width, [ln for ln in out.splitlines() if "…" in ln])
         assert all(len(ln) <= width for ln in out.splitlines()), (name, width)
@@ -170,8 +170,6 @@ def test_help_splits_no_word_at_80_columns(cli, monkeypatch):
     `lumns`, `--slurm-gpus-per-ta` + `sk`, `short|demangled|mangl` + `ed`, as before
     daa74b3 and the commit after it). A word that is a piece of a word of the same help
     printed wide is a split one."""
-    from profile_cli.app import MODULE_OF
-
     def words(args: list[str], width: int) -> list[str]:
         monkeypatch.setenv("COLUMNS", str(width))
         out = cli(*args, "--help").stdout
@@ -179,86 +177,36 @@ def test_help_splits_no_word_at_80_columns(cli, monkeypatch):
                  for c in re.split(r"\s{2,}|│", ln.strip("│╭╮╰╯─ "))]
         return [w for c in cells for w in c.split()]
 
-    for name in ["", *MODULE_OF, "micro matmul", "micro mlp"]:
+    for name in ["", *command_names(), "micro matmul", "micro mlp"]:
         wide = set(words(name.split(), 1000))
         split = {w for w in words(name.split(), 80) if w not in wide and len(w) > 1
                  and any(x.startswith(w) or x.endswith(w) for x in wide)}
         assert not split, (name, sorted(split))
 
 
-def test_main_knows_the_module_of_every_command():
-    """main() imports only the module of the command it runs: MODULE_OF names every
-    registered command's module, and nothing else."""
-    import profile_cli.app as cli_app
+def command_names() -> list[str]:
+    """Every command and command group of the application, in --help order."""
+    from profile_cli.app import app
 
-    app = cli_app.app
-    registered = {c.name or c.callback.__name__: c.callback.__module__
-                  for c in app.registered_commands}
-    registered.update({g.name: "profile_cli.commands.infer" for g in app.registered_groups})
-    assert registered == cli_app.MODULE_OF
-
-    def commands(args: list[str]) -> set[str]:
-        built = cli_app._app_for(args)
-        return ({c.name for c in built.registered_commands}
-                | {g.name for g in built.registered_groups})
-
-    everything = set(cli_app.MODULE_OF)
-    assert commands(["--help"]) == everything
-    assert commands(["kernal"]) == everything  # "did you mean"
-    for name in everything:  # each command alone (micro: a group of commands)
-        assert commands([name, "x.sqlite"]) == {name}
+    return ([c.name or c.callback.__name__ for c in app.registered_commands]
+            + [g.name for g in app.registered_groups if g.name])
 
 
-def test_the_command_list_is_the_commands_own_help():
-    """COMMAND_HELP (what --help lists, without importing the command modules) holds the
-    first paragraph of every command's own help, in the order of MODULE_OF."""
-    import inspect
+def test_every_analysis_is_a_command_in_order():
+    """The commands of the analyses come from their declarations, in their order, with
+    `report` after the analyses of one export; then the model's commands."""
+    from reports.analyses import all_analyses
 
-    import typer.main
-
-    import profile_cli.app as cli_app
-
-    group = typer.main.get_command(cli_app.app)
-    own = {}
-    for name in cli_app.MODULE_OF:
-        cmd = group.commands[name]
-        text = inspect.cleandoc(cmd.short_help or cmd.help or "").split("\n\n")[0]
-        own[name] = text.replace("\n", " ").strip()
-    assert list(cli_app.COMMAND_HELP.items()) == list(own.items())
+    names = command_names()
+    analyses = [a.name for a in all_analyses()]
+    assert names[:len(analyses) + 1] == [*analyses[:8], "report", *analyses[8:]]
+    assert names[len(analyses) + 1:] == ["bench", "memory", "profile", "sweep", "infer",
+                                         "micro"]
 
 
-@pytest.mark.parametrize("width", [80, 120])
-def test_the_command_list_reads_as_the_whole_application(monkeypatch, width):
-    """No command, --help, an unknown command or option: the index application answers
-    with the same text and exit code as the application with every command."""
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    import profile_cli.app as cli_app
-
-    monkeypatch.setenv("COLUMNS", str(width))
-
-    def answer(app, args):
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                app(args=args, prog_name="nsys-mine")
-                code = 0
-            except SystemExit as exc:
-                code = exc.code
-        return code, out.getvalue(), err.getvalue()
-
-    for args in ([], ["--help"], ["kernal"], ["--bogus"]):
-        index = answer(cli_app.index_app(), args)
-        assert index == answer(cli_app.new_app(), args), args
-        assert index[1] or index[2], args
-    assert "nvtx-kernels" in answer(cli_app.index_app(), ["--help"])[1]
-
-
-def test_a_command_runs_alone(fx):
-    """main() registers the command it runs and no other; the application stays a group
-    (Typer runs a lone command without its name), so arguments, --help and usage errors
-    read as with every command."""
+def test_a_command_runs_as_a_process(fx):
+    """`python -m profile_cli`: arguments, --help and usage errors of one command, and a
+    command group."""
     exe = [sys.executable, "-m", "profile_cli"]
     env = dict(os.environ, COLUMNS="100")
     run = [subprocess.run([*exe, *args], capture_output=True, text=True, env=env, timeout=120)

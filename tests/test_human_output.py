@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from reports.render import _cell, _header, top_rows
+from reports.render import cell, top_rows
 
 DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
 FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
@@ -25,11 +25,11 @@ CENTERFORMER = "centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"
 
 
 def _views():
-    from reports.dominant import DOMINANT_VIEW
-    from reports.kernel_summary import KERNEL_VIEW
-    from reports.memops import MEMOPS_VIEW
-    from reports.nvtx_kernels import NVTX_KERNEL_VIEW
-    from reports.range_summary import RANGE_VIEW
+    from reports.analyses.dominant import DOMINANT_VIEW
+    from reports.analyses.kernels import KERNEL_VIEW
+    from reports.analyses.memops import MEMOPS_VIEW
+    from reports.analyses.nvtx_kernels import NVTX_KERNEL_VIEW
+    from reports.analyses.ranges import RANGE_VIEW
 
     return {"kernels": KERNEL_VIEW, "ranges": RANGE_VIEW, "nvtx-kernels": NVTX_KERNEL_VIEW,
             "dominant": DOMINANT_VIEW, "memops": MEMOPS_VIEW}
@@ -78,17 +78,17 @@ def test_tables_fit_and_numbers_are_whole(command, fixture, width, cli_at, fx):
     text = table.stdout
     assert all(len(ln) <= width for ln in text.splitlines()), "a line is wider than the screen"
     header_end = next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("─"))
-    header = " ".join(text.splitlines()[1:header_end])
+    head = " ".join(text.splitlines()[1:header_end])
     numeric = [c for c in view.columns if any(isinstance(r.get(c), (int, float))
                                                and not isinstance(r.get(c), bool) for r in rows)]
-    shown_numeric = [c for c in numeric if all(w in header.split() for w in _header(c).split())]
+    shown_numeric = [c for c in numeric if all(w in head.split() for w in view.header(c).split())]
     assert shown_numeric, "no numeric column left on screen"
     data = _table_lines(text)
     assert len(data) >= len(shown)  # a row may wrap onto more lines (text columns)
     pos = 0
     for row in shown:  # each row's numbers, whole, on one line, in order
         row = {k: (view.null_labels.get(k, v) if v is None else v) for k, v in row.items()}
-        cells = [_cell(c, row.get(c), human=True) for c in shown_numeric]
+        cells = [cell(c, row.get(c), human=True) for c in shown_numeric]
         while pos < len(data) and not all(cell in data[pos] for cell in cells):
             pos += 1
         assert pos < len(data), f"numbers {cells} not whole on any line"
@@ -101,7 +101,7 @@ def test_tables_fit_and_numbers_are_whole(command, fixture, width, cli_at, fx):
         note = text[text.index("left out to fit"):].replace("\n", " ")
         named = note.split(":", 1)[1].split(";")[0]
         for name in (n.strip() for n in named.split(",")):
-            assert name and name not in header.split("  "), name
+            assert name and name not in head.split("  "), name
 
 
 def test_top_row_answers_in_full_at_80(cli_at, fx):
@@ -141,9 +141,9 @@ def test_top_everywhere(cli_at, fx):
 
 def test_wide_keeps_every_column(cli_at, fx):
     out = cli_at(80, "kernels", fx(GTLS), "--wide").stdout
-    header = out.splitlines()[1]
+    head = out.splitlines()[1]
     for col in ("stddev", "max", "min", "med"):
-        assert col in header
+        assert col in head
     assert "left out" not in out
 
 
@@ -172,7 +172,7 @@ def test_pyprof_markers_are_summarised_not_cut(cli_at, fx):
 
 
 def test_marker_summary_leaves_other_names_alone():
-    from reports.render import marker_summary, shorten_name
+    from reports.render.names import marker_summary, shorten_name
 
     assert marker_summary("{'op': 'linear', 'args': [{'shape': (8, 64)}, {'value': 2}, 3]}") \
         == "linear(8x64, 2, ?)"
@@ -231,56 +231,27 @@ def test_in_a_real_terminal(fx, tmp_path):
     assert any(re.search(r"69\.4\s+1\.531 s\s+26", ln) for ln in lines)
 
 
-@pytest.mark.parametrize("command,fixture", CASES)
-def test_long_tables_laid_out_line_by_line_equal_rich(command, fixture, cli_at, fx,
-                                                      monkeypatch):
-    """Tables of many rows are written line by line (rich's Table takes 0.5 ms a row); at
-    80 and 120 columns and --wide, with up to 700 rows (every row of the small tables; the
-    first 700 of fastvideo's 2,677 kernel and 16 k range rows: 2,000 took rich 30 s to lay
-    out three times, and all 16 k are written by test_every_row_of_a_long_table_is_quick),
-    the characters are those of rich's Table: the fast path is switched on for every size
-    here and compared with rich."""
-    import reports.render as render
-
-    outputs = {}
-    top = ("--top", "700")
-    for fast_rows in (0, 10**9):
-        monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
-        for width in (80, 120):
-            outputs[fast_rows, width] = cli_at(width, command, fx(fixture), *top).stdout
-        outputs[fast_rows, "wide"] = cli_at(120, command, fx(fixture), *top, "--wide").stdout
-    for key in (80, 120, "wide"):
-        assert outputs[0, key] == outputs[10**9, key], (command, fixture, key)
-
-
 def test_names_are_never_read_as_markup():
     """A range called ``step[layer]``, ``[/]`` or ``:smile:`` is shown as it is (rich
-    markup ate the first, raised on the second, drew an emoji for the third), by rich's
-    Table and by the line-by-line layout alike."""
+    markup ate the first, raised on the second, drew an emoji for the third)."""
     import reports.render as render
 
     rows = [{"range": n, "total_ns": i + 1} for i, n in enumerate(
         ["step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"] * 30)]
     view = render.View(columns=["range", "total_ns"])
-    default = render.FAST_ROWS
-    for fast_rows in (0, 10**9):
-        render.FAST_ROWS = fast_rows
-        try:
-            out = render.render_rows(rows, ["range", "total_ns"], "text", view=view, top=0,
-                                     width=80, title="[t] ranges").text
-        finally:
-            render.FAST_ROWS = default
-        assert out.startswith("[t] ranges")
-        for name in ("step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"):
-            assert name in out, (fast_rows, name)
+    out = render.render_rows(rows, ["range", "total_ns"], "text", view=view, top=0,
+                             width=80, title="[t] ranges").text
+    assert out is not None and out.startswith("[t] ranges")
+    for name in ("step[layer] x", "[/] weird", ":smile: [bold]b[/bold]"):
+        assert name in out, name
 
 
-def test_every_row_of_a_long_table_is_quick(cli_at, fx):
-    """`ranges --top 0` on the emit_nvtx fixture, one row per operator call (16 k rows):
-    every row written, each line within 120 columns (it took 9 s through rich's Table)."""
-    out = cli_at(120, "ranges", fx(FASTVIDEO), "--top", "0", "--merge-op-ids", "off").stdout
+def test_every_row_of_a_long_table_is_written(cli_at, fx):
+    """`nvtx-kernels --top 0` on the emit_nvtx fixture: all 2,677 (range, kernel) rows,
+    each line within 120 columns."""
+    out = cli_at(120, "nvtx-kernels", fx(FASTVIDEO), "--top", "0").stdout
     lines = out.splitlines()
-    assert len(lines) > 16_000
+    assert sum(1 for ln in lines if re.match(r"\s*[\d.]+ [µmn]?s ", ln)) == 2677
     assert max(len(ln) for ln in lines) <= 120
 
 
@@ -305,18 +276,11 @@ def test_wide_characters_are_measured_in_terminal_cells(command, width, cli_at, 
     """A Chinese range name takes twice its length in a terminal. The layout measures cells
     (it measured characters: rich then cut the names at their end, and rows that differ only
     there all read the same); names are shortened in the middle, every line fits, each row
-    keeps its own end, and the line-by-line layout equals rich's Table."""
+    keeps its own end."""
     from rich.cells import cell_len
 
-    import reports.render as render
-
     path = _wide_names_export(tmp_path / "wide.sqlite")
-    outputs = []
-    for fast_rows in (0, 10**9):
-        monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
-        outputs.append(cli_at(width, command, path, "--top", "0").stdout)
-    assert outputs[0] == outputs[1]
-    lines = outputs[0].splitlines()
+    lines = cli_at(width, command, path, "--top", "0").stdout.splitlines()
     assert max(cell_len(ln) for ln in lines) <= width
     rows = [ln for ln in lines if "层" in ln]
     assert len(rows) == 70
@@ -428,195 +392,14 @@ def test_told_apart_counts_cells():
         assert all(cell_len(v) <= width for v in shown), (width, shown)
 
 
-def test_json_rows_are_encoded_as_json_dumps_writes_them():
-    """rows_to_json (column by column) gives the bytes of json.dumps on each row, for every
-    kind of value, and takes the general way where that one differs (NaN, numpy scalars)."""
-    import json
-    import math
-
-    import numpy as np
-
-    from reports.render import rows_to_json, to_json
-
-    cases = [
-        (["a", "b"], [{"a": 1, "b": "x"}, {"a": -2, "b": "y \u00e9 \"q\" \\ \x1f"}]),
-        (["i", "f", "n", "t", "s", "d"],
-         [{"i": 10**20, "f": 1.5, "n": None, "t": True, "s": "第0层", "d": {"gemm": 41.2}},
-          {"i": 0, "f": 1e-300, "n": None, "t": False, "s": "", "d": {}},
-          {"i": 3, "f": 2, "n": 1.0, "t": None, "s": None, "d": [1, "x"]}]),
-        (["100%", 'k"'], [{"100%": 1, 'k"': 2.0}]),  # keys that need escaping
-        (["x", "missing"], [{"x": 1}, {"x": 2, "missing": 3}]),
-        (["x"], [{"x": float("nan")}, {"x": 1.0}]),  # NaN: written as null, as before
-        (["x", "y"], [{"x": np.int64(3), "y": np.float64(0.5)}]),  # numpy scalars
-        (["x"], [{"x": math.inf}]),
-        (["x"], []),
-        ([], [{"x": 1}]),
-        # many rows: columns of few distinct values and of many
-        (["n", "s", "m"], [{"n": i % 3, "s": "é\"x" if i % 2 else "plain", "m": i * 10**12}
-                           for i in range(100)]),
-    ]
-    for columns, rows in cases:
-        expected = to_json([{c: r.get(c) for c in columns} for r in rows])
-        assert rows_to_json(rows, columns) == expected, columns
-        if rows and columns and "x" not in columns[:1]:
-            assert json.loads(rows_to_json(rows, columns))[0] == {
-                c: rows[0].get(c) for c in columns}
-
-
-def test_csv_rows_are_written_as_the_csv_module_writes_them():
-    """to_csv (column by column, quoting decided once per distinct name) gives the bytes of
-    csv.writer on the rows, where a NaN or None is an empty field and a dict or list its
-    text: every kind of value, every ASCII character inside a name, random tables."""
-    import csv
-    import io
-    import math
-    import random
-
-    import numpy as np
-
-    from reports.render import _cell, to_csv
-
-    def reference(rows, columns):
-        def value(c, v):
-            if v.__class__ is float and v != v:
-                return None
-            return _cell(c, v, human=False) if isinstance(v, (dict, list, tuple)) else v
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        if columns:  # rows of no columns write no lines
-            writer.writerows([[value(c, r.get(c)) for c in columns] for r in rows])
-        return buf.getvalue()
-
-    cases = [
-        (["a", "b"], [{"a": 1, "b": "x,y"}, {"a": -2, "b": 'say "hi"\nnext'}]),
-        (["i", "f", "n", "t", "s", "d"],
-         [{"i": 10**20, "f": 1.5, "n": None, "t": True, "s": "第0层", "d": {"gemm": 41.2}},
-          {"i": 0, "f": 1e-300, "n": None, "t": False, "s": "", "d": {}},
-          {"i": 3, "f": 2, "n": 1.0, "t": None, "s": None, "d": [1, "x"]}]),
-        (["a,b", 'k"'], [{"a,b": 1, 'k"': 2.0}]),  # names that need quoting
-        (["x", "missing"], [{"x": 1}, {"x": 2, "missing": 3}]),
-        (["x", "y"], [{"x": float("nan"), "y": math.inf}, {"x": 1.0, "y": -math.inf}]),
-        (["x", "y"], [{"x": np.int64(3), "y": np.float64(0.5)}]),  # numpy scalars
-        (["x"], [{"x": ""}, {"x": "a"}]),  # one column: a lone empty field is quoted
-        (["x", "y"], []),
-        ([], [{"x": 1}]),
-        (["s", "t"], [{"s": f"a{chr(c)}b", "t": chr(c)} for c in range(128)]),
-        # many rows: columns of few distinct values and of many, names that need quoting,
-        # a NUL character inside one
-        (["n", "k", "s"], [{"n": i % 3, "k": f'op "{i % 5}", x', "s": "P" if i % 2 else "S,E"}
-                           for i in range(200)]),
-        (["n", "k"], [{"n": i * 10**15, "k": "a,\0b" if i % 7 == 0 else f"n, {i % 90}"}
-                      for i in range(200)]),
-    ]
-    for columns, rows in cases:
-        assert to_csv(rows, columns) == reference(rows, columns), columns
-    rnd = random.Random(11)
-    pool = ["gemm", "a,b", 'q"', "l\nm", "r\rs", " lead", "", "µs", "x" * 300, None, 7, -1,
-            2.5, float("nan"), True, {"k": 1}, [1, 2]]
-    for _ in range(300):
-        columns = [f"c{i}" for i in range(rnd.randrange(1, 6))]
-        kinds = {c: rnd.sample(pool, rnd.randrange(1, 4)) for c in columns}
-        rows = [{c: rnd.choice(kinds[c]) for c in columns if rnd.random() > 0.05}
-                for _ in range(rnd.randrange(0, 30))]
-        assert to_csv(rows, columns) == reference(rows, columns), (columns, rows)
-
-
-def test_notes_are_wrapped_as_rich_wraps_them():
-    """Output to a pipe or a file is written without rich: its notes must be cut into the
-    lines rich's Console gives (words, words longer than the line, wide characters, spaces),
-    at any width; a note rich would change (a tab, a control code) goes through rich."""
-    import random
-
-    from reports.render import Note, plain_output, rich_text
-
-    rnd = random.Random(7)
-    words = ["a", "kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
-             "前向传播", "µs", "1,234", "(no", "range)", "--top", "x" * 130, "é"]
-    for _ in range(400):
-        text = "".join(rnd.choice(words) + rnd.choice([" ", " ", "  ", "\n", ", "])
-                       for _ in range(rnd.randrange(1, 30))).strip("\n")
-        width = rnd.choice([10, 20, 37, 80, 120])
-        parts = [Note(text, rnd.choice([None, "yellow"])), Note("")]
-        assert plain_output(parts, width) == rich_text(parts, width), (text, width)
-    for odd in ["a\tb", "bell\x07", "line\n"]:
-        assert plain_output([Note(odd)], 80) is None
-
-
-def test_answers_to_a_pipe_do_not_import_rich(fx):
-    """A table written to a pipe is laid out and written without rich's console, table and
-    text modules (importing them and laying out 20 rows took 0.05-0.1 s of every answer);
-    in a terminal rich writes it, with styles."""
-    code = ("import json, sys; from profile_cli.app import main; "
-            f"args = ['ranges', {str(fx(DLPROF))!r}]\n"
-            "try: main(args)\nexcept SystemExit: pass\n"
-            "print(json.dumps([m for m in sys.modules if m.startswith('rich.')]), "
-            "file=sys.stderr)")
-    env = dict(os.environ, COLUMNS="120")
-    env.pop("FORCE_COLOR", None)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    # only the cell widths of non-ASCII text (µs), a light module
-    assert not {"rich.console", "rich.table", "rich.text"} & set(
-        json.loads(proc.stderr.strip().splitlines()[-1]))
-    assert "ProfilerStep" in proc.stdout or "forward" in proc.stdout or "──" in proc.stdout
-
-
-@pytest.mark.parametrize("fixture", [DLPROF, FASTVIDEO, GTLS])
-def test_wrapped_cells_laid_out_line_by_line_equal_rich(fixture, cli_at, fx, monkeypatch):
-    """`info` lists the export's tables in one cell, which wraps in its column: that table
-    too is laid out line by line (rich's Table took 0.06 s of the 0.35 s answer), with the
-    characters of rich's Table at 80 and 120 columns and --wide."""
-    import reports.render as render
-
-    outputs = {}
-    for fast_rows in (0, 10**9):
-        monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
-        for width in (80, 120):
-            outputs[fast_rows, width] = cli_at(width, "info", fx(fixture)).stdout
-        outputs[fast_rows, "wide"] = cli_at(120, "info", fx(fixture), "--wide").stdout
-    for key in (80, 120, "wide"):
-        assert outputs[0, key] == outputs[10**9, key], (fixture, key)
-    assert "CUPTI_ACTIVITY_KIND" in outputs[0, 80]
-
-
-def test_random_wrapped_tables_equal_rich(monkeypatch):
-    """Tables whose text column wraps (words shorter and longer than the column, which are
-    folded, a number column beside it), at widths from 24 to 120: the line-by-line layout
-    gives rich's characters, or leaves the table to rich."""
-    import random
-
-    import reports.render as render
-
-    rnd = random.Random(11)
-    words = ["a", "bb", "kernel", "CUPTI_ACTIVITY_KIND_RUNTIME", "1,234,", "x" * 25, "(no", "y"]
-    laid_out = 0
-    for _ in range(150):
-        rows = [{"key": rnd.choice(["gpus", "tables", "nsys_version", "k"]),
-                 "value": " ".join(rnd.choice(words) for _ in range(rnd.randrange(1, 25))),
-                 "total_ns": rnd.randrange(10**9)} for _ in range(rnd.randrange(1, 6))]
-        width = rnd.choice([24, 32, 40, 57, 80, 101, 120])
-        columns = ["key", "value", "total_ns"]
-        got = {}
-        for fast_rows in (0, 10**9):
-            monkeypatch.setattr(render, "FAST_ROWS", fast_rows)
-            table, _ = render.rich_table(rows, columns, title="t", width=width)
-            if fast_rows == 0:
-                laid_out += isinstance(table, render.TableLines)
-            got[fast_rows] = render.rich_text([table], width)
-        assert got[0] == got[10**9], (rows, width)
-    assert laid_out > 100  # tables left to rich must be the exception
-
-
 def test_the_html_tables_tell_kernel_names_apart():
     """The report page's tables shorten kernel names as the terminal's do: a kernel and its
     runner-up that differ only in the middle read differently (the full name in the
     cell's title)."""
     import re
 
-    from reports.html import _table
-    from reports.page import Table
+    from reports.page.html import _table
+    from reports.page.model import Table
     from reports.render import View
 
     rows = [{"range": "aten::mm", "kernel": CUBLAS[0], "runner_up": CUBLAS[1]},

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reports.ask import ask
+from reports.ask import answer, ask
 from tests.synth import Synth
 
 
@@ -81,7 +81,8 @@ def test_kernels_in_range_and_dominant(nested):
     assert fwd["per_range_instance"] == 2.0 and fwd["share_pct"] == 93.3
     assert fwd["runner_up"] == "softmax_k" and fwd["runner_up_share_pct"] == 6.7
     assert dom.sentences[1] == "forward: gemm_a (gemm), 93.3% of GPU time, 2 calls per forward"
-    inner = ask("dominant", [nested], merge_op_ids="off", range_names=["step"], attribution="innermost")
+    inner = ask("dominant", [nested], merge_op_ids="off", range_names=["step"],
+                attribution="innermost")
     assert inner.rows[1]["kernel"] == "adam_k" and inner.rows[1]["share_pct"] == 100.0
 
 
@@ -185,7 +186,8 @@ def test_nested_same_name_ranges_follow_nsys_and_dedupe_elsewhere(tmp_path):
     assert (row["range_instances"], row["kernel_instances"], row["total_ns"]) == (2, 1, 400)
     assert ask("kernels", [p], range_name="block").rows[0]["total_ns"] == 200
     assert rows_by(ask("ranges", [p]), "range")[("block",)]["gpu_inclusive_ns"] == 200
-    dominant = ask("dominant", [p], merge_op_ids="off").rows[1]  # the kernel once in the range name too
+    # the kernel counts once in the range name too
+    dominant = ask("dominant", [p], merge_op_ids="off").rows[1]
     assert (dominant["range"], dominant["total_ns"], dominant["instances"]) == ("block", 200, 1)
 
 
@@ -265,7 +267,7 @@ def test_inline_names_with_any_character(tmp_path, monkeypatch):
     monkeypatch.setattr(Trace, "_keys_by_rowid", lambda self, rowids: (
         seeks.append(rowids.size), by_rowid(self, rowids))[1])
     with Session(p, cache=False) as a:
-        got = {r["range"]: r["total_ns"] for r in a.ask("nvtx-kernels").rows}
+        got = {r["range"]: r["total_ns"] for r in answer(a, "nvtx-kernels").rows}
         assert got == {**{odd[i]: 100 for i in range(0, len(odd), 2)}, bad: 100}
         assert seeks == [5]  # only the names of the 5 ranges with kernels were read
-        assert {r["range"] for r in a.ask("ranges").rows} == {*odd, bad, *idle}
+        assert {r["range"] for r in answer(a, "ranges").rows} == {*odd, bad, *idle}

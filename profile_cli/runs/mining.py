@@ -28,6 +28,7 @@ class ProfileReport:
 
 
 def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
+    from reports.ask import answer
     from reports.session import Session
 
     notes = list(result.notes)
@@ -36,13 +37,13 @@ def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
                              kernels=[], notes=notes, sentences=[], status=result.status,
                              reason=result.reason)
     with Session(result.sqlite, within=WINDOW) as analysis:  # read once, for all three
-        rs = analysis.ask("ranges")
+        rs = answer(analysis, "ranges")
         notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
                   f"when mining (not by an nsys capture range)."]
         if analysis.has_kernels:
             wanted = [n for n in nv.HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
-            dom = analysis.ask("dominant", range_names=wanted or None)
-            ks = analysis.ask("kernels")
+            dom = answer(analysis, "dominant", range_names=wanted or None)
+            ks = answer(analysis, "kernels")
             dominant, kernels, sentences = dom.rows, ks.rows[:top], dom.sentences
         else:
             dominant, kernels, sentences = [], [], []

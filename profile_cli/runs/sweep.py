@@ -45,7 +45,7 @@ from profile_cli.runs.index import (
 )
 from profile_cli.runs.mining import mine_profile
 from profile_cli.runs.nsys_run import NsysSpec, profile_config, resolve_device
-from reports.analyses.categories import CATEGORIES
+from reports.categories import CATEGORIES
 from reports.render import View
 
 __all__ = ["ACTIVE", "FINISHED", "HEADLINE", "INDEX_NAME", "MIX_SCOPES", "STATUSES",

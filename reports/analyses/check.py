@@ -52,7 +52,7 @@ def check_keys() -> list[CheckKey]:
 
 def load_check_rules(path: str | os.PathLike[str]) -> list[Rule]:
     """Parse and validate a rules file; BadRules names the rule and the key at fault."""
-    from reports.analyses.categories import CATEGORIES
+    from reports.categories import CATEGORIES
 
     try:
         import tomllib

@@ -86,7 +86,7 @@ class Side:
 
 def side_of(analysis: Session, range_name: str | None, label: str) -> Side:
     """The kernels (or, without kernels, the ranges) of one side of a comparison."""
-    from reports.analyses.categories import categorize_many
+    from reports.categories import categorize_many
 
     analysis.load("kernels", "launches", "ranges")
     k, ranges = analysis.kernels, analysis.ranges

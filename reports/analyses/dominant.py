@@ -25,9 +25,9 @@ from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
-from reports.analyses.categories import CATEGORIES, categorize_many
 from reports.analyses.nvtx_kernels import ATTRIBUTION
 from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
+from reports.categories import CATEGORIES, categorize_many
 from reports.render import View, human_ns, shorten
 from reports.report import Report, check_range_names, r1
 from reports.session import Session
@@ -228,7 +228,7 @@ def dominant_report(k: Kernels | None, r: Ranges | None, names: RangeNames | Non
 
 
 def _dominant_row(s: Session, rng: str | None) -> dict[str, Any]:
-    report = s.ask("dominant", range_names=[rng] if rng is not None else None)
+    report = ANALYSIS.answer(s, range_names=[rng] if rng is not None else None)
     return report.rows[1] if rng is not None else report.rows[0]
 
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from nsys_parsers.arrays import group_ids, sorted_unique
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
-from reports.analyses.categories import categorize_many
 from reports.analysis import Analysis, Param
+from reports.categories import categorize_many
 from reports.render import View
 from reports.report import Report, check_range_names, group_stats, r1
 from reports.session import Session

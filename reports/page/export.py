@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.analyses.attention import AttentionShape
+from reports.ask import answer
 from reports.page.model import Page
 from reports.report import Report
 from reports.session import Session
@@ -32,7 +33,7 @@ class PageContext:
     def answer(self, name: str) -> Report:
         """The analysis ``name``'s answer, asked once for the page."""
         if name not in self._answers:
-            self._answers[name] = self.session.ask(name)
+            self._answers[name] = answer(self.session, name)
         return self._answers[name]
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from typing import Any, Sequence
 
-from reports.analyses.categories import CATEGORIES
+from reports.categories import CATEGORIES
 from reports.render import human_ns, shorten
 
 # Paul Tol's colour-blind safe "bright"/"muted" colours, one per category, fixed.

@@ -1,0 +1,108 @@
+"""The analysis framework: the registry of declared analyses, one Session per export (each
+column read once, views as new values), and the Python API (``reports.ask``,
+``Report.to_pandas``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nsys_parsers.errors import BadOption
+from nsys_parsers.reads import Reader
+from reports.analyses import all_analyses, get
+from reports.ask import answer, ask
+from reports.session import Session
+
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
+
+
+def test_every_analysis_declares_itself_completely():
+    """Each module of reports/analyses declares a name, help with a one-line summary,
+    columns with units in their names, a view of those columns, and help for its
+    parameters; names are unique."""
+    names = [a.name for a in all_analyses()]
+    assert len(names) == len(set(names))
+    assert {"info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops", "categories",
+            "attention", "compare", "diff", "check"} <= set(names)
+    for a in all_analyses():
+        assert a.summary and len(a.summary) < 100, a.name
+        assert a.columns and len(set(a.columns)) == len(a.columns), a.name
+        if a.view is not None:
+            assert set(a.view.columns) <= set(a.columns), a.name
+        for p in a.params:
+            assert p.help and p.flags, (a.name, p.name)
+        for column in a.columns:
+            assert not column.endswith(("_ms", "_us", "_sec")), (a.name, column)
+
+
+@pytest.mark.parametrize("name", ["kernels", "ranges", "nvtx-kernels", "dominant", "memops",
+                                  "info"])
+def test_answers_have_the_declared_columns(name, fx):
+    report = ask(name, [fx(DLPROF)])
+    if report.obj is not None:
+        assert list(report.obj) == get(name).columns
+    else:
+        assert report.columns == get(name).columns and report.rows
+        assert all(list(r) == report.columns for r in report.rows)
+
+
+def test_a_session_reads_each_column_once(fx, monkeypatch):
+    """Five questions of one export: the kernels, launches, ranges and names are read from
+    it once (here without a cache), then every answer comes from what the session holds."""
+    reads: list[str] = []
+    int_columns, text_column = Reader.int_columns, Reader.text_column
+    monkeypatch.setattr(Reader, "int_columns", lambda self, sql, cols, chunks: (
+        reads.append(sql.split("FROM ")[1].split()[0]), int_columns(self, sql, cols, chunks))[1])
+    monkeypatch.setattr(Reader, "text_column", lambda self, sql, col, chunks: (
+        reads.append("names"), text_column(self, sql, col, chunks))[1])
+    with Session(fx(DLPROF), cache=False) as s:
+        first = [answer(s, n).rows for n in ("ranges", "dominant", "nvtx-kernels", "kernels")]
+        again = [answer(s, n).rows for n in ("ranges", "dominant", "nvtx-kernels", "kernels")]
+    assert first == again
+    assert sorted(reads) == sorted(['"NVTX_EVENTS"', "names", '"CUPTI_ACTIVITY_KIND_KERNEL"',
+                                    '"CUPTI_ACTIVITY_KIND_RUNTIME"'])
+
+
+def test_views_are_new_values(fx):
+    """``within`` and merged operator names make new arrays: the trace's loaded columns are
+    never changed, and another session of the same export answers as before."""
+    export = fx(FASTVIDEO)
+    plain = ask("ranges", [export]).rows
+    with Session(export, within="aten::linear, op_id = 314300", merge_op_ids="on") as s:
+        s.load("kernels", "launches", "ranges", "names")
+        raw = s.trace.ranges
+        assert raw is not None
+        before = {f: getattr(raw, f).copy() for f in ("start", "end", "tid")}
+        view = s.ranges
+        assert view is not None and 0 < len(view) < len(raw)
+        assert all(np.array_equal(getattr(raw, f), v) for f, v in before.items())
+        names = s.trace.range_names()
+        merged = s.names()
+        assert len(merged.names) < len(names.names)
+        assert len(s.trace.range_names().names) == len(names.names)
+    assert ask("ranges", [export]).rows == plain
+
+
+def test_the_python_api(fx):
+    """One call for one answer (the analysis's own defaults: dominant merges operator calls
+    when the names look like emit_nvtx); DataFrames with the report's columns."""
+    export = fx(FASTVIDEO)
+    dom = ask("dominant", [export])
+    assert dom.rows[1]["range"] == "aten::linear"  # merged per operator, as the command does
+    calls = ask("dominant", [export], merge_op_ids="off")
+    assert "op_id" in (calls.rows[1]["range"] or "")
+    df = ask("kernels", [export]).to_pandas()
+    assert list(df.columns) == get("kernels").columns and len(df) == 41
+    assert df["total_ns"].dtype.kind == "i" and df.attrs["title"] == "CUDA kernels"
+    info = ask("info", [export]).to_pandas()
+    assert info.loc[0, "kernel_count"] == 3442
+    with pytest.raises(BadOption, match="closest: 'kernels'"):
+        ask("kernel", [export])
+    with pytest.raises(TypeError, match="no parameter"):
+        ask("kernels", [export], range_names=["x"])
+
+
+def test_a_notebook_shows_a_report_as_a_table(fx):
+    html = ask("memops", [fx("gtls_rtx3060_nsys2023.1.sqlite")])._repr_html_()
+    assert html.startswith("<div>") and "memcpy Device-to-Device" in html
