@@ -101,6 +101,7 @@ class Analysis:
     columns: list[str]
     view: View | None = None
     inputs: str = "export"
+    input_name: str = "export"  # the first export's argument (its metavar in --help docs)
     needs: tuple[str, ...] = ()
     options: tuple[str, ...] = ("nsys",)
     defaults: dict[str, Any] = field(default_factory=dict)

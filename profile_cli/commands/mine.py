@@ -83,7 +83,7 @@ def analysis_command(a: Analysis) -> Callable[..., None]:
     """The Typer command of an analysis."""
     inputs: list[tuple[str, Any]] = []
     if a.inputs in ("export", "two"):
-        inputs = [("export", ExportArg)]
+        inputs = [(a.input_name, ExportArg)]
     elif a.inputs == "exports":
         inputs = [("exports", ExportsArg)]
 
@@ -91,8 +91,8 @@ def analysis_command(a: Analysis) -> Callable[..., None]:
         options: AnalysisOptions = kwargs.pop("analysis", AnalysisOptions())
         out: OutputSpec = kwargs.pop("out")
         paths: list[Path] = list(kwargs.pop("exports", None) or [])
-        if "export" in kwargs:
-            paths = [kwargs.pop("export")]
+        if a.input_name in kwargs:
+            paths = [kwargs.pop(a.input_name)]
         answer_command(a, paths, options, kwargs, out)
 
     sig = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann)
@@ -224,7 +224,9 @@ def _report(
 def _with_shape(fn: Callable[..., None]) -> Callable[..., None]:
     """``fn`` with the attention-shape options (``**shape``)."""
     sig = inspect.signature(fn, eval_str=True)
-    params = [p for p in sig.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()
+              if p.kind != inspect.Parameter.VAR_KEYWORD]
+    at = [p.name for p in params].index("analysis") + 1  # the shape options come next
     names = [p.name for p in _shape_params()]
 
     def command(**kwargs: Any) -> None:
@@ -232,7 +234,7 @@ def _with_shape(fn: Callable[..., None]) -> Callable[..., None]:
         fn(**kwargs, **shape)
 
     command.__name__, command.__doc__ = "report", fn.__doc__
-    return with_signature(command, params + param_signature(_shape_params()))
+    return with_signature(command, params[:at] + param_signature(_shape_params()) + params[at:])
 
 
 report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys"),

@@ -307,7 +307,7 @@ ANALYSIS = Analysis(
     Examples: `nsys-mine diff main.sqlite pr.sqlite` ·
     `nsys-mine diff main.sqlite pr.sqlite --threshold 10 --fail-on regression -f json`
     """,
-    run=diff, inputs="two", needs=("kernels", "launches", "ranges"),
+    run=diff, inputs="two", input_name="base", needs=("kernels", "launches", "ranges"),
     options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
              "cache"),
     defaults={"merge_op_ids": "auto"},
