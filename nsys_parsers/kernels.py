@@ -24,8 +24,9 @@ from nsys_parsers.schema import KERNEL_TABLE, LOW24, NAME_COLUMN, NAME_KINDS, Sc
 class Kernels:
     """Kernels as columns (one row per kernel, in table order unless taken). ``name_code``
     indexes ``names``. The id columns (``pid`` = globalPid, ``correlation``, ``device``,
-    ``stream``, ``context``) and the launch columns (the launching thread's globalTid, the
-    call's start and end; -1 without a launch row) are None until they are loaded."""
+    ``stream``, ``context``, ``graph``, ``graph_node``) and the launch columns (the launching
+    thread's globalTid, the call's start and end; -1 without a launch row) are None until
+    they are loaded."""
 
     start: np.ndarray
     end: np.ndarray
@@ -37,6 +38,8 @@ class Kernels:
     device: np.ndarray | None = None
     stream: np.ndarray | None = None
     context: np.ndarray | None = None
+    graph: np.ndarray | None = None  # graphId of a kernel recorded as a graph node, else -1
+    graph_node: np.ndarray | None = None  # its graphNodeId, else -1
     launch_tid: np.ndarray | None = None
     launch_start: np.ndarray | None = None
     launch_end: np.ndarray | None = None
@@ -102,3 +105,24 @@ def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
     l_start[hit] = r_start[src]
     l_end[hit] = r_end[src]
     return l_tid, l_start, l_end
+
+
+@dataclass(frozen=True)
+class ApiCalls:
+    """CUDA runtime and driver API calls that carry a correlationId (launches, copies,
+    synchronizations...), runtime rows first: their thread's globalTid, start, end,
+    correlationId and name (``name_code`` indexes ``names``)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+    correlation: np.ndarray
+    name_code: np.ndarray
+    names: list[str]
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def take(self, keep: np.ndarray) -> ApiCalls:
+        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
+                                if f.name != "names"})

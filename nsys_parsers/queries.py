@@ -109,6 +109,7 @@ KERNEL_ROWS = RowSource(
         "stream": optional(KERNEL_TABLE, "streamId"),
         "context": optional(KERNEL_TABLE, "contextId"),
         "graph": optional(KERNEL_TABLE, "graphId"),
+        "graph_node": optional(KERNEL_TABLE, "graphNodeId"),
         "name_id.shortName": kernel_name_id("shortName"),
         "name_id.demangledName": kernel_name_id("demangledName"),
         "name_id.mangledName": kernel_name_id("mangledName"),
@@ -182,6 +183,19 @@ MEMSET_ROWS = RowSource(
              "pid": optional(MEMSET_TABLE, "globalPid"),
              "correlation": optional(MEMSET_TABLE, "correlationId")},
     needs=("start", "end", "bytes"), purpose="the memory-operation summary")
+
+GRAPH_TRACE_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+GRAPH_ROWS = RowSource(
+    "graph launches", GRAPH_TRACE_TABLE,
+    columns={"start": "t.start", "end": "t.end",
+             "device": optional(GRAPH_TRACE_TABLE, "deviceId"),
+             "stream": optional(GRAPH_TRACE_TABLE, "streamId"),
+             "context": optional(GRAPH_TRACE_TABLE, "contextId"),
+             "pid": optional(GRAPH_TRACE_TABLE, "globalPid"),
+             "correlation": optional(GRAPH_TRACE_TABLE, "correlationId"),
+             "graph": optional(GRAPH_TRACE_TABLE, "graphId"),
+             "graph_exec": optional(GRAPH_TRACE_TABLE, "graphExecId")},
+    needs=("start", "end"), purpose="CUDA graph launches")
 
 # Name keys of chosen rows (a JSON array of rowids): rowids and keys as two JSON arrays.
 NVTX_KEYS_BY_ROWID = Query(

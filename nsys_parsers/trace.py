@@ -9,11 +9,14 @@ names, the launch of each kernel, range names, attribution pairs). A column that
 holds is not read, and neither are the columns it was derived from.
 
     kernels     start, end and name of every kernel (the name kind of the trace)
-    kernel_ids  process (globalPid), correlationId, device, stream, context of every kernel
+    kernel_ids  process (globalPid), correlationId, device, stream, context, graph and
+                graph node ids of every kernel
     launches    the API call that launched each kernel: its thread, start and end
     ranges      NVTX ranges (and the domain-create rows that name their domains)
     names       the name of every NVTX range (``range_names(rows)`` resolves fewer)
     memops      memcpy and memset rows
+    api         CUDA runtime and driver API calls (with a correlationId), named
+    graphs      CUDA graph launches (whole-graph trace rows)
 
 The loaded data are values (``Kernels``, ``Ranges``, ``RangeNames``, ``Pairs``): views of
 them (``take``) are new values, and nothing loaded is changed in place.
@@ -32,7 +35,8 @@ from nsys_parsers.attribution import ATTRIBUTIONS, Pairs, attribute, innermost
 from nsys_parsers.cache import ColumnCache, Item
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
-from nsys_parsers.kernels import Kernels, join_launches, kernel_name_column
+from nsys_parsers.graphs import GraphLaunches
+from nsys_parsers.kernels import ApiCalls, Kernels, join_launches, kernel_name_column
 from nsys_parsers.memops import MEMCPY_KINDS, MemOps
 from nsys_parsers.names import (
     RangeNames,
@@ -53,12 +57,14 @@ from nsys_parsers.reads import (
 )
 from nsys_parsers.schema import KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE
 
-GROUPS = ("kernels", "kernel_ids", "launches", "ranges", "names", "memops")
-KERNEL_IDS = ("pid", "correlation", "device", "stream", "context")
+GROUPS = ("kernels", "kernel_ids", "launches", "ranges", "names", "memops", "api", "graphs")
+KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
 LAUNCH = ("launch_tid", "launch_start", "launch_end")
 NVTX = ("start", "end", "tid", "flags", "rowid")
 MEMOPS = ("start", "end", "bytes", "kind", "device", "stream", "pid", "correlation")
 API = ("start", "end", "tid", "correlation")
+GRAPHS = ("start", "end", "device", "stream", "context", "pid", "correlation", "graph",
+          "graph_exec")
 # Names of more than this share of the ranges are read by one scan of the NVTX table, which
 # costs less per row than seeking each one by its rowid.
 FULL_SCAN_SHARE = 0.35
@@ -96,6 +102,18 @@ class Trace:
     def has_memops(self) -> bool:
         return self.export.has_table(MEMCPY_TABLE) or self.export.has_table(MEMSET_TABLE)
 
+    @property
+    def has_api(self) -> bool:
+        return bool(self._api_sources())
+
+    @property
+    def has_graphs(self) -> bool:
+        return self.export.has_table(Q.GRAPH_TRACE_TABLE)
+
+    def _api_sources(self) -> list[Q.RowSource]:
+        return [s for s in Q.API_ROWS
+                if all(self.export.has_column(s.table, c) for c in s.needs)]
+
     # -- loading ---------------------------------------------------------------------------
     def load(self, *groups: str) -> None:
         """Read what is missing of ``groups`` (of tables the export has), all at once."""
@@ -109,10 +127,15 @@ class Trace:
             want -= {"ranges", "names"}
         if not self.has_memops:
             want.discard("memops")
+        if not self.has_api:
+            want.discard("api")
+        if not self.has_graphs:
+            want.discard("graphs")
         if "names" in want:
             want.add("ranges")
         reads: dict[str, set[str]] = {}  # prefix -> raw columns to read
         stored: dict[str, Item] = {}  # what goes to the cache
+        transient: set[str] = set()  # columns read only to derive others: not stored
 
         def need(prefix: str, *keys: str) -> None:
             for key in keys:
@@ -129,7 +152,19 @@ class Trace:
         join = "launches" in want and any(self._item(f"kernel.{k}") is None for k in LAUNCH)
         if join:
             need("kernel", "pid", "correlation")
-            reads["api"] = set(API)
+            if "api" in want:
+                need("api", *API)
+            else:  # read for the join alone
+                reads.setdefault("api", set()).update(API)
+                transient.update(f"api.{k}" for k in API)
+        api_names = "api" in want and self._item("api.name_code") is None
+        if "api" in want:
+            need("api", *API)
+            if api_names:
+                reads.setdefault("api", set()).add("name_id")
+                transient.add("api.name_id")
+        if "graphs" in want:
+            need("graph", *GRAPHS)
         if "ranges" in want:
             need("nvtx", *NVTX)
         scan_names = "names" in want and not self._complete_names()
@@ -140,7 +175,8 @@ class Trace:
                 if self.export.has_table(table):
                     need(prefix, *MEMOPS)
         if reads:
-            self._read(reads, stored)
+            transient.add(f"kernel.name_id.{self.name_column}")
+            self._read(reads, stored, transient)
         if "kernels" in want and name_item not in self._cols:
             ids = self._cols.pop(f"kernel.name_id.{self.name_column}")
             strings = strings_by_id(self.export.db, Q.STRINGS_BY_ID.sql(self.export),
@@ -148,11 +184,19 @@ class Trace:
             names, codes = kernel_names(strings, ids)
             self._keep(name_item, codes, names, stored)
         if join:
-            a = {k: self._cols.pop(f"api.{k}") for k in API}
+            a = {k: self._cols[f"api.{k}"] for k in API}
             launch = join_launches(self._cols["kernel.pid"], self._cols["kernel.correlation"],
                                    a["start"], a["end"], a["tid"], a["correlation"])
             for key, values in zip(LAUNCH, launch):
                 self._keep(f"kernel.{key}", values, None, stored)
+            for name in transient & {f"api.{k}" for k in API}:
+                del self._cols[name]
+        if api_names:
+            ids = self._cols.pop("api.name_id")
+            strings = strings_by_id(self.export.db, Q.STRINGS_BY_ID.sql(self.export),
+                                    sorted_unique(ids))
+            names, codes = kernel_names(strings, ids)
+            self._keep("api.name_code", codes, names, stored)
         if scan_names:
             codes, keys = self._cols.pop("nvtx.key"), self._strings.pop("nvtx.key")
             self._set_names(self._names_from_keys(codes, keys), stored)
@@ -178,16 +222,17 @@ class Trace:
             self._strings[name] = strings
         stored[name] = Item(array, strings)
 
-    def _read(self, reads: dict[str, set[str]], stored: dict[str, Item]) -> None:
-        """Read raw columns (``prefix -> keys``) of every table at once, NVTX first."""
+    def _read(self, reads: dict[str, set[str]], stored: dict[str, Item],
+              transient: set[str]) -> None:
+        """Read raw columns (``prefix -> keys``) of every table at once, NVTX first; those of
+        ``transient`` are held but not stored."""
         sources = {"nvtx": [Q.NVTX_ROWS], "kernel": [Q.KERNEL_ROWS], "memcpy": [Q.MEMCPY_ROWS],
-                   "memset": [Q.MEMSET_ROWS],
-                   "api": [s for s in Q.API_ROWS if all(
-                       self.export.has_column(s.table, c) for c in s.needs)]}
+                   "memset": [Q.MEMSET_ROWS], "api": self._api_sources(),
+                   "graph": [Q.GRAPH_ROWS]}
         reader = self.reader()
         texts: list[tuple[str, TextColumn]] = []
         pending: list[tuple[str, list[str], IntColumns]] = []
-        for prefix in ("nvtx", "kernel", "memcpy", "memset", "api"):
+        for prefix in ("nvtx", "kernel", "memcpy", "memset", "api", "graph"):
             keys = sorted(reads.get(prefix, ()))
             if not keys:
                 continue
@@ -208,8 +253,8 @@ class Trace:
                 got.setdefault(f"{prefix}.{key}", []).append(values)
         for name, parts in got.items():
             values = np.concatenate(parts) if len(parts) > 1 else parts[0]
-            if name.startswith("api.") or ".name_id." in name:
-                self._cols[name] = values  # inputs of derived columns, not kept
+            if name in transient:
+                self._cols[name] = values
             else:
                 self._keep(name, values, None, stored)
 
@@ -282,6 +327,24 @@ class Trace:
         memset = np.concatenate([np.full(p["start"].size, prefix == "memset")
                                  for prefix, p in parts])
         return MemOps(memset=memset, kind_labels=labels, **cols)
+
+    @property
+    def api(self) -> ApiCalls | None:
+        """CUDA runtime and driver API calls (None: not traced)."""
+        if not self.has_api:
+            return None
+        self.load("api")
+        return ApiCalls(name_code=self._cols["api.name_code"],
+                        names=self._strings["api.name_code"],
+                        **{k: self._cols[f"api.{k}"] for k in API})
+
+    @property
+    def graphs(self) -> GraphLaunches | None:
+        """CUDA graph launches of a whole-graph trace (None: no graph was traced)."""
+        if not self.has_graphs:
+            return None
+        self.load("graphs")
+        return GraphLaunches(**{k: self._cols[f"graph.{k}"] for k in GRAPHS})
 
     # -- range names -----------------------------------------------------------------------
     def _complete_names(self) -> bool:
