@@ -1,7 +1,9 @@
-"""``nsys-mine profile`` and ``nsys-mine sweep``: the model under Nsight Systems, mined.
+"""``nsys-mine profile`` and ``nsys-mine sweep``: the model, or your own program, under Nsight
+Systems, mined.
 
-Thin commands over ``profile_cli.runs.nsys_run`` (one config) and ``profile_cli.runs.sweep`` (many,
-resumable); rendering through ``reports.render``.
+Thin commands over ``profile_cli.runs.nsys_run`` (one config), ``profile_cli.runs.command``
+(``profile -- COMMAND``: your program) and ``profile_cli.runs.sweep`` (many, resumable);
+rendering through ``reports.render``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import typer
 
 from nsys_parsers.errors import BadOption
 from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
+from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.commands.output import (
     OutputSpec,
@@ -23,6 +26,7 @@ from profile_cli.commands.output import (
     output_options,
 )
 from profile_cli.commands.progress import progress_board
+from profile_cli.commands.workload import PANEL as WORKLOAD_PANEL
 from profile_cli.commands.workload import workload_options
 from profile_cli.runs.executors import EXECUTORS, SLURM_TIME_MARGIN_MIN, ExecutorSpec
 from profile_cli.runs.nsys_run import NsysSpec
@@ -119,24 +123,58 @@ WorkloadKindOpt = Annotated[str, typer.Option(
          "tokens, --steps measured generate calls.")]
 OutputLengthOpt = Annotated[int, typer.Option(
     "--output-length", min=1, help="--workload infer: tokens generated per prompt.")]
+# --nvtx of profile and sweep: the model's levels, or the ranges added to your own program
+NvtxOpt = Annotated[Optional[str], typer.Option(
+    "--nvtx", rich_help_panel=WORKLOAD_PANEL, show_default="model: fine",
+    help="The model: off, coarse or fine (docs/MODEL.md). Your command: a comma list of "
+         "modules[:DEPTH] (a range per nn.Module call, named like encoder.0.proj (Linear), "
+         "and its backward), ops (operator ranges: CUDA builds of torch) and steps (a `step` "
+         "range per optimizer step); default: none.")]
+WithinOpt = Annotated[Optional[str], typer.Option(
+    "--within", metavar="RANGE", show_default=False,
+    help="Mine only what ran inside this NVTX range. Default: measure (the model's measured "
+         "steps); your command: the whole run (--within step leaves start-up out with "
+         "--nvtx steps).")]
+CommandArg = Annotated[Optional[List[str]], typer.Argument(
+    metavar="[-- COMMAND [ARGS]...]", show_default=False,
+    help="Your own program and its arguments, after `--`.")]
+COMMAND_OPT_HELP = ("Your own command, one run per combination of --grid: placeholders {NAME} "
+                    "take the values of --grid NAME=... (e.g. \"python train.py --bs {bs}\").")
+DASHDASH_ARGS = "nsys_mine.args"
+
+
+class ProgramCommand(typer.core.TyperCommand):
+    """``profile``: keeps the raw arguments, so that the command can tell ``-- COMMAND`` from
+    a command given without ``--``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[DASHDASH_ARGS] = list(args)
+        return super().parse_args(ctx, args)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("profile")(profile)
+    # the first word that is not an option ends the options: `profile python x.py --bs 8`
+    # reaches the command (which asks for `--`) instead of failing on --bs
+    app.command("profile", cls=ProgramCommand,
+                context_settings={"allow_interspersed_args": False})(profile)
     app.command("sweep")(sweep)
 
 
-@workload_options(default_size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@workload_options(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
+                  steps=3, annotations={"nvtx": NvtxOpt})
 @nsys_options()
 @output_options()
 def profile(
     workload: WorkloadSpec,
     nsys_spec: NsysSpec,
     out: OutputSpec,
+    ctx: typer.Context,
     out_dir: OutOpt = Path("profiles"),
     force: ForceOpt = False,
     workload_kind: WorkloadKindOpt = "bench",
     output_length: OutputLengthOpt = DEFAULT_PROFILE_OUTPUT_LENGTH,
+    within: WithinOpt = None,
+    command: CommandArg = None,
 ) -> None:
     """Profile one config of the Transformer under nsys and show what dominates each range.
 
@@ -146,12 +184,22 @@ def profile(
     --workload infer profiles KV-cache generation instead: ranges prefill, decode and (fine)
     decode step, so the dominant kernel of each phase shows.
 
+    Your own program: `nsys-mine profile [OPTIONS] -- COMMAND [ARGS]...` runs it unchanged
+    under nsys (NAME from the command, NAME.log holds its output) and mines the whole run.
+    --nvtx modules[:DEPTH],steps adds a range per nn.Module call and per training step. The
+    exit code is the program's (1: nsys-mine could not run it or wrote no export).
+
     Examples: `nsys-mine profile --size tiny --context 128 --mode train` ·
-    `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/`
+    `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/` ·
+    `nsys-mine profile --nvtx modules:2,steps -- python train.py --bs 8`
     """
+    if command or _dashdash(ctx, command or []):
+        _profile_program(ctx, command or [], workload, nsys_spec, out, out_dir, force, within)
+        return
     from profile_cli.runs.mining import mine_profile
     from profile_cli.runs.nsys_run import ProfileFailed, profile_config
 
+    workload = replace(workload, nvtx=model_nvtx(workload.nvtx))
     configs: list[Any]
     if workload_kind == "infer":
         from nvtx_model.infer_config import infer_configs_from_workload
@@ -169,7 +217,162 @@ def profile(
     result = profile_config(configs[0], out_dir, nsys_spec, force=force)
     if result.status != "ok":
         raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar})")
-    out.emit(render_profile(mine_profile(result), out))
+    out.emit(render_profile(mine_profile(result, within=within), out))
+
+
+def model_nvtx(value: str | None) -> str:
+    """--nvtx for the built-in model: off, coarse or fine (default fine)."""
+    if value is None:
+        return "fine"
+    if value not in LEVELS:
+        from nvtx_model.program_nvtx import PARTS
+
+        if value.split(",")[0].split(":")[0] in PARTS:
+            raise BadOption(f"--nvtx {value} adds ranges to your own program: give the program "
+                            f"after `--` (nsys-mine profile --nvtx {value} -- python "
+                            f"train.py); the built-in model takes off, coarse or fine.")
+        raise BadOption(f"--nvtx: {value!r} is not one of {', '.join(LEVELS)} (the model's "
+                        f"levels); your own program (after --) takes modules[:DEPTH], ops, "
+                        f"steps.")
+    return value
+
+
+def program_nvtx(value: str | None) -> str:
+    """--nvtx for your own program: modules[:DEPTH], ops, steps (default: none)."""
+    from nvtx_model.program_nvtx import ProgramNvtx
+
+    if value in ("coarse", "fine"):
+        raise BadOption(f"--nvtx {value} is a level of the built-in model; for your own "
+                        f"program use modules[:DEPTH], ops or steps (e.g. --nvtx "
+                        f"modules:2,steps), or off.")
+    return str(ProgramNvtx.parse(value))
+
+
+def _dashdash(ctx: typer.Context, command: list[str]) -> bool:
+    """Whether the command (the last arguments) came after `--`."""
+    args = ctx.meta.get(DASHDASH_ARGS) or []
+    at = len(args) - len(command) - 1
+    return at >= 0 and args[at] == "--"
+
+
+def _given(ctx: typer.Context, names: list[str]) -> list[str]:
+    """The options of ``names`` that the user gave (on the command line or the
+    environment), as they are spelled."""
+    given = []
+    for param in ctx.command.params:
+        if param.name in names:
+            source = ctx.get_parameter_source(param.name)
+            if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+                given.append(param.opts[0])
+    return given
+
+
+def _program_only(ctx: typer.Context, what: str) -> None:
+    """Options of the built-in model make no sense with your own command."""
+    from dataclasses import fields
+
+    names = [f.name for f in fields(WorkloadSpec) if f.name != "nvtx"] + [
+        "workload_kind", "output_length"]
+    given = _given(ctx, names)
+    if given:
+        raise BadOption(f"{', '.join(given)} {'sets' if len(given) == 1 else 'set'} the "
+                        f"built-in model, not {what}: leave "
+                        f"{'it' if len(given) == 1 else 'them'} out (your program takes its "
+                        f"own arguments).")
+
+
+def _profile_program(ctx: typer.Context, command: list[str], workload: WorkloadSpec,
+                     nsys_spec: NsysSpec, out: OutputSpec, out_dir: Path, force: bool,
+                     within: str | None) -> None:
+    import os
+    import shlex
+
+    from profile_cli.runs.command import CommandConfig
+    from profile_cli.runs.mining import mine_profile
+    from profile_cli.runs.nsys_run import ProfileFailed, profile_config
+
+    if not _dashdash(ctx, command):
+        raise BadOption(f"put `--` before the command to profile: nsys-mine profile "
+                        f"[OPTIONS] -- {shlex.join(command)}")
+    if not command:
+        raise BadOption("no command after `--`; e.g. `nsys-mine profile -- python train.py`")
+    _program_only(ctx, "your command")
+    cfg = CommandConfig(argv=list(command), cwd=os.getcwd(), nvtx=program_nvtx(workload.nvtx))
+    from profile_cli.commands.progress import status
+
+    try:
+        with status(f"running `{shlex.join(command)[:60]}` under nsys", delay_s=0.0):
+            result = profile_config(cfg, out_dir, nsys_spec, force=force)
+    except KeyboardInterrupt:
+        _interrupted(out_dir / f"{cfg.name}.sqlite")
+    if result.sqlite is None or result.status == "timeout":
+        raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar}; the "
+                            f"program's output: {result.log})")
+    out.emit(render_command(mine_profile(result, within=within), result, out, within))
+    code = result.exit_code or 0
+    if code:
+        raise typer.Exit(code if code > 0 else 128 - code)
+
+
+def _interrupted(export: Path) -> None:
+    """Ctrl-C: the program and nsys were ended; say what nsys wrote before it ended."""
+    import sys
+
+    from profile_cli.runs.command import export_problem
+
+    text = "interrupted: the program and nsys were ended, nothing is left running"
+    if export_problem(export) is None:
+        text += (f"; nsys wrote {export} (what ran until then): `nsys-mine ranges {export}` "
+                 f"mines it")
+    sys.stderr.write(f"Error: {text}.\n")
+    raise typer.Exit(130)
+
+
+def render_command(report: Any, result: Any, out: OutputSpec, within: str | None) -> Any:
+    """The answer for your own program: caption (export, command, exit code), the NVTX
+    ranges by time, the dominant kernel of the run and of each range, the top kernels; JSON:
+    one object with ``export``, ``config``, ``exit_code``, ``ranges``, ``dominant``,
+    ``kernels`` and ``notes``."""
+    from reports.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
+    from reports.kernel_summary import KERNEL_COLUMNS, KERNEL_VIEW
+    from reports.range_summary import RANGE_COLUMNS, RANGE_VIEW
+    from reports.render import Rendered, render_rows, to_json, top_rows
+
+    notes = list(report.notes)
+    code = result.exit_code
+    if result.status != "ok":
+        notes.insert(0, f"{result.status}: {result.reason}")
+    notes.append(f"the program's output: {result.log}")
+    if out.format == "json":
+        def rows(items: list[dict[str, Any]], cols: list[str], view: Any) -> list[dict]:
+            items = top_rows(items, view, out.top)[0] if out.top else items
+            return [{c: r.get(c) for c in cols} for r in items]
+        return Rendered(text=to_json({
+            "export": report.export, "config": report.config, "exit_code": code,
+            "ranges": rows(report.ranges, RANGE_COLUMNS, RANGE_VIEW),
+            "dominant": rows(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW),
+            "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
+            "notes": notes}))
+    cfg = report.config
+    scope = f"inside {within!r}" if within else "the whole run"
+    head = [f"export: {report.export}",
+            f"command: {cfg['command']} (exit code {code}; {result.wall_s:g} s under nsys)",
+            f"NVTX added: {cfg['nvtx']}; {cfg['device']}, trace {result.trace}; in "
+            f"{cfg['cwd']}"]
+    opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
+    whole = replace(DOMINANT_VIEW, null_labels={"range": f"({scope})"})
+    parts = [render_rows(report.ranges, RANGE_COLUMNS, out.format,
+                         title=f"NVTX ranges ({scope})", caption=head, notes=notes,
+                         view=RANGE_VIEW, **opts)]
+    if report.dominant:
+        parts += [
+            render_rows(report.dominant, DOMINANT_COLUMNS, out.format,
+                        title="Dominant kernel per range", sentences=report.sentences,
+                        view=whole, **opts),
+            render_rows(report.kernels, KERNEL_COLUMNS, out.format, title="Top kernels",
+                        view=KERNEL_VIEW, **opts),
+        ]
+    return join_rendered(parts, out.format)
 
 
 def render_profile(report: Any, out: OutputSpec) -> Any:
