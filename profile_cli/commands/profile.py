@@ -66,6 +66,7 @@ EXECUTOR_PANEL = "Where configs run (local, or Slurm through submitit)"
 # The Slurm options about the wait have a panel of their own: Typer gives a flag pair's second
 # name a column, which took a fifth of the executor panel's width at 80 columns.
 WAITING_PANEL = "While Slurm jobs run"
+COMMAND_PANEL = "Your own command"
 ExecutorOpt = Annotated[str, typer.Option(
     "--executor", rich_help_panel=EXECUTOR_PANEL, **choice(EXECUTORS),
     help="local: run the configs here; slurm: one Slurm job per config (one job array), "
@@ -427,7 +428,8 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
     return join_rendered(parts, out.format)
 
 
-@workload_options(default_size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@workload_options(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
+                  steps=3, annotations={"nvtx": NvtxOpt})
 @nsys_options()
 @executor_options()
 @output_options(top=0)
@@ -436,6 +438,7 @@ def sweep(
     nsys_spec: NsysSpec,
     executor: ExecutorSpec,
     out: OutputSpec,
+    ctx: typer.Context,
     out_dir: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
         "--report", file_okay=False, metavar="DIR",
@@ -450,6 +453,13 @@ def sweep(
     table: Annotated[str, typer.Option(
         "--table", help=f"Which table to show: {', '.join(SWEEP_TABLES)} or all.",
         **choice(SWEEP_TABLES + ("all",), "TABLE"))] = "all",
+    command: Annotated[Optional[str], typer.Option(
+        "--command", metavar="COMMAND", rich_help_panel=COMMAND_PANEL,
+        help=COMMAND_OPT_HELP)] = None,
+    grid: Annotated[Optional[List[str]], typer.Option(
+        "--grid", metavar="NAME=V1,V2", rich_help_panel=COMMAND_PANEL,
+        help="The values of a placeholder of --command (repeat the option for each "
+             "placeholder; every combination runs).")] = None,
 ) -> None:
     """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
 
@@ -460,14 +470,33 @@ def sweep(
     dominant kernel per config and range, and the kernel-category mix of forward vs the whole
     step.
 
+    Your own command: --command "python train.py --bs {bs}" --grid bs=8,16 runs it once per
+    combination of the grid values (--nvtx modules,steps adds ranges to each run).
+
     Examples: `nsys-mine sweep --size tiny,small --context 128,256 --mode forward,train
     --out-dir sweep/` · `nsys-mine sweep --executor slurm --size small,medium --out-dir cs336/`
+    · `nsys-mine sweep --command "python train.py --bs {bs}" --grid bs=8,16 --out-dir bs/`
     """
     from profile_cli.runs.sweep import collect_sweep, run_sweep, sweep_tables
 
     if report is not None and collect is not None:
         raise BadOption("--report only renders and --collect records finished jobs; give one "
                         "of them.")
+    spec: Any = None
+    if command is not None:
+        import os
+
+        from profile_cli.runs.command import CommandSweep
+
+        _program_only(ctx, "--command")
+        spec = CommandSweep(template=command, grid=tuple(grid or ()),
+                            nvtx=program_nvtx(workload.nvtx), cwd=os.getcwd())
+    elif grid:
+        raise BadOption("--grid gives the values of --command's placeholders; add --command "
+                        "\"python train.py --bs {bs}\" (or sweep the model with --size, "
+                        "--context, ...).")
+    else:
+        spec = replace(workload, nvtx=model_nvtx(workload.nvtx))
     tables_wanted = list(SWEEP_TABLES) if table == "all" else [table]
     outcome = None
     folder = report if report is not None else collect if collect is not None else out_dir
@@ -477,11 +506,12 @@ def sweep(
             if collect is not None:
                 outcome = collect_sweep(collect, executor, progress=board, confirm_cancel=ask)
             else:
-                if executor.executor == "local":  # Slurm jobs need torch on the nodes only
+                # Slurm jobs need torch on the nodes only; a command brings its own Python
+                if executor.executor == "local" and command is None:
                     from nvtx_model.errors import require_torch
 
                     require_torch("nsys-mine sweep")
-                outcome = run_sweep(workload, out_dir, nsys_spec, executor, retry=retry,
+                outcome = run_sweep(spec, out_dir, nsys_spec, executor, retry=retry,
                                     progress=board, warn=_warn, confirm_cancel=ask)
     tables = sweep_tables(folder)
     notes = list(tables.notes)
@@ -539,6 +569,8 @@ def sweep_notes(outcome, folder: Path) -> list[str]:
 
 def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[str]) -> Any:
     from profile_cli.runs.sweep import (
+        COMMAND_RUN_COLUMNS,
+        COMMAND_RUN_VIEW,
         DOMINANT_COLUMNS,
         MIX_COLUMNS,
         RANGE_TIME_COLUMNS,
@@ -548,15 +580,20 @@ def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[st
     from reports.render import Rendered, View, render_rows, to_json
 
     fmt = out.format
+    runs: tuple[list[dict[str, Any]], list[str], str, Any] = (
+        tables.runs, RUN_COLUMNS, "Configs", RUN_VIEW)
+    if tables.kind == "command":
+        runs = (tables.runs, COMMAND_RUN_COLUMNS, "Runs of the command", COMMAND_RUN_VIEW)
     data: dict[str, tuple[list[dict[str, Any]], list[str], str, Any]] = {
-        "runs": (tables.runs, RUN_COLUMNS, "Configs", RUN_VIEW),
+        "runs": runs,
         "dominant": (tables.dominant, DOMINANT_COLUMNS, "Dominant kernel per config and range",
                      View(columns=["config", "range", "share_pct", "per_range_instance",
                                    "category", "kernel"], noun="rows")),
         "mix": (tables.mix, MIX_COLUMNS, "Kernel-category mix: forward vs the whole step (%)",
                 View(columns=["config", *MIX_COLUMNS[1:]], noun="rows",
                      hide_if_zero=tuple(c for c in MIX_COLUMNS if c.endswith("_pct")))),
-        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)",
+        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)"
+                   if tables.kind != "command" else "Range times",
                    View(columns=["config", *RANGE_TIME_COLUMNS[1:]], noun="rows",
                         hide_if_zero=("gpu_inclusive_ns",))),
     }
