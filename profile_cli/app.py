@@ -65,10 +65,10 @@ COMMAND_HELP = {
              "(error).",
     "bench": "Time forward, forward-backward and training steps of the Transformer LM.",
     "memory": "Peak memory of forward or training steps, with an estimated breakdown.",
-    "profile": "Profile one config of the Transformer under nsys and show what dominates "
-               "each range.",
-    "sweep": "Profile sizes x contexts x modes x precisions x attention, one nsys run per "
-             "config.",
+    "profile": "Profile one config of the Transformer, or your own program, under nsys and "
+               "show what dominates each range.",
+    "sweep": "Profile sizes x contexts x modes x precisions x attention, or your command "
+             "over a --grid, one nsys run per config.",
     "infer": "Inference latency over a grid of batch sizes x input lengths.",
     "micro": "Micro-benchmarks: matmul time vs dimension, MLP time vs steps, layers, batch "
              "and width, with fitted scaling exponents.",

@@ -177,7 +177,8 @@ def profile(
     within: WithinOpt = None,
     command: CommandArg = None,
 ) -> None:
-    """Profile one config of the Transformer under nsys and show what dominates each range.
+    """Profile one config of the Transformer, or your own program, under nsys and show what
+    dominates each range.
 
     Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out-dir, then mines the
     export (measured steps only, warmup left out): range times, the dominant kernel of
@@ -461,7 +462,8 @@ def sweep(
         help="The values of a placeholder of --command (repeat the option for each "
              "placeholder; every combination runs).")] = None,
 ) -> None:
-    """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
+    """Profile sizes x contexts x modes x precisions x attention, or your command over a
+    --grid, one nsys run per config.
 
     Configs run here (one at a time, or --jobs N at once: one GPU each) or as Slurm jobs
     (--executor slurm). An index (OUT_DIR/index.sqlite) records each config's status (queued,
