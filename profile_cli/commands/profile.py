@@ -219,7 +219,7 @@ def profile(
     result = profile_config(configs[0], out_dir, nsys_spec, force=force)
     if result.status != "ok":
         raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar})")
-    out.emit(render_profile(mine_profile(result, within=within), out))
+    out.emit(render_profile(mine_profile(result, within=within), out, within=within))
 
 
 def model_nvtx(value: str | None) -> str:
@@ -377,7 +377,7 @@ def render_command(report: Any, result: Any, out: OutputSpec, within: str | None
     return join_rendered(parts, out.format)
 
 
-def render_profile(report: Any, out: OutputSpec) -> Any:
+def render_profile(report: Any, out: OutputSpec, *, within: str | None = None) -> Any:
     """The profile's answer: caption (export, config), range times, dominant kernels, top
     kernels; JSON: one object with ``export``, ``config``, ``ranges``, ``dominant``,
     ``kernels`` and ``notes``."""
@@ -414,7 +414,8 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
     # ranges keep the model's order (step > forward > ...), not the GPU-time ranking
     parts = [
         render_rows(report.ranges, RANGE_COLUMNS, out.format,
-                    title=f"NVTX ranges (measured {runs})",
+                    title=(f"NVTX ranges (measured {runs})" if within in (None, "measure")
+                           else f"NVTX ranges (inside {within!r})"),
                     caption=[f"export: {report.export}", head], notes=report.notes,
                     view=replace(RANGE_VIEW, rank_by=()), **opts),
     ]
