@@ -303,7 +303,10 @@ def _profile_program(ctx: typer.Context, command: list[str], workload: WorkloadS
     from profile_cli.commands.progress import status
 
     try:
-        with status(f"running `{shlex.join(command)[:60]}` under nsys", delay_s=0.0):
+        what = shlex.join(command)
+        what = what if len(what) <= 40 else what[:39] + "…"
+        with status(f"running `{what}` under nsys (output: {out_dir / cfg.name}.log)",
+                    delay_s=0.0):
             result = profile_config(cfg, out_dir, nsys_spec, force=force)
     except KeyboardInterrupt:
         _interrupted(out_dir / f"{cfg.name}.sqlite")
