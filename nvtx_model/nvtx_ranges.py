@@ -30,13 +30,16 @@ The model's own ranges (``attention``, ``ffn`` and the attention internals) nest
 Backends: ``torch.cuda.nvtx`` when CUDA is available, the PyPI ``nvtx`` package otherwise
 (torch's CPU build cannot emit NVTX), a recording backend for tests, and nothing at all when
 the level is ``off``. Model code calls ``nvtx_range(NAME)``; which ranges come out depends on
-the instrumentation made current with ``activated(...)``.
+the instrumentation made current with ``activated(...)``. Besides push/pop ranges, which must
+nest on their thread, backends open start/end ranges (``start(name)`` returns a handle for
+``end``), which need not nest: ``nvtx_model.program_nvtx`` marks backward passes and training
+steps of other people's programs with them.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Protocol
+from typing import Any, Iterator, Protocol
 
 # ---- the contract ---------------------------------------------------------------------------
 WARMUP = "warmup"
@@ -82,6 +85,10 @@ class Backend(Protocol):
 
     def pop(self) -> None: ...
 
+    def start(self, message: str) -> Any: ...
+
+    def end(self, handle: Any) -> None: ...
+
 
 class NoopBackend:
     """Emits nothing (used for level ``off`` and to measure the helper's own cost)."""
@@ -94,15 +101,25 @@ class NoopBackend:
     def pop(self) -> None:
         pass
 
+    def start(self, message: str) -> Any:
+        return None
+
+    def end(self, handle: Any) -> None:
+        pass
+
 
 class RecordingBackend:
-    """Records pushes and pops, for tests: ``events`` is a list of ("push", name)/("pop", name)."""
+    """Records pushes and pops, for tests: ``events`` is a list of ("push", name)/("pop", name),
+    and ("start", name)/("end", name) for start/end ranges (``started`` lists those still
+    open)."""
 
     name = "recording"
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
         self._stack: list[str] = []
+        self._started: dict[int, str] = {}
+        self._next = 0
 
     def push(self, message: str) -> None:
         self._stack.append(message)
@@ -113,6 +130,22 @@ class RecordingBackend:
             raise RuntimeError("NVTX pop without a matching push")
         self.events.append(("pop", self._stack.pop()))
 
+    def start(self, message: str) -> int:
+        self._next += 1
+        self._started[self._next] = message
+        self.events.append(("start", message))
+        return self._next
+
+    def end(self, handle: Any) -> None:
+        if handle not in self._started:
+            raise RuntimeError(f"NVTX end of a range that is not open: {handle!r}")
+        self.events.append(("end", self._started.pop(handle)))
+
+    @property
+    def started(self) -> list[str]:
+        """Start/end ranges not ended yet."""
+        return list(self._started.values())
+
     @property
     def open_ranges(self) -> list[str]:
         return list(self._stack)
@@ -122,7 +155,7 @@ class RecordingBackend:
         return [name for kind, name in self.events if kind == "push"]
 
     def tree(self) -> list[tuple[str, list]]:
-        """The ranges as nested ``(name, children)`` tuples."""
+        """The push/pop ranges as nested ``(name, children)`` tuples."""
         root: list[tuple[str, list]] = []
         stack = [root]
         for kind, name in self.events:
@@ -130,7 +163,7 @@ class RecordingBackend:
                 node: tuple[str, list] = (name, [])
                 stack[-1].append(node)
                 stack.append(node[1])
-            else:
+            elif kind == "pop":
                 stack.pop()
         return root
 
@@ -145,6 +178,8 @@ class TorchCudaBackend:
 
         self.push = tnvtx.range_push
         self.pop = tnvtx.range_pop
+        self.start = tnvtx.range_start
+        self.end = tnvtx.range_end
 
 
 class PyNvtxBackend:
@@ -170,6 +205,12 @@ class PyNvtxBackend:
 
     def pop(self) -> None:
         self._nvtx.pop_range()
+
+    def start(self, message: str) -> Any:
+        return self._nvtx.start_range(message)
+
+    def end(self, handle: Any) -> None:
+        self._nvtx.end_range(handle)
 
 
 def default_backend() -> Backend:

@@ -1,7 +1,7 @@
 """One question asked of several exports: the rows of each, with a ``config`` column.
 
 ``kernels``, ``ranges`` and ``dominant`` take several exports or a sweep folder; each export is
-opened on its own (``ExportAnalysis``), asked the same question, and its rows get the label of
+opened on its own (``Session``), asked the same question, and its rows get the label of
 its config (the config fields that vary, from the ``profile`` sidecars or the sweep index) or
 its file name. Rows keep their keys, with ``config`` first; people see the top rows of each
 export (``cut_each``), machines every row.

@@ -33,7 +33,11 @@ def _commands() -> list[tuple[str, object]]:
 
 
 def _first_line(cmd: object) -> str:
-    return (getattr(cmd, "help", None) or "").strip().splitlines()[0]
+    """The first paragraph of a command's help, on one line."""
+    import inspect
+
+    text = inspect.cleandoc(getattr(cmd, "help", None) or "")
+    return " ".join(text.split("\n\n")[0].split())
 
 
 def _opts(param: object) -> str:
@@ -78,8 +82,9 @@ def commands_table() -> str:
     shared = {"Output", "Workload", "Nsight Systems"}
     out = ["| command | what it answers | options |", "| --- | --- | --- |"]
     for name, cmd in _commands():
-        args = " ".join(p.name.upper() for p in cmd.params  # type: ignore[attr-defined]
-                        if p.param_type_name == "argument")
+        args = " ".join(  # an optional argument as its usage shows it: [-- COMMAND [ARGS]...]
+            p.metavar if (p.metavar or "").startswith("[--") else p.name.upper()
+            for p in cmd.params if p.param_type_name == "argument")  # type: ignore[attr-defined]
         opts = [p for p in cmd.params if p.param_type_name == "option"  # type: ignore[attr-defined]
                 and getattr(p, "rich_help_panel", None) not in shared and p.name != "help"]
         panels = sorted({getattr(p, "rich_help_panel", None) for p in cmd.params  # type: ignore[attr-defined]

@@ -99,6 +99,29 @@ def test_recording_backend_tree_and_unbalanced_pop():
         rec.pop()
 
 
+def test_start_end_ranges_need_not_nest():
+    rec = nv.RecordingBackend()
+    a = rec.start("a")
+    rec.push("p")
+    b = rec.start("b")
+    rec.end(a)
+    rec.pop()
+    assert rec.started == ["b"]
+    rec.end(b)
+    assert rec.events == [("start", "a"), ("push", "p"), ("start", "b"), ("end", "a"),
+                          ("pop", "p"), ("end", "b")]
+    assert rec.tree() == [("p", [])]
+    with pytest.raises(RuntimeError, match="not open"):
+        rec.end(a)
+    assert nv.NoopBackend().start("x") is None
+
+
+def test_real_pypi_nvtx_start_end():
+    pytest.importorskip("nvtx")
+    backend = nv.PyNvtxBackend()
+    backend.end(backend.start("step"))
+
+
 def test_pypi_nvtx_backend_uses_the_default_domain(monkeypatch):
     calls = []
     fake = types.SimpleNamespace(push_range=lambda *a, **k: calls.append(("push", a, k)),

@@ -278,3 +278,27 @@ def test_a_job_over_its_time_limit_becomes_timeout(slurm, slurm_over_time):
         leftovers = subprocess.run(["pgrep", "-f", pattern], capture_output=True,
                                    text=True).stdout.split()
         assert leftovers == [], pattern
+
+
+def test_a_sweep_over_a_command_runs_as_slurm_jobs(slurm, tmp_path, nsys_bin):
+    """sweep --command on Slurm: each combination is an array task that runs the command
+    under nsys on the node (in the driver's working directory), the index records the
+    command, grid and exit code, and the failed program's export is mined all the same."""
+    tiny = ROOT / "tests" / "programs" / "tiny_train.py"
+    out = tmp_path / "cmd"
+    code, stdout, err = run_cli(
+        "sweep", "--executor", "slurm", "--command",
+        f"{sys.executable} {tiny} --steps 1 --exit-code {{code}}", "--grid", "code=0,3",
+        "--nvtx", "modules:1,steps", "--out", out, "--nsys", nsys_bin, "--slurm-poll", "1",
+        "--format", "json")
+    assert code == 0, err
+    runs = json.loads(stdout)["runs"]
+    assert [(r["config"], r["status"], r["exit_code"]) for r in runs] == [
+        ("code=0", "ok", 0), ("code=3", "failed", 3)]
+    assert all(r["job_id"] for r in runs) and runs[1]["grid"] == {"code": "3"}
+    rows = index_rows(out)
+    assert {r["kind"] for r in rows.values()} == {"command"}
+    times = json.loads(run_cli("sweep", "--report", out, "--table", "ranges", "--format",
+                               "json")[1])["ranges"]
+    assert {(t["name"] == runs[1]["name"], t["range"]) for t in times} >= {
+        (True, "TinyNet backward"), (True, "step")}

@@ -1,7 +1,9 @@
-"""``nsys-mine profile`` and ``nsys-mine sweep``: the model under Nsight Systems, mined.
+"""``nsys-mine profile`` and ``nsys-mine sweep``: the model, or your own program, under Nsight
+Systems, mined.
 
-Thin commands over ``profile_cli.runs.nsys_run`` (one config) and ``profile_cli.runs.sweep`` (many,
-resumable); rendering through ``reports.render``.
+Thin commands over ``profile_cli.runs.nsys_run`` (one config), ``profile_cli.runs.command``
+(``profile -- COMMAND``: your program) and ``profile_cli.runs.sweep`` (many, resumable);
+rendering through ``reports.render``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import typer
 
 from nsys_parsers.errors import BadOption
 from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
+from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import WorkloadSpec
 from profile_cli.commands.output import (
     OutputSpec,
@@ -23,6 +26,7 @@ from profile_cli.commands.output import (
     output_options,
 )
 from profile_cli.commands.progress import progress_board
+from profile_cli.commands.workload import PANEL as WORKLOAD_PANEL
 from profile_cli.commands.workload import workload_options
 from profile_cli.runs.executors import EXECUTORS, SLURM_TIME_MARGIN_MIN, ExecutorSpec
 from profile_cli.runs.nsys_run import NsysSpec
@@ -62,6 +66,7 @@ EXECUTOR_PANEL = "Where configs run (local, or Slurm through submitit)"
 # The Slurm options about the wait have a panel of their own: Typer gives a flag pair's second
 # name a column, which took a fifth of the executor panel's width at 80 columns.
 WAITING_PANEL = "While Slurm jobs run"
+COMMAND_PANEL = "Your own command"
 ExecutorOpt = Annotated[str, typer.Option(
     "--executor", rich_help_panel=EXECUTOR_PANEL, **choice(EXECUTORS),
     help="local: run the configs here; slurm: one Slurm job per config (one job array), "
@@ -119,26 +124,61 @@ WorkloadKindOpt = Annotated[str, typer.Option(
          "tokens, --steps measured generate calls.")]
 OutputLengthOpt = Annotated[int, typer.Option(
     "--output-length", min=1, help="--workload infer: tokens generated per prompt.")]
+# --nvtx of profile and sweep: the model's levels, or the ranges added to your own program
+NvtxOpt = Annotated[Optional[str], typer.Option(
+    "--nvtx", rich_help_panel=WORKLOAD_PANEL, show_default="model: fine",
+    help="The model: off, coarse or fine (docs/MODEL.md). Your command: a comma list of "
+         "modules[:DEPTH] (a range per nn.Module call, named like encoder.0.proj (Linear), "
+         "and its backward), ops (operator ranges: CUDA builds of torch) and steps (a `step` "
+         "range per optimizer step); default: none.")]
+WithinOpt = Annotated[Optional[str], typer.Option(
+    "--within", metavar="RANGE", show_default=False,
+    help="Mine only what ran inside this NVTX range. Default: measure (the model's measured "
+         "steps); your command: the whole run (--within step leaves start-up out with "
+         "--nvtx steps).")]
+CommandArg = Annotated[Optional[List[str]], typer.Argument(
+    metavar="[-- COMMAND [ARGS]...]", show_default=False,
+    help="Your own program and its arguments, after `--`.")]
+COMMAND_OPT_HELP = ("Your own command, one run per combination of --grid: placeholders {NAME} "
+                    "take the values of --grid NAME=... (e.g. \"python train.py --bs {bs}\").")
+DASHDASH_ARGS = "nsys_mine.args"
+
+
+class ProgramCommand(typer.core.TyperCommand):
+    """``profile``: keeps the raw arguments, so that the command can tell ``-- COMMAND`` from
+    a command given without ``--``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[DASHDASH_ARGS] = list(args)
+        return super().parse_args(ctx, args)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("profile")(profile)
+    # the first word that is not an option ends the options: `profile python x.py --bs 8`
+    # reaches the command (which asks for `--`) instead of failing on --bs
+    app.command("profile", cls=ProgramCommand,
+                context_settings={"allow_interspersed_args": False})(profile)
     app.command("sweep")(sweep)
 
 
-@workload_options(default_size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@workload_options(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
+                  steps=3, annotations={"nvtx": NvtxOpt})
 @nsys_options()
 @output_options()
 def profile(
     workload: WorkloadSpec,
     nsys_spec: NsysSpec,
     out: OutputSpec,
+    ctx: typer.Context,
     out_dir: OutOpt = Path("profiles"),
     force: ForceOpt = False,
     workload_kind: WorkloadKindOpt = "bench",
     output_length: OutputLengthOpt = DEFAULT_PROFILE_OUTPUT_LENGTH,
+    within: WithinOpt = None,
+    command: CommandArg = None,
 ) -> None:
-    """Profile one config of the Transformer under nsys and show what dominates each range.
+    """Profile one config of the Transformer, or your own program, under nsys and show what
+    dominates each range.
 
     Writes NAME.nsys-rep, NAME.sqlite and a NAME.json sidecar into --out-dir, then mines the
     export (measured steps only, warmup left out): range times, the dominant kernel of
@@ -146,12 +186,22 @@ def profile(
     --workload infer profiles KV-cache generation instead: ranges prefill, decode and (fine)
     decode step, so the dominant kernel of each phase shows.
 
+    Your own program: `nsys-mine profile [OPTIONS] -- COMMAND [ARGS]...` runs it unchanged
+    under nsys (NAME from the command, NAME.log holds its output) and mines the whole run.
+    --nvtx modules[:DEPTH],steps adds a range per nn.Module call and per training step. The
+    exit code is the program's (1: nsys-mine could not run it or wrote no export).
+
     Examples: `nsys-mine profile --size tiny --context 128 --mode train` ·
-    `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/`
+    `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/` ·
+    `nsys-mine profile --nvtx modules:2,steps -- python train.py --bs 8`
     """
+    if command or _dashdash(ctx, command or []):
+        _profile_program(ctx, command or [], workload, nsys_spec, out, out_dir, force, within)
+        return
     from profile_cli.runs.mining import mine_profile
     from profile_cli.runs.nsys_run import ProfileFailed, profile_config
 
+    workload = replace(workload, nvtx=model_nvtx(workload.nvtx))
     configs: list[Any]
     if workload_kind == "infer":
         from nvtx_model.infer_config import infer_configs_from_workload
@@ -169,10 +219,168 @@ def profile(
     result = profile_config(configs[0], out_dir, nsys_spec, force=force)
     if result.status != "ok":
         raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar})")
-    out.emit(render_profile(mine_profile(result), out))
+    out.emit(render_profile(mine_profile(result, within=within), out, within=within))
 
 
-def render_profile(report: Any, out: OutputSpec) -> Any:
+def model_nvtx(value: str | None) -> str:
+    """--nvtx for the built-in model: off, coarse or fine (default fine)."""
+    if value is None:
+        return "fine"
+    if value not in LEVELS:
+        from nvtx_model.program_nvtx import PARTS
+
+        if value.split(",")[0].split(":")[0] in PARTS:
+            raise BadOption(f"--nvtx {value} adds ranges to your own program: give the program "
+                            f"after `--` (nsys-mine profile --nvtx {value} -- python "
+                            f"train.py); the built-in model takes off, coarse or fine.")
+        raise BadOption(f"--nvtx: {value!r} is not one of {', '.join(LEVELS)} (the model's "
+                        f"levels); your own program (after --) takes modules[:DEPTH], ops, "
+                        f"steps.")
+    return value
+
+
+def program_nvtx(value: str | None) -> str:
+    """--nvtx for your own program: modules[:DEPTH], ops, steps (default: none)."""
+    from nvtx_model.program_nvtx import ProgramNvtx
+
+    if value in ("coarse", "fine"):
+        raise BadOption(f"--nvtx {value} is a level of the built-in model; for your own "
+                        f"program use modules[:DEPTH], ops or steps (e.g. --nvtx "
+                        f"modules:2,steps), or off.")
+    return str(ProgramNvtx.parse(value))
+
+
+def _dashdash(ctx: typer.Context, command: list[str]) -> bool:
+    """Whether the command (the last arguments) came after `--`."""
+    args = ctx.meta.get(DASHDASH_ARGS) or []
+    at = len(args) - len(command) - 1
+    return at >= 0 and args[at] == "--"
+
+
+def _given(ctx: typer.Context, names: list[str]) -> list[str]:
+    """The options of ``names`` that the user gave (on the command line or the
+    environment), as they are spelled."""
+    given = []
+    for param in ctx.command.params:
+        if param.name in names:
+            source = ctx.get_parameter_source(param.name)
+            if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+                given.append(param.opts[0])
+    return given
+
+
+def _program_only(ctx: typer.Context, what: str) -> None:
+    """Options of the built-in model make no sense with your own command."""
+    from dataclasses import fields
+
+    names = [f.name for f in fields(WorkloadSpec) if f.name != "nvtx"] + [
+        "workload_kind", "output_length"]
+    given = _given(ctx, names)
+    if given:
+        raise BadOption(f"{', '.join(given)} {'sets' if len(given) == 1 else 'set'} the "
+                        f"built-in model, not {what}: leave "
+                        f"{'it' if len(given) == 1 else 'them'} out (your program takes its "
+                        f"own arguments).")
+
+
+def _profile_program(ctx: typer.Context, command: list[str], workload: WorkloadSpec,
+                     nsys_spec: NsysSpec, out: OutputSpec, out_dir: Path, force: bool,
+                     within: str | None) -> None:
+    import os
+    import shlex
+
+    from profile_cli.runs.command import CommandConfig
+    from profile_cli.runs.mining import mine_profile
+    from profile_cli.runs.nsys_run import ProfileFailed, profile_config
+
+    if not _dashdash(ctx, command):
+        raise BadOption(f"put `--` before the command to profile: nsys-mine profile "
+                        f"[OPTIONS] -- {shlex.join(command)}")
+    if not command:
+        raise BadOption("no command after `--`; e.g. `nsys-mine profile -- python train.py`")
+    _program_only(ctx, "your command")
+    cfg = CommandConfig(argv=list(command), cwd=os.getcwd(), nvtx=program_nvtx(workload.nvtx))
+    from profile_cli.commands.progress import status
+
+    try:
+        what = shlex.join(command)
+        what = what if len(what) <= 40 else what[:39] + "…"
+        with status(f"running `{what}` under nsys (output: {out_dir / cfg.name}.log)",
+                    delay_s=0.0):
+            result = profile_config(cfg, out_dir, nsys_spec, force=force)
+    except KeyboardInterrupt:
+        _interrupted(out_dir / f"{cfg.name}.sqlite")
+    if result.sqlite is None or result.status == "timeout":
+        raise ProfileFailed(f"{result.status}: {result.reason}\n(sidecar: {result.sidecar}; the "
+                            f"program's output: {result.log})")
+    out.emit(render_command(mine_profile(result, within=within), result, out, within))
+    code = result.exit_code or 0
+    if code:
+        raise typer.Exit(code if code > 0 else 128 - code)
+
+
+def _interrupted(export: Path) -> None:
+    """Ctrl-C: the program and nsys were ended; say what nsys wrote before it ended."""
+    import sys
+
+    from profile_cli.runs.command import export_problem
+
+    text = "interrupted: the program and nsys were ended, nothing is left running"
+    if export_problem(export) is None:
+        text += (f"; nsys wrote {export} (what ran until then): `nsys-mine ranges {export}` "
+                 f"mines it")
+    sys.stderr.write(f"Error: {text}.\n")
+    raise typer.Exit(130)
+
+
+def render_command(report: Any, result: Any, out: OutputSpec, within: str | None) -> Any:
+    """The answer for your own program: caption (export, command, exit code), the NVTX
+    ranges by time, the dominant kernel of the run and of each range, the top kernels; JSON:
+    one object with ``export``, ``config``, ``exit_code``, ``ranges``, ``dominant``,
+    ``kernels`` and ``notes``."""
+    from reports.analyses.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
+    from reports.analyses.kernels import KERNEL_COLUMNS, KERNEL_VIEW
+    from reports.analyses.ranges import RANGE_COLUMNS, RANGE_VIEW
+    from reports.render import Rendered, render_rows, to_json, top_rows
+
+    notes = list(report.notes)
+    code = result.exit_code
+    if result.status != "ok":
+        notes.insert(0, f"{result.status}: {result.reason}")
+    notes.append(f"the program's output: {result.log}")
+    if out.format == "json":
+        def rows(items: list[dict[str, Any]], cols: list[str], view: Any) -> list[dict]:
+            items = top_rows(items, view, out.top)[0] if out.top else items
+            return [{c: r.get(c) for c in cols} for r in items]
+        return Rendered(text=to_json({
+            "export": report.export, "config": report.config, "exit_code": code,
+            "ranges": rows(report.ranges, RANGE_COLUMNS, RANGE_VIEW),
+            "dominant": rows(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW),
+            "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
+            "notes": notes}))
+    cfg = report.config
+    scope = f"inside {within!r}" if within else "the whole run"
+    head = [f"export: {report.export}",
+            f"command: {cfg['command']} (exit code {code}; {result.wall_s:g} s under nsys)",
+            f"NVTX added: {cfg['nvtx']}; {cfg['device']}, trace {result.trace}; in "
+            f"{cfg['cwd']}"]
+    opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
+    whole = replace(DOMINANT_VIEW, null_labels={"range": f"({scope})"})
+    parts = [render_rows(report.ranges, RANGE_COLUMNS, out.format,
+                         title=f"NVTX ranges ({scope})", caption=head, notes=notes,
+                         view=RANGE_VIEW, **opts)]
+    if report.dominant:
+        parts += [
+            render_rows(report.dominant, DOMINANT_COLUMNS, out.format,
+                        title="Dominant kernel per range", sentences=report.sentences,
+                        view=whole, **opts),
+            render_rows(report.kernels, KERNEL_COLUMNS, out.format, title="Top kernels",
+                        view=KERNEL_VIEW, **opts),
+        ]
+    return join_rendered(parts, out.format)
+
+
+def render_profile(report: Any, out: OutputSpec, *, within: str | None = None) -> Any:
     """The profile's answer: caption (export, config), range times, dominant kernels, top
     kernels; JSON: one object with ``export``, ``config``, ``ranges``, ``dominant``,
     ``kernels`` and ``notes``."""
@@ -209,7 +417,8 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
     # ranges keep the model's order (step > forward > ...), not the GPU-time ranking
     parts = [
         render_rows(report.ranges, RANGE_COLUMNS, out.format,
-                    title=f"NVTX ranges (measured {runs})",
+                    title=(f"NVTX ranges (measured {runs})" if within in (None, "measure")
+                           else f"NVTX ranges (inside {within!r})"),
                     caption=[f"export: {report.export}", head], notes=report.notes,
                     view=replace(RANGE_VIEW, rank_by=()), **opts),
     ]
@@ -224,7 +433,8 @@ def render_profile(report: Any, out: OutputSpec) -> Any:
     return join_rendered(parts, out.format)
 
 
-@workload_options(default_size="tiny", context="128", mode="train", nvtx="fine", warmup=2, steps=3)
+@workload_options(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
+                  steps=3, annotations={"nvtx": NvtxOpt})
 @nsys_options()
 @executor_options()
 @output_options(top=0)
@@ -233,6 +443,7 @@ def sweep(
     nsys_spec: NsysSpec,
     executor: ExecutorSpec,
     out: OutputSpec,
+    ctx: typer.Context,
     out_dir: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
         "--report", file_okay=False, metavar="DIR",
@@ -247,8 +458,16 @@ def sweep(
     table: Annotated[str, typer.Option(
         "--table", help=f"Which table to show: {', '.join(SWEEP_TABLES)} or all.",
         **choice(SWEEP_TABLES + ("all",), "TABLE"))] = "all",
+    command: Annotated[Optional[str], typer.Option(
+        "--command", metavar="COMMAND", rich_help_panel=COMMAND_PANEL,
+        help=COMMAND_OPT_HELP)] = None,
+    grid: Annotated[Optional[List[str]], typer.Option(
+        "--grid", metavar="NAME=V1,V2", rich_help_panel=COMMAND_PANEL,
+        help="The values of a placeholder of --command (repeat the option for each "
+             "placeholder; every combination runs).")] = None,
 ) -> None:
-    """Profile sizes x contexts x modes x precisions x attention, one nsys run per config.
+    """Profile sizes x contexts x modes x precisions x attention, or your command over a
+    --grid, one nsys run per config.
 
     Configs run here (one at a time, or --jobs N at once: one GPU each) or as Slurm jobs
     (--executor slurm). An index (OUT_DIR/index.sqlite) records each config's status (queued,
@@ -257,14 +476,33 @@ def sweep(
     dominant kernel per config and range, and the kernel-category mix of forward vs the whole
     step.
 
+    Your own command: --command "python train.py --bs {bs}" --grid bs=8,16 runs it once per
+    combination of the grid values (--nvtx modules,steps adds ranges to each run).
+
     Examples: `nsys-mine sweep --size tiny,small --context 128,256 --mode forward,train
     --out-dir sweep/` · `nsys-mine sweep --executor slurm --size small,medium --out-dir cs336/`
+    · `nsys-mine sweep --command "python train.py --bs {bs}" --grid bs=8,16 --out-dir bs/`
     """
     from profile_cli.runs.sweep import collect_sweep, run_sweep, sweep_tables
 
     if report is not None and collect is not None:
         raise BadOption("--report only renders and --collect records finished jobs; give one "
                         "of them.")
+    spec: Any = None
+    if command is not None:
+        import os
+
+        from profile_cli.runs.command import CommandSweep
+
+        _program_only(ctx, "--command")
+        spec = CommandSweep(template=command, grid=tuple(grid or ()),
+                            nvtx=program_nvtx(workload.nvtx), cwd=os.getcwd())
+    elif grid:
+        raise BadOption("--grid gives the values of --command's placeholders; add --command "
+                        "\"python train.py --bs {bs}\" (or sweep the model with --size, "
+                        "--context, ...).")
+    else:
+        spec = replace(workload, nvtx=model_nvtx(workload.nvtx))
     tables_wanted = list(SWEEP_TABLES) if table == "all" else [table]
     outcome = None
     folder = report if report is not None else collect if collect is not None else out_dir
@@ -274,11 +512,12 @@ def sweep(
             if collect is not None:
                 outcome = collect_sweep(collect, executor, progress=board, confirm_cancel=ask)
             else:
-                if executor.executor == "local":  # Slurm jobs need torch on the nodes only
+                # Slurm jobs need torch on the nodes only; a command brings its own Python
+                if executor.executor == "local" and command is None:
                     from nvtx_model.errors import require_torch
 
                     require_torch("nsys-mine sweep")
-                outcome = run_sweep(workload, out_dir, nsys_spec, executor, retry=retry,
+                outcome = run_sweep(spec, out_dir, nsys_spec, executor, retry=retry,
                                     progress=board, warn=_warn, confirm_cancel=ask)
     tables = sweep_tables(folder)
     notes = list(tables.notes)
@@ -336,6 +575,8 @@ def sweep_notes(outcome, folder: Path) -> list[str]:
 
 def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[str]) -> Any:
     from profile_cli.runs.sweep import (
+        COMMAND_RUN_COLUMNS,
+        COMMAND_RUN_VIEW,
         DOMINANT_COLUMNS,
         MIX_COLUMNS,
         RANGE_TIME_COLUMNS,
@@ -345,15 +586,20 @@ def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[st
     from reports.render import Rendered, View, render_rows, to_json
 
     fmt = out.format
+    runs: tuple[list[dict[str, Any]], list[str], str, Any] = (
+        tables.runs, RUN_COLUMNS, "Configs", RUN_VIEW)
+    if tables.kind == "command":
+        runs = (tables.runs, COMMAND_RUN_COLUMNS, "Runs of the command", COMMAND_RUN_VIEW)
     data: dict[str, tuple[list[dict[str, Any]], list[str], str, Any]] = {
-        "runs": (tables.runs, RUN_COLUMNS, "Configs", RUN_VIEW),
+        "runs": runs,
         "dominant": (tables.dominant, DOMINANT_COLUMNS, "Dominant kernel per config and range",
                      View(columns=["config", "range", "share_pct", "per_range_instance",
                                    "category", "kernel"], noun="rows")),
         "mix": (tables.mix, MIX_COLUMNS, "Kernel-category mix: forward vs the whole step (%)",
                 View(columns=["config", *MIX_COLUMNS[1:]], noun="rows",
                      hide_if_zero=tuple(c for c in MIX_COLUMNS if c.endswith("_pct")))),
-        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)",
+        "ranges": (tables.range_times, RANGE_TIME_COLUMNS, "Range times (measured steps)"
+                   if tables.kind != "command" else "Range times",
                    View(columns=["config", *RANGE_TIME_COLUMNS[1:]], noun="rows",
                         hide_if_zero=("gpu_inclusive_ns",))),
     }

@@ -98,10 +98,16 @@ OPTION_TYPES: dict[str, Any] = {
 # ``default_size="tiny"`` its size when neither --size nor a shape flag is given (--size itself
 # stays unset, so --d-model & co. alone describe a shape from nothing, as in every command).
 # The command's own options follow the workload options in --help.
-def workload_options(only: tuple[str, ...] | None = None, **defaults: Any) -> Any:
+# ``annotations={"nvtx": ...}`` declares an option differently for one command (profile and
+# sweep take program range kinds in --nvtx too).
+def workload_options(only: tuple[str, ...] | None = None, *,
+                     annotations: dict[str, Any] | None = None, **defaults: Any) -> Any:
     size = defaults.get("default_size", DEFAULT_SIZE)
+    own = dict(annotations or {})
 
     def annotate(name: str, default: Any) -> Any:  # --help shows the default size
+        if name in own:
+            return own[name]
         return _size_option(default or size) if name == "size" else None
 
     return option_group(WorkloadSpec, OPTION_TYPES, "workload", annotate=annotate,

@@ -37,7 +37,7 @@ HEADLINE = (nv.FORWARD, nv.BACKWARD, nv.OPTIMIZER)
 MIX_SCOPES = (nv.FORWARD, nv.STEP)
 
 CONFIG_KEYS = ("size", "context", "batch", "mode", "precision", "attention", "nvtx", "device",
-               "warmup", "steps")
+               "warmup", "steps", "kind", "command", "grid")
 RUNS_SCHEMA: dict[str, type] = {
     "name": str, "size": str, "context": int, "batch": int, "mode": str, "precision": str,
     "attention": str, "nvtx": str, "device": str, "warmup": int, "steps": int, "status": str,
@@ -48,6 +48,11 @@ RUNS_SCHEMA: dict[str, type] = {
     # where it ran (added by issue 13; older indexes get these columns when opened)
     "executor": str, "job_id": str, "slurm_state": str, "node": str, "gpu": str,
     "submitted_utc": str, "submit_token": str, "array_index": int,
+    # sweeps over your own command (issue 30): kind "command" (NULL: the built-in model), the
+    # command line of the config, its grid values (JSON), the program's exit code; and the
+    # dominant kernel of the whole run (either kind)
+    "kind": str, "command": str, "grid": str, "exit_code": int, "dominant_kernel": str,
+    "dominant_share_pct": float,
 }
 
 
@@ -76,8 +81,23 @@ class PlannedRun:
     error: str | None = None
 
 
+def grid_values(config: dict[str, Any]) -> dict[str, str]:
+    """The grid values of a command config (a dict, or JSON as the index stores it)."""
+    grid = config.get("grid")
+    if isinstance(grid, str):
+        try:
+            grid = json.loads(grid)
+        except ValueError:
+            grid = None
+    return dict(grid) if isinstance(grid, dict) else {}
+
+
 def short_label(config: dict[str, Any]) -> str:
-    """A config as people read it in a progress line: ``tiny ctx32 b4 forward fp32 naive``."""
+    """A config as people read it in a progress line: ``tiny ctx32 b4 forward fp32 naive``;
+    a command's grid values (``bs=8 seq=512``) or its command line."""
+    if config.get("kind") == "command":
+        grid = grid_values(config)
+        return " ".join(f"{k}={v}" for k, v in grid.items()) or str(config.get("command"))
     return " ".join(str(x) for x in (
         config.get("size"), f"ctx{config.get('context')}", f"b{config.get('batch')}",
         config.get("mode"), config.get("precision"), config.get("attention")))
@@ -185,6 +205,8 @@ def index_row(planned: PlannedRun) -> dict[str, Any]:
     """A full ``runs`` row for a config with nothing known yet but its config."""
     row: dict[str, Any] = {c: None for c in RUNS_SCHEMA}
     row.update({k: planned.config.get(k) for k in CONFIG_KEYS})
+    if isinstance(row.get("grid"), dict):
+        row["grid"] = json.dumps(row["grid"])
     row.update(name=planned.name, config_json=json.dumps(planned.config))
     return row
 
@@ -220,9 +242,12 @@ def record(db, planned: PlannedRun, result, report, status: str, reason: str | N
     row.update({k: v for k, v in where.items() if k in RUNS_SCHEMA})
     if result is not None:
         row.update(sqlite=result.sqlite, nsys_rep=result.nsys_rep, sidecar=result.sidecar,
-                   wall_s=result.wall_s)
+                   wall_s=result.wall_s, exit_code=getattr(result, "exit_code", None))
         if row.get("gpu") is None:
             row["gpu"] = getattr(result, "gpu", None)
+    whole = next((d for d in (report.dominant if report else []) if d["range"] is None), None)
+    if whole is not None:
+        row.update(dominant_kernel=whole["kernel"], dominant_share_pct=whole["share_pct"])
     dominant = {d["range"]: d for d in (report.dominant if report else []) if d["range"]}
     for r in HEADLINE:
         d = dominant.get(r)

@@ -1,13 +1,18 @@
-"""Mine a profiled run: its ranges, the dominant kernel per headline range, the top kernels,
-measured steps only (the ``measure`` range; warmup is filtered out when mining)."""
+"""Mine a profiled run: its ranges, the dominant kernel per range, the top kernels.
+
+A run of the built-in model counts its measured steps only (the ``measure`` range; warmup is
+filtered out when mining); a run of your own command counts the whole run, or what ran
+inside the ranges named by ``within`` (e.g. ``step`` with ``--nvtx steps``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from nsys_parsers.errors import NsysMineError
 from nvtx_model import nvtx_ranges as nv
-from profile_cli.runs.nsys_run import ProfileResult
+from profile_cli.runs.nsys_spec import ProfileResult
 
 WINDOW = nv.MEASURE
 
@@ -27,7 +32,12 @@ class ProfileReport:
     reason: str | None
 
 
-def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
+def mine_profile(result: ProfileResult, *, top: int = 15,
+                 within: str | None = None) -> ProfileReport:
+    """The report of one run; ``within``: the range to restrict to (default: ``measure`` for
+    the model, nothing for a command)."""
+    if result.kind == "command":
+        return mine_command(result, top=top, within=within)
     from reports.ask import answer
     from reports.session import Session
 
@@ -36,10 +46,12 @@ def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
         return ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
                              kernels=[], notes=notes, sentences=[], status=result.status,
                              reason=result.reason)
-    with Session(result.sqlite, within=WINDOW) as analysis:  # read once, for all three
+    window = within or WINDOW
+    with Session(result.sqlite, within=window) as analysis:  # read once, for all three
         rs = answer(analysis, "ranges")
-        notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
-                  f"when mining (not by an nsys capture range)."]
+        if window == WINDOW:
+            notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
+                      f"when mining (not by an nsys capture range)."]
         if analysis.has_kernels:
             wanted = [n for n in nv.HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
             dom = answer(analysis, "dominant", range_names=wanted or None)
@@ -54,3 +66,54 @@ def mine_profile(result: ProfileResult, *, top: int = 15) -> ProfileReport:
     return ProfileReport(export=result.sqlite, config=result.config, ranges=ranges,
                          dominant=dominant, kernels=kernels, notes=notes, sentences=sentences,
                          status=result.status, reason=result.reason)
+
+
+def mine_command(result: ProfileResult, *, top: int = 15,
+                 within: str | None = None) -> ProfileReport:
+    """The report of a run of your own command: every NVTX range (the program's own, and the
+    module/step ranges ``--nvtx`` added), the dominant kernel of the whole run and of each
+    range, the top kernels. A program that failed is mined too when nsys wrote an export."""
+    from reports.ask import answer
+    from reports.session import Session
+
+    notes = list(result.notes)
+    empty = ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
+                          kernels=[], notes=notes, sentences=[], status=result.status,
+                          reason=result.reason)
+    if not result.minable:
+        return empty
+    assert result.sqlite is not None
+    ranges: list[dict[str, Any]] = []
+    dominant: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+    sentences: list[str] = []
+    with Session(result.sqlite, within=within) as analysis:
+        if analysis.has_ranges:
+            ranges = answer(analysis, "ranges").rows
+        elif within is None and result.config.get("nvtx", "off") == "off":
+            notes.append("the program emitted no NVTX ranges: --nvtx modules,steps adds a "
+                         "range for every nn.Module call and every training step.")
+        if analysis.has_kernels:
+            dom = answer(analysis, "dominant")
+            dominant, sentences = dom.rows, dom.sentences
+            kernels = answer(analysis, "kernels").rows[:top]
+        else:
+            notes.append(f"no CUDA kernels in this run (trace {result.trace}, device "
+                         f"{result.config.get('device')}): the range times are CPU times.")
+    return ProfileReport(export=result.sqlite, config=result.config, ranges=ranges,
+                         dominant=dominant, kernels=kernels, notes=notes, sentences=sentences,
+                         status=result.status, reason=result.reason)
+
+
+def mine_outcome(result: ProfileResult, mine: Any = None
+                 ) -> tuple[ProfileReport | None, str, str | None]:
+    """(report, status, reason) of a profiled config for the sweep index: mined (by ``mine``,
+    default ``mine_profile``) when there is something to mine (``result.minable``); a mining
+    failure makes the config ``failed``."""
+    if not result.minable:
+        return None, result.status, result.reason
+    try:
+        return (mine or mine_profile)(result), result.status, result.reason
+    except NsysMineError as exc:
+        reason = f"mining the export failed: {exc}"
+        return None, "failed", f"{result.reason}; {reason}" if result.reason else reason

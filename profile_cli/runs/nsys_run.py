@@ -2,7 +2,9 @@
 
 ``profile_config(cfg, out_dir, spec)`` is the library behind ``nsys-mine profile``; ``sweep``
 (``profile_cli.runs.sweep``) calls it once per config; ``profile_cli.runs.mining`` mines the result.
-Each run:
+A ``CommandConfig`` (your own program, ``profile -- COMMAND``) goes to
+``profile_cli.runs.command``; the argv and the result are ``profile_cli.runs.nsys_spec``'s.
+Each run of the model:
 
 1. finds nsys (``--nsys``, ``$NSYS``, PATH, CUDA/Nsight install folders, the project's cached
    install, the user cache; ``--install-nsys`` fetches the Debian package into the user cache),
@@ -23,7 +25,7 @@ import os
 import platform
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,57 +36,31 @@ from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import RunConfig
 from nvtx_model.infer_config import InferConfig
 from nvtx_model.workload import config_args
+from profile_cli.runs.nsys_spec import (
+    DEFAULT_TIMEOUT_S,
+    TRACE_CPU,
+    TRACE_GPU,
+    NsysSpec,
+    ProfileResult,
+    default_trace,
+    nsys_argv,
+    tail,
+)
 from profile_cli.runs.process import ProcessOutcome, run_with_timeout
 
 if TYPE_CHECKING:
     import threading
 
-TRACE_GPU = "cuda,nvtx,osrt"
-TRACE_CPU = "nvtx,osrt"
-DEFAULT_TIMEOUT_S = 900
+__all__ = ["DEFAULT_TIMEOUT_S", "TRACE_CPU", "TRACE_GPU", "NsysSpec", "ProfileFailed",
+           "ProfileResult", "default_trace", "nsys_argv", "profile_config", "tail"]
 
 
 class ProfileFailed(NsysMineError):
     """The profiled workload crashed, ran out of memory, or nsys hung (profile command only)."""
 
 
-@dataclass
-class NsysSpec:
-    """How to run nsys. ``trace=None`` picks cuda,nvtx,osrt with a GPU, nvtx,osrt without."""
-
-    nsys: str | None = None
-    trace: str | None = None
-    quiet_sampling: bool = True  # --sample=none --cpuctxsw=none (avoids the agent hang)
-    extra_args: list[str] = field(default_factory=list)
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    install: bool = False
-
-
-@dataclass
-class ProfileResult:
-    name: str
-    config: dict[str, Any]
-    status: str
-    reason: str | None
-    sqlite: str | None
-    nsys_rep: str | None
-    sidecar: str
-    wall_s: float
-    command: list[str]
-    nsys_version: str
-    trace: str
-    window: str
-    workload_row: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    gpu: str | None = None  # CUDA_VISIBLE_DEVICES the run was pinned to, when it was
-
-
 # --------------------------------------------------------------------------------------------
 # argv
-
-def default_trace(device: str) -> str:
-    return TRACE_GPU if device == "cuda" else TRACE_CPU
-
 
 def resolve_device(requested: str) -> str:
     """'cpu' or 'cuda' for 'auto', asking torch (the workload needs it anyway)."""
@@ -95,15 +71,6 @@ def resolve_device(requested: str) -> str:
     except ImportError:
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def nsys_argv(nsys: str | os.PathLike, out_base: Path, *, trace: str, quiet_sampling: bool,
-              extra_args: list[str], child: list[str]) -> list[str]:
-    argv = [str(nsys), "profile", f"--trace={trace}"]
-    if quiet_sampling:
-        argv += ["--sample=none", "--cpuctxsw=none"]
-    argv += ["--export=sqlite", "--force-overwrite=true", "--output", str(out_base)]
-    return argv + list(extra_args) + list(child)
 
 
 def workload_argv(cfg: RunConfig | InferConfig) -> list[str]:
@@ -133,10 +100,6 @@ def _workload_row(stdout: str) -> dict[str, Any] | None:
 
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|out of memory|MemoryError",
                   re.IGNORECASE)
-
-
-def tail(text: str, lines: int = 12) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 def classify(outcome: ProcessOutcome, cfg, row: dict | None) -> tuple[str, str | None]:
@@ -181,7 +144,12 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
                    stop: threading.Event | None = None) -> ProfileResult:
     """Profile one config under nsys; never raises for workload failures (see ``status``).
     ``gpu`` pins the run to that CUDA device (CUDA_VISIBLE_DEVICES); ``stop`` lets another
-    thread end the run (it then raises KeyboardInterrupt, like Ctrl-C)."""
+    thread end the run (it then raises KeyboardInterrupt, like Ctrl-C). A ``CommandConfig``
+    (your own program) runs through ``profile_cli.runs.command.profile_command``."""
+    from profile_cli.runs.command import CommandConfig, profile_command
+
+    if isinstance(cfg, CommandConfig):
+        return profile_command(cfg, out_dir, spec, force=force, nsys=nsys, gpu=gpu, stop=stop)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = cfg.name
     base = out_dir / name

@@ -83,35 +83,40 @@ def end_marked_processes(marker: str, grace_s: float = 2.0, kill_wait_s: float =
 
 
 def run_with_timeout(argv: list[str], timeout_s: float, *, env: dict[str, str] | None = None,
-                     cwd: str | None = None, stop: threading.Event | None = None
-                     ) -> ProcessOutcome:
+                     cwd: str | None = None, stop: threading.Event | None = None,
+                     log: Path | None = None) -> ProcessOutcome:
     """Run argv in its own session; on timeout or Ctrl-C end its process group and every
     process that carries this run's marker, by PID. ``stop`` (set by another thread, e.g. a
     sweep that runs several configs at once and got Ctrl-C) ends the run the same way and
-    raises KeyboardInterrupt in this thread."""
+    raises KeyboardInterrupt in this thread. ``log``: stdout and stderr go to this file
+    (a program's output can be long) instead of the outcome's ``stdout`` and ``stderr``."""
     marker = uuid.uuid4().hex
     env = dict(os.environ if env is None else env)
     env[MARKER_ENV] = marker
     t0 = time.monotonic()
     proc: subprocess.Popen | None = None
     timed_out = False
-    try:
-        with signals_held():
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, errors="replace", env=env, cwd=cwd,
-                                    start_new_session=True)
-        out, err = _communicate(proc, timeout_s, stop)
-    except subprocess.TimeoutExpired:
-        assert proc is not None
-        timed_out = True
-        _end_group(proc)
-        out, err = proc.communicate()
-    except KeyboardInterrupt:
-        if proc is not None:
+    with contextlib.ExitStack() as files:
+        sink: Any = subprocess.PIPE
+        if log is not None:
+            sink = files.enter_context(open(log, "wb"))
+        try:
+            with signals_held():
+                proc = subprocess.Popen(
+                    argv, stdout=sink, stderr=subprocess.STDOUT if log is not None else sink,
+                    text=True, errors="replace", env=env, cwd=cwd, start_new_session=True)
+            out, err = _communicate(proc, timeout_s, stop)
+        except subprocess.TimeoutExpired:
+            assert proc is not None
+            timed_out = True
             _end_group(proc)
-            proc.communicate()
-        end_marked_processes(marker)
-        raise
+            out, err = proc.communicate()
+        except KeyboardInterrupt:
+            if proc is not None:
+                _end_group(proc)
+                proc.communicate()
+            end_marked_processes(marker)
+            raise
     killed = end_marked_processes(marker)
     return ProcessOutcome(returncode=proc.returncode, stdout=out or "", stderr=err or "",
                           timed_out=timed_out, wall_s=time.monotonic() - t0, killed_pids=killed)

@@ -17,7 +17,7 @@ The driver (``nsys-mine sweep --executor slurm`` on a login node):
    same sweep again or ``nsys-mine sweep --collect OUT``.
 
 The job (``run_config_job`` on a compute node) profiles its config with the same code as a
-local sweep (``profile_config`` + ``mine_profile``); it finds nsys on the node ($NSYS, PATH,
+local sweep (``profile_config`` + ``mine_outcome``); it finds nsys on the node ($NSYS, PATH,
 the usual folders) unless --nsys names one, and runs under the driver's Python (the venv must
 be on a filesystem the nodes share). See docs/CLUSTER.md.
 """
@@ -164,7 +164,7 @@ def run_config_job(cfg, out_dir: str, nsys_spec, name: str, token: str) -> dict[
     """Profile and mine one config on this node and write its result record (the function
     each Slurm job runs). Slurm's SIGTERM ends the nsys run and its leftover processes, and the
     job ends without a record: the driver then takes the state and reason from Slurm."""
-    from profile_cli.runs.mining import mine_profile
+    from profile_cli.runs.mining import mine_outcome
     from profile_cli.runs.nsys_run import profile_config
 
     out = Path(out_dir)
@@ -185,12 +185,7 @@ def run_config_job(cfg, out_dir: str, nsys_spec, name: str, token: str) -> dict[
         result = report = None
         try:
             result = profile_config(cfg, out, nsys_spec, force=True)
-            status, reason = result.status, result.reason
-            if status == "ok":
-                try:
-                    report = mine_profile(result)
-                except NsysMineError as exc:
-                    status, reason = "failed", f"mining the export failed: {exc}"
+            report, status, reason = mine_outcome(result)
         except NsysMineError as exc:  # e.g. no nsys on this node
             status, reason = "failed", f"on node {base['node']}: {exc}"
         data = {**base, "status": status, "reason": reason, "finished_utc": utc_now(),

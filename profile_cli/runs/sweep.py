@@ -9,7 +9,10 @@ Ctrl-C leaves the index consistent, and re-running the same sweep skips configs 
 index.
 
 Configs run here, one at a time or ``--jobs N`` at once (one GPU each on a CUDA machine), or as
-Slurm jobs (``--executor slurm``, ``profile_cli.runs.slurm``).
+Slurm jobs (``--executor slurm``, ``profile_cli.runs.slurm``). A sweep over your own command
+(``sweep --command "python train.py --bs {bs}" --grid bs=8,16``, a ``CommandSweep``) runs one
+``CommandConfig`` per combination of the grid through the same index, statuses and executors;
+its tables show the grid values as the config and the whole run's dominant kernel.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from nsys_parsers.errors import BadOption, NsysMineError
+from nsys_parsers.errors import BadOption
 from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, PRESETS, preset_name, run_name
 from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
+from profile_cli.runs.command import CommandSweep, command_device
 from profile_cli.runs.executors import ExecutorSpec, GpuPool, LocalPlan, local_plan, visible_gpus
 from profile_cli.runs.index import (
     ACTIVE,
@@ -37,13 +41,14 @@ from profile_cli.runs.index import (
     PlannedRun,
     SweepOutcome,
     finished_names,
+    grid_values,
     index_lock,
     open_index,
     record,
     run_rows,
     short_label,
 )
-from profile_cli.runs.mining import mine_profile
+from profile_cli.runs.mining import mine_outcome, mine_profile
 from profile_cli.runs.nsys_run import NsysSpec, profile_config, resolve_device
 from reports.categories import CATEGORIES
 from reports.render import View
@@ -74,15 +79,29 @@ RUN_VIEW = View(
 DOMINANT_COLUMNS = ["name", "range", "kernel", "category", "share_pct", "per_range_instance"]
 MIX_COLUMNS = ["name", "scope", *(f"{c}_pct" for c in MIX_CATEGORIES)]
 RANGE_TIME_COLUMNS = ["name", "range", "instances", "avg_ns", "gpu_inclusive_ns"]
+# a sweep over a command: the config is its grid values
+COMMAND_RUN_COLUMNS = ["config", "name", "kind", "command", "grid", "status", "exit_code",
+                       "job_id", "node", "gpu", "wall_s", "dominant_kernel", "dominant_share_pct",
+                       "reason", "sqlite"]
+COMMAND_RUN_VIEW = View(
+    columns=["config", "status", "exit_code", "wall_s", "job_id", "node", "gpu",
+             "dominant_share_pct", "dominant_kernel", "reason"],
+    drop=("job_id", "node"), noun="configs",
+    hide_if_constant=("node", "gpu"),
+    hide_if_zero=("exit_code", "dominant_share_pct", "dominant_kernel", "reason", "wall_s",
+                  "job_id", "node", "gpu"))
 
 # progress(done, total, active): active is one (config name, what it is doing) per config
 # that runs or waits in a queue right now
 Progress = Callable[[int, int, list[tuple[str, str]]], None]
 
 
-def plan_sweep(spec: WorkloadSpec) -> list[PlannedRun]:
+def plan_sweep(spec: WorkloadSpec | CommandSweep) -> list[PlannedRun]:
     """One PlannedRun per config. A size whose shape is impossible becomes failed configs of
-    its own (the sweep goes on); other option errors stop the sweep before it starts."""
+    its own (the sweep goes on); other option errors stop the sweep before it starts. A
+    command sweep: one per combination of its grid (a command that does not exist stops it)."""
+    if isinstance(spec, CommandSweep):
+        return [PlannedRun(name=c.name, cfg=c, config=c.to_dict()) for c in spec.configs()]
     custom_flags = spec.has_custom_shape
     tokens = [spec.size] if custom_flags else spec.size_tokens()
     plan: list[PlannedRun] = []
@@ -111,7 +130,7 @@ def plan_sweep(spec: WorkloadSpec) -> list[PlannedRun]:
     return plan
 
 
-def run_sweep(spec: WorkloadSpec, out_dir: Path, nsys_spec: NsysSpec,
+def run_sweep(spec: WorkloadSpec | CommandSweep, out_dir: Path, nsys_spec: NsysSpec,
               executor: ExecutorSpec | None = None, *, retry: bool = False,
               progress: Progress | None = None, warn: Callable[[str], None] | None = None,
               confirm_cancel: Callable[[int, int], bool] | None = None,
@@ -125,6 +144,7 @@ def run_sweep(spec: WorkloadSpec, out_dir: Path, nsys_spec: NsysSpec,
     plan = plan_sweep(spec)
     with index_lock(out_dir):
         db = open_index(out_dir)
+        _same_kind(db, out_dir, "command" if isinstance(spec, CommandSweep) else "model")
         if ex.executor == "slurm":
             from profile_cli.runs.slurm import drive
 
@@ -132,6 +152,15 @@ def run_sweep(spec: WorkloadSpec, out_dir: Path, nsys_spec: NsysSpec,
                          confirm_cancel=confirm_cancel)
         return _run_local(db, out_dir, plan, spec, nsys_spec, ex, retry=retry,
                           progress=progress, warn=warn, gpus=gpus)
+
+
+def _same_kind(db, out_dir: Path, kind: str) -> None:
+    """A folder holds a sweep of the model or of a command, not both (their tables differ)."""
+    other = {"model": "a command", "command": "the built-in model"}[kind]
+    for row in run_rows(db).values():
+        if (row.get("kind") or "model") != kind:
+            raise BadOption(f"{out_dir} holds a sweep of {other}; give this sweep another "
+                            f"--out-dir.")
 
 
 def collect_sweep(out_dir: Path, executor: ExecutorSpec | None = None, *,
@@ -158,16 +187,12 @@ def collect_sweep(out_dir: Path, executor: ExecutorSpec | None = None, *,
 
 
 def _mined(result) -> tuple[Any, str, str | None]:
-    """(report, status, reason) of a profiled config: mined when it ran ok."""
-    if result.status != "ok":
-        return None, result.status, result.reason
-    try:
-        return mine_profile(result), "ok", None
-    except NsysMineError as exc:
-        return None, "failed", f"mining the export failed: {exc}"
+    """(report, status, reason) of a profiled config: mined when it ran ok (a command also
+    when it failed but nsys wrote an export)."""
+    return mine_outcome(result, mine_profile)
 
 
-def _run_local(db, out_dir: Path, plan: list[PlannedRun], spec: WorkloadSpec,
+def _run_local(db, out_dir: Path, plan: list[PlannedRun], spec: WorkloadSpec | CommandSweep,
                nsys_spec: NsysSpec, ex: ExecutorSpec, *, retry: bool,
                progress: Progress | None, warn: Callable[[str], None] | None,
                gpus: list[str] | None) -> SweepOutcome:
@@ -190,9 +215,11 @@ def _run_local(db, out_dir: Path, plan: list[PlannedRun], spec: WorkloadSpec,
             progress(len(plan), len(plan), [])
         return outcome
     nsys = locate_nsys(nsys_spec.nsys, install=nsys_spec.install)
-    device = resolve_device(spec.device)
-    lp = local_plan(ex.jobs, device, visible_gpus() if gpus is None else gpus,
-                    threads=spec.threads)
+    if isinstance(spec, CommandSweep):
+        device, threads = command_device(spec.device), None
+    else:
+        device, threads = resolve_device(spec.device), spec.threads
+    lp = local_plan(ex.jobs, device, visible_gpus() if gpus is None else gpus, threads=threads)
     for message in lp.warnings:
         outcome.notes.append(message)
         if warn:
@@ -298,12 +325,22 @@ class SweepTables:
     mix: list[dict[str, Any]]
     range_times: list[dict[str, Any]]
     notes: list[str]
+    kind: str = "model"  # "command": a sweep over your own command (COMMAND_RUN_COLUMNS)
 
 
 def config_order(row: dict[str, Any]) -> tuple:
     """Rows in config order, whatever order they finished in (configs run at once, Slurm):
     presets small to large, then custom shapes; contexts ascending; modes, precisions and
-    attention in their option order."""
+    attention in their option order. Command configs: by their grid values (numbers as
+    numbers), in the order of the --grid options."""
+    if row.get("kind") == "command":
+        def value(v: str) -> tuple:
+            try:
+                return (0, float(v), "")
+            except ValueError:
+                return (1, 0.0, v)
+        return tuple(value(str(v)) for v in grid_values(row).values())
+
     def rank(value: Any, choices: tuple[str, ...] | list[str]) -> int:
         return choices.index(value) if value in choices else len(choices)
 
@@ -362,6 +399,17 @@ def sweep_tables(out_dir: Path) -> SweepTables:
         return [{"config": label.get(r["name"], r["name"]), **{c: r.get(c) for c in columns}}
                 for r in rows]
 
+    if runs and all(r.get("kind") == "command" for r in runs):
+        command_runs = [{**{c: r.get(c) for c in COMMAND_RUN_COLUMNS},
+                         "config": label.get(r["name"], r["name"]), "grid": grid_values(r)}
+                        for r in runs]
+        if any(r["status"] == "ok" for r in runs) and not dominant:
+            notes = [n.replace("range_times holds the CPU range times",
+                               "the ranges table holds the CPU range times") for n in notes]
+        return SweepTables(runs=command_runs, dominant=labelled(dominant, DOMINANT_COLUMNS),
+                           mix=labelled(mix_list, MIX_COLUMNS),
+                           range_times=labelled(times, RANGE_TIME_COLUMNS), notes=notes,
+                           kind="command")
     return SweepTables(runs=[{c: r.get(c) for c in RUN_COLUMNS} for r in runs],
                        dominant=labelled(dominant, DOMINANT_COLUMNS),
                        mix=labelled(mix_list, MIX_COLUMNS),
@@ -374,7 +422,14 @@ LABEL_FIELDS = ("size", "context", "batch", "mode", "precision", "attention", "n
 
 def config_labels(runs: list[dict[str, Any]]) -> dict[str, str]:
     """A short label per run for people: only the config fields that vary in this sweep
-    (``tiny ctx32 train``), so that the runs can be told apart at a glance."""
+    (``tiny ctx32 train``), so that the runs can be told apart at a glance; for a sweep over
+    a command, the grid values that vary (``bs=8 seq=512``), else the command line."""
+    if runs and all(r.get("kind") == "command" for r in runs):
+        grids = {r["name"]: grid_values(r) for r in runs}
+        keys = list(dict.fromkeys(k for g in grids.values() for k in g))
+        vary = [k for k in keys if len({g.get(k) for g in grids.values()}) > 1] or keys
+        return {r["name"]: (" ".join(f"{k}={grids[r['name']].get(k)}" for k in vary)
+                            or str(r.get("command") or r["name"])) for r in runs}
     varying = [f for f in LABEL_FIELDS if len({r.get(f) for r in runs}) > 1] or ["size"]
     prefix = {"context": "ctx", "batch": "b"}
     return {r["name"]: " ".join(f"{prefix.get(f, '')}{r.get(f)}" for f in varying)

@@ -3,6 +3,7 @@ a sweep folder (its index, through ``sweeper.sweep_tables``; never written here)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,11 @@ def build_report(target: Path, options: Any, shape: Any, *, top: int = 20,
                  opener: Any = None) -> Any:
     """The page (``reports.page.Page``) of an export or of a sweep folder."""
     if target.is_dir():
+        tables, runs = sweep_runs(target)
+        if tables.kind == "command":
+            return command_sweep_page(tables, runs, folder=str(target))
         from reports.page.sweep import sweep_page
 
-        tables, runs = sweep_runs(target)
         return sweep_page(runs, tables.dominant, tables.mix, tables.range_times, tables.notes,
                           labels=config_labels(runs), folder=str(target))
     from reports.page.export import report_for_export
@@ -79,5 +82,57 @@ def export_targets(paths: list[Path]) -> list[ExportTarget]:
         labels = [p.name.rsplit(".", 1)[0] for p, _ in found]
     if len(set(labels)) != len(found):
         labels = [str(p) for p, _ in found]
-    return [ExportTarget(path=p, label=lbl, config=cfg)
+    # a command's run has no model config: its exports are mined whole (no `measure` range)
+    return [ExportTarget(path=p, label=lbl,
+                         config=None if (cfg or {}).get("kind") == "command" else cfg)
             for (p, cfg), lbl in zip(found, labels, strict=True)]
+
+
+def command_sweep_page(tables: Any, runs: list[dict[str, Any]], *, folder: str) -> Any:
+    """The page of a sweep over your own command: per config (its grid values) the status,
+    exit code, wall time and the whole run's dominant kernel, the dominant kernel per range,
+    the range times, and the configs that did not finish. (The model's page plots size x
+    context, which a command does not have.)"""
+    from profile_cli.runs.sweep import COMMAND_RUN_VIEW, RANGE_TIME_COLUMNS
+    from reports.page.model import Page, Section, Sentences, Table, Text
+    from reports.render import View
+
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    command = runs[0].get("command") if runs else None
+    page = Page(title=f"nsys-mine sweep report: {folder}", lead=[
+        f"sweep folder: {folder}",
+        f"{len(runs)} runs of a command: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
+        *([f"first command: {command}"] if command else [])])
+    said = []
+    for r in runs:
+        text = f"{r['config']}: {r['status']}"
+        if r.get("exit_code"):
+            text += f" (exit code {r['exit_code']})"
+        if r.get("wall_s") is not None:
+            text += f", {r['wall_s']:g} s under nsys"
+        if r.get("dominant_kernel"):
+            text += f"; dominant kernel {r['dominant_kernel']} ({r['dominant_share_pct']:g}%)"
+        said.append(text)
+    counts_note = re.compile(r"^\d+ \w+(, \d+ \w+)*$")  # said in the lead already
+    page.sections.append(Section("Answers", "answers", [
+        Sentences(said), *[Text(n) for n in tables.notes if not counts_note.match(n)]]))
+    if tables.dominant:
+        page.sections.append(Section("Dominant kernel per config and range", "dominant", [
+            Table(tables.dominant, View(columns=["config", "range", "share_pct",
+                                                 "per_range_instance", "category", "kernel"],
+                                        noun="rows"), top=0)]))
+    if tables.range_times:
+        page.sections.append(Section("Range times", "ranges", [
+            Table(tables.range_times, View(columns=["config", *RANGE_TIME_COLUMNS[1:]],
+                                           noun="rows", hide_if_zero=("gpu_inclusive_ns",)),
+                  top=0)]))
+    problems = [{"config": r["config"], "status": r["status"], "reason": r.get("reason") or ""}
+                for r in runs if r["status"] != "ok"]
+    page.sections.append(Section("Configs that did not finish", "problems", [
+        Table(problems, View(columns=["config", "status", "reason"], noun="configs"), top=0)
+        if problems else Text("Every config finished ok.")]))
+    page.sections.append(Section("All configs", "configs", [
+        Table(runs, COMMAND_RUN_VIEW, top=0)]))
+    return page

@@ -113,7 +113,7 @@ def flop_per_instance(shape: AttentionShape) -> dict[str, int]:
 def attention_rows(range_rows: list[dict[str, Any]], shape: AttentionShape, *,
                    gpu: bool) -> Report:
     """Rows of ATTENTION_COLUMNS from range summary rows (``range``, ``instances``,
-    ``avg_ns``, ``gpu_inclusive_ns``: ``ExportAnalysis.ranges()`` or a sweep's range times).
+    ``avg_ns``, ``gpu_inclusive_ns``: the range summary of an export or a sweep's range times).
     ``gpu``: time kernels (the export has kernels), else CPU range times."""
     if shape.missing:
         raise BadOption("the attention FLOPs need the model shape: no `nsys-mine profile` "

@@ -1,0 +1,1 @@
+"""A package the tests run with ``python -m tinypkg`` (from tests/programs), unmodified."""
