@@ -25,19 +25,18 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES = [
     ("whole command", "/entry.py", "<module>"),
     ("imports at start (typer)", "profile_cli/app.py", "<module>"),
-    ("the command's module (option declarations)", "profile_cli/mine_cmds.py", "<module>"),
-    ("load: kernels, launches, NVTX (threads)", "nsys_parsers/activity.py", "load_activity"),
-    ("  of which from the cache", "nsys_parsers/activity.py", "_from_cache"),
-    ("  of which reading threads (waited for)", "nsys_parsers/fetch.py", "gather_ints"),
+    ("building the commands (every analysis imported)", "profile_cli/app.py", "new_app"),
+    ("load: the column groups the analysis needs", "reports/session.py", "load"),
+    ("  of which reading threads (waited for)", "nsys_parsers/trace.py", "_read"),
     ("  of which the launch join", "nsys_parsers/kernels.py", "join_launches"),
+    ("  of which writing the cache", "nsys_parsers/cache.py", "put"),
     ("attribution pairs", "nsys_parsers/attribution.py", "attribute"),
-    ("  pairs from the cache", "nsys_parsers/attribution.py", "cached_pairs"),
-    ("names of the ranges with kernels", "nsys_parsers/names.py", "range_names"),
-    ("report (grouping, statistics)", "reports/nvtx_kernels.py", "nvtx_kernel_report"),
-    ("report (ranges)", "reports/range_summary.py", "range_report"),
-    ("report (dominant)", "reports/dominant.py", "dominant_report"),
-    ("rendering", "reports/render.py", "render_rows"),
-    ("writing the cache (waited for)", "nsys_parsers/cache.py", "flush"),
+    ("names of ranges (by rowid or by a scan)", "nsys_parsers/trace.py", "range_names"),
+    ("report (nvtx-kernels)", "reports/analyses/nvtx_kernels.py", "nvtx_kernel_report"),
+    ("report (ranges)", "reports/analyses/ranges.py", "range_report"),
+    ("report (dominant)", "reports/analyses/dominant.py", "dominant_report"),
+    ("report (kernels)", "reports/analyses/kernels.py", "summarize_kernels"),
+    ("rendering", "reports/render/__init__.py", "render_rows"),
 ]
 
 
@@ -72,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         entry.write_text("import sys\nfrom profile_cli.app import main\nmain(sys.argv[1:])\n")
         for run in ("cold", "warm"):
             prof = Path(tmp) / f"{run}.prof"
-            # main(argv) rather than `-m profile_cli`: as the process's entry, a mining
-            # command ends with os._exit, and cProfile would never write its file
             subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), str(entry),
                             a.command, str(a.file), "--format", a.format,
                             "--output", str(Path(tmp) / "out")], env=env, cwd=ROOT,
@@ -82,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| stage ({a.command} --format {a.format}, {a.file.name}) | cold s | warm s |")
     print("| --- | ---: | ---: |")
     for run in ("cold", "warm"):  # what no stage names: imports inside the command, ...
-        top = [v for k, v in rows[run].items() if k != "whole command" and not
-               k.startswith(" ")]
+        top = [v for k, v in rows[run].items() if k not in (
+            "whole command", "imports at start (typer)") and not k.startswith(" ")]
         rows[run][OTHER] = rows[run].get("whole command", 0.0) - sum(top)
     for label in [s[0] for s in STAGES] + [OTHER]:
         c, w = rows["cold"].get(label), rows["warm"].get(label)

@@ -1,9 +1,10 @@
 """Documentation generated from the command line itself, so that it cannot drift.
 
-Used by cog blocks in README.md and docs/MODEL.md (``cog -r -I scripts README.md
-docs/MODEL.md``) and to write docs/CLI.md. ``.ci/run`` checks both:
+Used by cog blocks in README.md, docs/MODEL.md and docs/ARCHITECTURE.md (``cog -r -I scripts
+README.md docs/MODEL.md docs/ARCHITECTURE.md``) and to write docs/CLI.md. ``.ci/run`` checks
+both:
 
-    .venv/bin/cog --check -I scripts README.md docs/MODEL.md
+    .venv/bin/cog --check -I scripts README.md docs/MODEL.md docs/ARCHITECTURE.md
     .venv/bin/python scripts/gen_docs.py --check        # docs/CLI.md
     .venv/bin/python scripts/gen_docs.py                # rewrite docs/CLI.md
 """
@@ -75,6 +76,13 @@ def command_defaults(name: str, options: tuple[str, ...]) -> str:
     found = {p.opts[0]: _default(p) for p in cmd.params  # type: ignore[attr-defined]
              if p.opts and p.opts[0] in options}
     return ", ".join(f"`{o}` {found[o] or '(none)'}" for o in options if o in found)
+
+
+def source(path: str) -> str:
+    """A file of the project as a fenced code block (docs quote real, tested code)."""
+    text = (ROOT / path).read_text(encoding="utf-8").rstrip("\n")
+    lang = "python" if path.endswith(".py") else "text"
+    return f"```{lang}\n{text}\n```"
 
 
 def commands_table() -> str:
