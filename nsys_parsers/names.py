@@ -51,7 +51,7 @@ class RangeNames:
         names, remap = unique_names(merged, np.arange(len(merged), dtype=np.int64))
         code = self.code
         if remap.size and code.size:
-            if int(code.min()) >= 0:  # every name resolved: one gather (19 -> 7 ms at 1.7 M)
+            if int(code.min()) >= 0:  # every name resolved: one gather
                 code = remap[code]
             else:
                 code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)

@@ -27,8 +27,8 @@ def _help_folds_long_words() -> None:
     """``--help`` tables fold a word longer than its column instead of cutting it: at 80
     columns Typer's tables showed ``--slurm-gpus-per-t…``, ``--d-model/--d-ff/--layers/-…``
     and ``~/.cache/nsys-mine/col…``. ``format_help`` is wrapped so that, while help is
-    rendered (and only then: Typer's help renderer and the rich Markdown it imports take
-    0.1 s to load), the tables of Typer's help and of rich's ``Columns`` inside it fold."""
+    rendered (and only then: Typer's help renderer and the rich Markdown it imports are slow
+    to load), the tables of Typer's help and of rich's ``Columns`` inside it fold."""
     from typer import core
 
     for cls in (core.TyperCommand, core.TyperGroup):
