@@ -1,5 +1,6 @@
 """The mining commands: one per analysis of ``reports.analyses``, each built from its
-declaration (``reports.analysis.Analysis``), and ``report`` (the page of an export or a sweep).
+declaration (``reports.analysis.Analysis``) with the shared analysis options it names, and
+``report`` (the page of an export or a sweep).
 
 A command parses its export(s), the analysis options the analysis declares, its own
 parameters and the output options; ``reports.ask.ask`` opens the export(s) and answers; the
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
-from profile_cli.commands.options import analysis_options
+from nsys_parsers.schema import NAME_KINDS
 from profile_cli.commands.output import (
     ExportArg,
     ExportsArg,
@@ -25,10 +26,54 @@ from profile_cli.commands.output import (
     emit,
     emit_report,
     open_session,
+    option_group,
     output_options,
 )
 from reports.analysis import Analysis, Param
-from reports.options import AnalysisOptions
+from reports.options import MERGE_MODES, AnalysisOptions
+
+# -- the analysis options every export command shares (reports.options.AnalysisOptions) ----
+
+ANALYSIS_PANEL = "Reading the export"
+
+RulesOpt = Annotated[Optional[Path], typer.Option(
+    "--rules", dir_okay=False, metavar="FILE", rich_help_panel=ANALYSIS_PANEL,
+    help="TOML file with extra kernel-category rules (tried before the built-in ones).")]
+WithinOpt = Annotated[Optional[str], typer.Option(
+    "--within", metavar="RANGE", rich_help_panel=ANALYSIS_PANEL,
+    help="Only what ran inside instances of this NVTX range (e.g. `measure`, to leave warmup "
+         "steps out).")]
+MergeOpt = Annotated[str, typer.Option(
+    "--merge-op-ids", rich_help_panel=ANALYSIS_PANEL, **choice(MERGE_MODES),
+    help="One name per PyTorch operator: drop the per-call suffixes (`, seq = N`, "
+         "`, op_id = N`, `, sizes = ...`) from range names. auto: when the names look like "
+         "an emit_nvtx capture.")]
+NameKindOpt = Annotated[str, typer.Option(
+    "--name-kind", rich_help_panel=ANALYSIS_PANEL, **choice(NAME_KINDS, "KIND"),
+    help="Kernel names: short, demangled (as nsys prints them) or mangled.")]
+NsysOpt = Annotated[Optional[str], typer.Option(
+    "--nsys", metavar="PATH", rich_help_panel=ANALYSIS_PANEL,
+    help="The nsys binary that exports a .nsys-rep report to SQLite (default: $NSYS, PATH, "
+         "CUDA/Nsight folders, cached installs).")]
+DepthOpt = Annotated[Optional[int], typer.Option(
+    "--depth", min=1, metavar="N", rich_help_panel=ANALYSIS_PANEL,
+    help="Only range instances at nesting depth <= N (1 = outermost on its thread).")]
+MatchOpt = Annotated[Optional[List[str]], typer.Option(
+    "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
+    help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
+CacheOpt = Annotated[bool, typer.Option(
+    "--cache/--no-cache", rich_help_panel=ANALYSIS_PANEL,
+    help="Keep the columns read from the export in the user cache dir ($NSYS_MINE_CACHE_DIR, "
+         "default ~/.cache/nsys-mine/columns; never next to the export) and answer the next "
+         "questions from there. --no-cache reads the export and writes nothing.")]
+# Give a command the analysis options it names (``only=``); it receives ``analysis``.
+analysis_options = option_group(AnalysisOptions, {
+    "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
+    "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
+    "cache": CacheOpt,
+}, "analysis", convert={"match": lambda v: tuple(v or ()),
+                        "rules": lambda v: v})
+
 
 
 def register(app: typer.Typer) -> None:
