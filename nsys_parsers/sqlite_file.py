@@ -77,7 +77,6 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     conn.text_factory = decode_text
-    conn.execute("PRAGMA cache_size = -256")  # 256 KiB: reads scan tables once, in order
     return conn
 
 

@@ -23,20 +23,12 @@ def _plain(column: str, value: Any) -> Any:
 
 
 def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """CSV of the rows (``csv.writer``), column by column: only the columns that hold a
-    NaN, a dict or a list are converted value by value."""
-    values = [[r.get(c) for r in rows] for c in columns]
-    for i, (column, col) in enumerate(zip(columns, values)):
-        if any(type(v) in _CONVERTED or (type(v) is float and v != v) for v in col):
-            values[i] = [_plain(column, v) for v in col]
+    """CSV of the rows (``csv.writer``): raw values, a missing value empty."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(zip(*values))
+    writer.writerows([_plain(c, r.get(c)) for c in columns] for r in rows)
     return buf.getvalue()
-
-
-_CONVERTED = (dict, list, tuple)
 
 
 def to_json(data: Any) -> str:
