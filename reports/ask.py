@@ -65,7 +65,9 @@ def ask(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]],
 
 
 def answer(session: Session, name: str, **params: Any) -> Report:
-    """The answer of the analysis ``name`` for an open session."""
+    """The answer of the analysis ``name`` for an open session (an analysis that reads no
+    export, such as ``categories``, ignores it)."""
     from reports.analyses import get
 
-    return get(name).answer(session, **params)
+    a = get(name)
+    return a.answer(**params) if a.inputs == "none" else a.answer(session, **params)

@@ -101,6 +101,8 @@ def test_the_python_api(fx):
         ask("kernel", [export])
     with pytest.raises(TypeError, match="no parameter"):
         ask("kernels", [export], range_names=["x"])
+    with Session(export) as s:  # an analysis that reads no export ignores the session
+        assert answer(s, "categories").rows == ask("categories", []).rows
 
 
 def test_a_notebook_shows_a_report_as_a_table(fx):
