@@ -30,7 +30,7 @@ from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.analyses.nvtx_kernels import ATTRIBUTION
 from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
 from reports.categories import CATEGORIES, categorize_many
-from reports.module_tree import as_tree
+from reports.module_tree import as_tree, tree_section
 from reports.render import View, human_ns, shorten
 from reports.report import Report, check_range_names, r1
 from reports.session import Session
@@ -340,6 +340,11 @@ def _headline(ctx: Any) -> list[Any]:
     return [answers]
 
 
+def _page(ctx: Any) -> list[Any]:
+    """The headline answers, then the module tree (exports with module ranges)."""
+    return _headline(ctx) + tree_section(ctx)
+
+
 ANALYSIS = Analysis(
     name="dominant",
     help="""Which kernel dominates: for the whole export and for each NVTX range.
@@ -367,5 +372,5 @@ ANALYSIS = Analysis(
                                            f"/{v['regex'].pattern}/"),
         CheckKey("category", "share", _share_check, order=4, describe=_share_name),
     ),
-    page=_headline, page_order=10,
+    page=_page, page_order=10,
 )
