@@ -35,7 +35,8 @@ NsysOpt = Annotated[Optional[str], typer.Option(
          "CUDA/Nsight folders, cached installs).")]
 DepthOpt = Annotated[Optional[int], typer.Option(
     "--depth", min=1, metavar="N", rich_help_panel=ANALYSIS_PANEL,
-    help="Only range instances at nesting depth <= N (1 = outermost on its thread).")]
+    help="Only range instances at nesting depth <= N (1 = outermost on its thread; module "
+         "ranges of --nvtx modules: their level, the model 1).")]
 MatchOpt = Annotated[Optional[List[str]], typer.Option(
     "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
     help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]

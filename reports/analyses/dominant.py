@@ -352,6 +352,8 @@ ANALYSIS = Analysis(
     One row per range: the dominant kernel, its share of the range's GPU time, its calls per
     range instance, the runner-up and the kernel-category mix. `--format text` gives one
     sentence per range. Several exports or a sweep folder: one table with a `config` column.
+    Module ranges (`nsys-mine profile --nvtx modules`) come as the model's module tree:
+    indented by level, with each range's GPU time, and `depth` and `parent` in JSON and CSV.
 
     Examples: `nsys-mine dominant run.sqlite --within measure` ·
     `nsys-mine dominant sweep/ --range forward --within measure --format text`

@@ -224,7 +224,9 @@ ANALYSIS = Analysis(
     name="ranges",
     help="""NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
 
-    Several exports or a sweep folder: one table with a `config` column.
+    Several exports or a sweep folder: one table with a `config` column. Module ranges
+    (`nsys-mine profile --nvtx modules`) come as the model's module tree: indented by level,
+    with `depth` and `parent` in JSON and CSV; `--depth N` counts module levels there.
 
     Examples: `nsys-mine ranges run.sqlite --depth 2` ·
     `nsys-mine ranges a.sqlite b.sqlite --match forward --match backward`
