@@ -267,7 +267,9 @@ class Session:
         o = self.options
         parts = []
         if o.depth is not None:
-            parts.append(f"at nesting depth <= {o.depth}")
+            parts.append(f"at nesting depth <= {o.depth}" + (
+                f" (module ranges: module level <= {o.depth}, the model 1)"
+                if self.ranges is not None and self.module_tree() is not None else ""))
         if o.match:
             parts.append("named like " + " or ".join(repr(m) for m in o.match))
         return [f"only {noun} {' and '.join(parts)} are shown."] if parts else []

@@ -109,6 +109,8 @@ def test_depth_counts_module_levels(module_export):
         "layers.1 (Block)", "layers.1 (Block) backward", "head (Linear)",
         "head (Linear) backward", "embed (Embedding)", "embed (Embedding) backward", "step",
         "optimizer (AdamW)"]
+    assert ("only ranges at nesting depth <= 1 (module ranges: module level <= 1, the model "
+            "1) are shown.") in ask("dominant", [module_export], depth=1).notes
     ranges = {r["range"]: r["depth"] for r in ask("ranges", [module_export], depth=2).rows}
     assert ranges == {"TinyLM": 1, "TinyLM backward": 1, "head (Linear)": 2,
                       "head (Linear) backward": 2, "embed (Embedding)": 2,
