@@ -20,9 +20,8 @@ class Report:
     """An answer: row dicts (keys = ``columns``, in that order; units in the names: ``_ns``,
     ``_pct``, ``_bytes``), notes that explain the numbers, optional one-line answers
     (``sentences``), a title and a view (how people see it) when they depend on the data (a
-module tree: ``reports.module_tree``). An answer that is one
-    object rather than rows (``info``) is ``obj`` (and ``obj_for_people`` what a table of it
-    shows)."""
+    module tree: ``reports.module_tree``). An answer that is one object rather than rows
+    (``info``) is ``obj`` (and ``obj_for_people`` what a table of it shows)."""
 
     rows: list[dict[str, Any]]
     columns: list[str]
