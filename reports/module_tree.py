@@ -113,6 +113,8 @@ def _natural(name: str) -> list[Any]:
 
 def parse(name: str) -> tuple[str, str, bool] | None:
     """(qualified name, class, backward) of a submodule's range name, else None."""
+    if not name.endswith((")", ")" + BACKWARD_SUFFIX)):  # most names, fast (emit_nvtx: 1 M+)
+        return None
     backward = name.endswith(BACKWARD_SUFFIX)
     m = SUBMODULE.match(name[: -len(BACKWARD_SUFFIX)] if backward else name)
     return (m.group("qual"), m.group("cls"), backward) if m else None
