@@ -35,3 +35,27 @@ def nesting_depth(ranges: Ranges) -> np.ndarray:
     closed = (np.searchsorted(ends, start_key, side="right")
               - np.searchsorted(ends, code * span, side="left"))  # same thread, ended by then
     return 1 + before - closed
+
+
+def enclosing(ranges: Ranges) -> np.ndarray:
+    """The index of the innermost push/pop range that encloses each push/pop range on its
+    thread (-1: none, and for start/end ranges, which need not nest). Among push/pop ranges
+    of a thread in (start, longest first) order, a range's parent is the last range before
+    it one level up."""
+    parent = np.full(len(ranges), -1, dtype=np.int64)
+    pp = np.flatnonzero(ranges.pushpop)
+    if pp.size == 0:
+        return parent
+    sub = ranges.take(pp)
+    depth = nesting_depth(sub)
+    order = np.lexsort((-sub.end, sub.start, sub.tid))  # as nesting_depth orders them
+    depth_in_order = depth[order]
+    for d in range(2, int(depth.max()) + 1):
+        at = np.flatnonzero(depth_in_order == d)
+        above = np.flatnonzero(depth_in_order == d - 1)
+        if at.size == 0 or above.size == 0:
+            continue
+        before = np.searchsorted(above, at, side="left") - 1
+        ok = before >= 0
+        parent[pp[order[at[ok]]]] = pp[order[above[before[ok]]]]
+    return parent

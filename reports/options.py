@@ -16,7 +16,8 @@ class AnalysisOptions:
     auto (on when the names look like a PyTorch ``emit_nvtx`` capture): one name per operator.
     ``name_kind``: kernel names short, demangled or mangled. ``rules``: a TOML file of extra
     kernel-category rules. ``nsys``: the nsys binary that exports ``.nsys-rep`` reports.
-    ``depth``: only range instances at nesting depth <= N (1 = outermost on its thread).
+    ``depth``: only range instances at nesting depth <= N (1 = outermost on its thread; module
+    ranges: their module level, the model 1).
     ``match``: only ranges whose name matches one of these glob patterns. ``cache``: keep
     the columns read in the user cache dir and reuse them (``nsys_parsers.cache``)."""
 

@@ -12,7 +12,8 @@ its cache entry) and the views the options make of it, each a new value computed
 ``within`` keeps what ran inside instances of one range; ``merge_op_ids`` (off, on, auto)
 gives every call of a PyTorch operator one name (``aten::mm, seq = 7`` -> ``aten::mm``);
 ``depth`` and ``match`` choose which range instances are shown (attribution still runs on
-every range). Analyses (``reports.analyses``) compute their answers from these.
+every range; ``depth`` counts module levels for module ranges: ``module_tree``). Analyses
+(``reports.analyses``) compute their answers from these.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from nsys_parsers.export import Export, open_export
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.memops import MemOps
 from nsys_parsers.names import OP_ID_SUFFIX, RangeNames, looks_like_emit_nvtx
-from nsys_parsers.nesting import nesting_depth
+from nsys_parsers.nesting import enclosing, nesting_depth
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from nsys_parsers.trace import Trace
 from nsys_parsers.window import inside_range
+from reports.module_tree import ModuleTree, module_tree
 from reports.options import AnalysisOptions
 from reports.report import check_range_names
 
@@ -66,6 +68,7 @@ class Session:
         self._merge: bool | None = None
         self._merged: tuple[RangeNames, RangeNames] | None = None
         self._shown: np.ndarray | None = None
+        self._tree: tuple[ModuleTree | None] | None = None  # computed once: (tree,)
 
     @property
     def within(self) -> str | None:
@@ -199,6 +202,18 @@ class Session:
                     "every call."]
         return []
 
+    def module_tree(self) -> ModuleTree | None:
+        """The module ranges ``--nvtx modules`` added, as a tree (``reports.module_tree``;
+        None: the export has none), from every range of the export."""
+        if self._tree is None:
+            raw = self.trace.ranges
+            tree = None
+            if raw is not None:
+                names = self.trace.range_names()
+                tree = module_tree(names.names, names.code, raw.pushpop, lambda: enclosing(raw))
+            self._tree = (tree,)
+        return self._tree[0]
+
     # -- attribution and filters -----------------------------------------------------------
     def pairs(self, attribution: str = "all") -> Pairs:
         """(range, kernel) attribution pairs of ``ranges`` and ``kernels``."""
@@ -226,6 +241,11 @@ class Session:
                 depth = nesting_depth(raw)
                 if self.within is not None:
                     depth = depth[self._window_rows()[1]]
+                tree = self.module_tree()
+                if tree is not None:  # a module range's depth is its module level
+                    names = self.names()
+                    level = tree.levels(names.names)[names.code]
+                    depth = np.where(level > 0, level, depth)
                 keep &= depth <= self.options.depth
             if self.options.match:
                 names = self.names()
@@ -247,7 +267,9 @@ class Session:
         o = self.options
         parts = []
         if o.depth is not None:
-            parts.append(f"at nesting depth <= {o.depth}")
+            parts.append(f"at nesting depth <= {o.depth}" + (
+                f" (module ranges: module level <= {o.depth}, the model 1)"
+                if self.ranges is not None and self.module_tree() is not None else ""))
         if o.match:
             parts.append("named like " + " or ".join(repr(m) for m in o.match))
         return [f"only {noun} {' and '.join(parts)} are shown."] if parts else []

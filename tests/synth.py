@@ -150,12 +150,95 @@ def demo(path: Path) -> Path:
     return s.write(path)
 
 
+# (module, kernels of its forward as (name, ns), submodules): a small language model
+GEMM = "ampere_sgemm_128x64_tn"
+GEMM_BACKWARD = "ampere_sgemm_64x64_nt"
+SOFTMAX = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>"
+SOFTMAX_BACKWARD = "void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float>"
+GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>"
+EMBED = "void at::native::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>"
+EMBED_BACKWARD = "void at::native::embedding_backward_feature_kernel<float, float, long>"
+ADAM = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+        "FusedAdamMathFunctor<float, 4>>")
+
+
+def _block(q: str) -> tuple:
+    return (f"{q} (Block)", [], [
+        (f"{q}.attn (Attention)", [(GEMM, 30_000), (SOFTMAX, 12_000), (GEMM, 18_000)], []),
+        (f"{q}.mlp (Mlp)", [], [(f"{q}.mlp.fc (Linear)", [(GEMM, 40_000)], []),
+                                (f"{q}.mlp.act (GELU)", [(GELU, 8_000)], [])])])
+
+
+MODULE_MODEL = ("TinyLM", [], [("embed (Embedding)", [(EMBED, 6_000)], []),
+                               _block("layers.0"), _block("layers.1"),
+                               ("head (Linear)", [(GEMM, 90_000)], [])])
+BACKWARD_OF = {GEMM: [(GEMM_BACKWARD, 2)], SOFTMAX: [(SOFTMAX_BACKWARD, 1)],
+               GELU: [(GELU, 1)], EMBED: [(EMBED_BACKWARD, 3)]}
+
+
+def module_run(path: Path, *, steps: int = 2, model: tuple = MODULE_MODEL) -> Path:
+    """A GPU run of a small language model with the ranges ``nsys-mine profile --nvtx
+    modules,steps`` adds, as the launcher names them (SYNTHETIC: made here, not measured):
+    ``step`` and ``optimizer (AdamW)`` start/end ranges and the model's push/pop forward
+    ranges on the main thread, the modules' ``... backward`` start/end ranges on autograd's
+    thread (tid 2), kernels launched inside them. The ``layers`` ModuleList is never called,
+    so it has no range (``layers.0 (Block)`` hangs from the model). Backward kernels take
+    a multiple of their forward ones (``BACKWARD_OF``)."""
+    s = Synth()
+    clock = {"cpu": 1_000_000, "gpu": 1_000_000}
+
+    def launch(kname: str, dur: int, tid: int) -> None:
+        ls = clock["cpu"]
+        clock["cpu"] += 4_000
+        g = max(clock["gpu"], ls + 2_000)
+        s.kernel(kname, g, g + dur, launch=(ls, ls + 3_000), tid=tid)
+        clock["gpu"] = g + dur
+
+    def forward(node: tuple) -> None:
+        name, kernels, children = node
+        start = clock["cpu"]
+        clock["cpu"] += 1_000
+        for child in children:
+            forward(child)
+        for kname, dur in kernels:
+            launch(kname, dur, 1)
+        clock["cpu"] += 1_000
+        s.range(name, start, clock["cpu"], tid=1)
+
+    def backward(node: tuple) -> None:
+        name, kernels, children = node
+        start = clock["cpu"]
+        clock["cpu"] += 1_000
+        for kname, dur in reversed(kernels):
+            for bname, times in BACKWARD_OF[kname]:
+                launch(bname, dur * times, 2)
+        for child in reversed(children):
+            backward(child)
+        clock["cpu"] += 1_000
+        s.range(name + " backward", start, clock["cpu"], tid=2, etype=60)
+
+    for _ in range(steps):
+        step = clock["cpu"]
+        forward(model)
+        clock["cpu"] = max(clock["cpu"], clock["gpu"]) + 5_000  # the loss waits for the GPU
+        backward(model)
+        clock["cpu"] = max(clock["cpu"], clock["gpu"]) + 5_000
+        opt = clock["cpu"]
+        launch(ADAM, 50_000, 1)
+        s.range("optimizer (AdamW)", opt, clock["cpu"] + 1_000, tid=1, etype=60)
+        clock["cpu"] = max(clock["cpu"], clock["gpu"]) + 2_000
+        s.range("step", step - 500, clock["cpu"], tid=1, etype=60)
+        clock["cpu"] += 20_000
+    return s.write(path)
+
+
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) != 3 or sys.argv[1] != "--demo":
-        sys.exit("usage: python -m tests.synth --demo OUT.sqlite")
-    print(demo(Path(sys.argv[2])))
+    makers = {"--demo": demo, "--modules": module_run}
+    if len(sys.argv) != 3 or sys.argv[1] not in makers:
+        sys.exit("usage: python -m tests.synth --demo|--modules OUT.sqlite")
+    print(makers[sys.argv[1]](Path(sys.argv[2])))
 
 
 def model_run(path: Path, *, context: int = 128, width: float = 1.0, layers: int = 2,

@@ -275,3 +275,30 @@ def test_a_command_sweep_resumes_and_renders(tmp_path, monkeypatch, cli):
     assert "bs=16: failed (exit code 3)" in text and r"gemm\_k (90%)" in text
     html = cli("report", tmp_path, "-o", tmp_path / "page.html")
     assert html.exit_code == 0 and "bs=8" in (tmp_path / "page.html").read_text()
+
+
+def test_a_gpu_run_with_module_ranges_is_shown_as_a_tree(tmp_path, monkeypatch):
+    """What `profile -- COMMAND` prints for a GPU run with module ranges (a synthetic
+    export mined as profile mines it): ranges and dominant kernels as the module tree,
+    depth and parent in its JSON."""
+    from profile_cli.commands.output import OutputSpec
+    from profile_cli.commands.profile import render_command
+    from profile_cli.runs.mining import mine_profile
+    from reports.render import plain_text
+    from tests.synth import module_run
+
+    cfg = CommandConfig(argv=["python", "train.py"], cwd=str(tmp_path), nvtx="modules,steps")
+    result = fake_run(cfg, tmp_path)
+    result.sqlite = str(module_run(tmp_path / f"{cfg.name}.sqlite"))
+    report = mine_profile(result)
+    data = json.loads(render_command(report, result, OutputSpec(format="json"), None).text)
+    assert [(r["range"], r["depth"], r["parent"]) for r in data["dominant"][:4]] == [
+        (None, None, None), ("TinyLM", 1, None), ("TinyLM backward", 1, None),
+        ("layers.0 (Block)", 3, "TinyLM")]
+    assert [(r["range"], r["depth"]) for r in data["ranges"][:3]] == [
+        ("TinyLM", 1), ("TinyLM backward", 1), ("layers.0 (Block)", 3)]
+    monkeypatch.setenv("COLUMNS", "120")
+    shown = render_command(report, result, OutputSpec(top=5), None)
+    text = plain_text(shown.rich, shown.width)
+    assert "PushPop       layers.0 (Block)" in text  # the ranges
+    assert "\n    layers.0 (Block)  " in text and "(the whole run)" in text  # dominant

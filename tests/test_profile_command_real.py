@@ -73,6 +73,33 @@ def test_a_training_script_gets_module_and_step_ranges(cli, nsys_bin, tmp_path):
     assert within["TinyNet"] == 3 and within["encoder.1.proj (Linear) backward"] == 3
     glob = json.loads(cli("ranges", export, "--match", "encoder.*", "-f", "json").stdout)
     assert glob and all(r["range"].startswith("encoder.") for r in glob)
+    assert "encoder.1.proj (Linear) backward" in {r["range"] for r in glob}
+    # module ranges read as a tree: levels and parents from the names, parents first, a
+    # module's backward right after its forward, the tree in one piece (siblings by CPU time)
+    rows = data["ranges"]
+    tree = [r for r in rows if r["depth"] is not None]
+    parent = {"TinyNet": None, "encoder (Sequential)": "TinyNet", "head (Linear)": "TinyNet",
+              "encoder.0 (Block)": "encoder (Sequential)",
+              "encoder.1 (Block)": "encoder (Sequential)"}
+    parent.update({f"encoder.{i}.{m}": f"encoder.{i} (Block)" for i in (0, 1)
+                   for m in ("proj (Linear)", "act (ReLU)")})
+    expected = {m: (m.count(".") + 2 - (m == "TinyNet"), parent[m]) for m in MODULES}
+    expected.update({f"{m} backward": (d, p and f"{p} backward") for m, (d, p) in
+                     list(expected.items())})
+    assert {r["range"]: (r["depth"], r["parent"]) for r in tree} == expected
+    assert {r["range"] for r in rows if r["depth"] is None} == {"step", "optimizer (SGD)"}
+    at = [i for i, r in enumerate(rows) if r["depth"] is not None]
+    assert at == list(range(at[0], at[0] + len(tree)))
+    for i, r in enumerate(tree):
+        assert r["parent"] is None or r["parent"] in {x["range"] for x in tree[:i]}
+        if not r["range"].endswith(" backward"):
+            assert tree[i + 1]["range"] == f"{r['range']} backward"
+    # --depth counts module levels (the model 1), other ranges by nesting (step 1, its
+    # optimizer 2)
+    shallow = json.loads(cli("ranges", export, "--depth", "2", "-f", "json").stdout)
+    assert {r["range"] for r in shallow} == {
+        "step", "optimizer (SGD)", "TinyNet", "TinyNet backward", "encoder (Sequential)",
+        "encoder (Sequential) backward", "head (Linear)", "head (Linear) backward"}
 
 
 def test_python_dash_m_with_depth_and_ops(cli, nsys_bin, tmp_path, monkeypatch):
@@ -85,9 +112,10 @@ def test_python_dash_m_with_depth_and_ops(cli, nsys_bin, tmp_path, monkeypatch):
     assert res.exit_code == 0, res.stderr
     out = res.stdout
     assert all(len(line) <= 80 for line in out.splitlines()), out
-    assert "NVTX ranges (the whole run)" in out and "exit code 0" in out
+    assert "NVTX ranges (the whole run)" in out and "exit code 0" in " ".join(out.split())
     for name in ("Mlp", "layers (Sequential)", "layers (Sequential) backward"):
         assert f" {name}" in out
+    assert "PushPop     layers (Sequential)" in out  # a module tree: indented by level
     assert "layers.0" not in out
     if not __import__("torch").version.cuda:
         assert "needs a CUDA build of torch" in " ".join(out.split())

@@ -108,6 +108,11 @@ def test_every_plot_type_is_a_picture():
         "lines": plots.lines_png([("tiny", "forward", [128, 256], [1.0, 3.0]),
                                   ("tiny", "backward", [128, 256], [2.0, 7.0])],
                                  title="t", xlabel="context", ylabel="ms"),
+        "module_tree": plots.module_tree_png(
+            [("Net", 0, 60.0, "gemm", "60%  ampere_sgemm_128x64_tn"),
+             ("body (Linear)", 1, 40.0, "gemm", "40%"),
+             ("body (Linear) backward", 1, 15.0, "elementwise", "15%")],
+            title="t", xlabel="%"),
     }
     for name, png in pngs.items():
         assert png.startswith(b"\x89PNG"), name
@@ -235,6 +240,44 @@ def test_report_markdown_writes_pngs_beside_it(tmp_path, cli):
     assert "## Attention: runtime vs FLOPs" in text
     assert "| computing softmax |" in text
     assert "and 2 PNG file(s) beside it" in res.stderr
+
+
+def test_report_shows_the_module_tree(tmp_path, cli):
+    """An export with module ranges (--nvtx modules; synthetic GPU run): a section of its
+    own with each module's GPU time, share of all GPU time and dominant kernel, in tree
+    order, indented in HTML (kept on one line) and markdown; the ranges table is the tree
+    too. Pages of other exports have no such section (test_report_of_a_real_fixture)."""
+    from tests.synth import module_run
+
+    export = module_run(tmp_path / "lm.sqlite")
+    out = tmp_path / "lm.html"
+    assert cli("report", export, "-o", out).exit_code == 0
+    page = out.read_text()
+    tags = assert_self_contained(page)
+    assert [a["href"] for t, a in tags.tags if t == "a"][:3] == [
+        "#headline", "#modules", "#kernels"]
+    section = page[page.index('<section id="modules">'):page.index('<section id="kernels">')]
+    assert "<h2>Module tree</h2>" in section
+    heads = [h for h in parse(section).text if h.strip()]
+    assert heads[heads.index("range"):heads.index("range") + 7] == [
+        "range", "gpu time", "% of all", "dominant %", "calls per range", "category", "kernel"]
+    cells = [t for t in parse(section).text if t.strip()]
+    at = cells.index("TinyLM backward")
+    assert cells[at:at + 7] == ["TinyLM backward", "1.180 ms", "62.0", "90.2", "7", "gemm",
+                                "ampere_sgemm_64x64_nt"]
+    assert '<td class="name" style="white-space: pre">    layers.0 (Block)</td>' in section
+    imgs = [a for t, a in parse(section).tags if t == "img"]
+    assert len(imgs) == 1 and (imgs[0]["alt"] or "").startswith("Horizontal bars, one per "
+                                                                "module range in tree order")
+    ranges = page[page.index('<section id="ranges">'):]
+    assert ranges.index(">TinyLM backward<") < ranges.index(">    layers.0 (Block)<")
+    md = tmp_path / "lm.md"
+    assert cli("report", export, "--format", "md", "-o", md).exit_code == 0
+    text = md.read_text()
+    assert "## Module tree" in text and "![Horizontal bars" in text
+    assert ("| \u00a0\u00a0\u00a0\u00a0layers.0 (Block) | 216.000 µs | 11.3 | 81.5 | 3 | gemm | "
+            "ampere\\_sgemm\\_128x64\\_tn |") in text
+    nonblank((tmp_path / "lm-module-tree.png").read_bytes())
 
 
 def test_report_of_exports_without_ranges_or_kernels(tmp_path, cli, fx):

@@ -57,7 +57,8 @@ NsysOpt = Annotated[Optional[str], typer.Option(
          "CUDA/Nsight folders, cached installs).")]
 DepthOpt = Annotated[Optional[int], typer.Option(
     "--depth", min=1, metavar="N", rich_help_panel=ANALYSIS_PANEL,
-    help="Only range instances at nesting depth <= N (1 = outermost on its thread).")]
+    help="Only range instances at nesting depth <= N (1 = outermost on its thread; module "
+         "ranges of --nvtx modules: their level, the model 1).")]
 MatchOpt = Annotated[Optional[List[str]], typer.Option(
     "--match", metavar="GLOB", rich_help_panel=ANALYSIS_PANEL,
     help="Only ranges whose name matches this glob pattern (e.g. 'aten::*'; repeatable).")]
@@ -174,7 +175,8 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
         out.emit(render_object(report.obj, out.format, title=report.title, width=out.width,
                                human=report.obj_for_people, notes=report.notes))
     else:
-        emit_report(report, list(a.columns), a.view, out, title=report.title)
+        emit_report(report, report.columns or list(a.columns), report.view or a.view, out,
+                    title=report.title)
     code = a.exit_code(report, params) if a.exit_code is not None else 0
     if code:
         raise typer.Exit(code)
@@ -194,8 +196,8 @@ def _emit_many(a: Analysis, paths: list[Path], options: AnalysisOptions,
                                 opener=lambda p: open_session(p, options))
     human = out.format in HUMAN_FORMATS
     top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    report, people = combine(answers, list(a.columns), a.view, skipped=skipped,
-                             top_each=top_each)
+    columns = list(dict.fromkeys([*a.columns, *(c for x in answers for c in x.report.columns)]))
+    report, people = combine(answers, columns, a.view, skipped=skipped, top_each=top_each)
     if options.within is None and all(t.config for t in targets):
         report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
                             "their warmup steps out (as profile and sweep do).")

@@ -337,12 +337,21 @@ def render_command(report: Any, result: Any, out: OutputSpec, within: str | None
     """The answer for your own program: caption (export, command, exit code), the NVTX
     ranges by time, the dominant kernel of the run and of each range, the top kernels; JSON:
     one object with ``export``, ``config``, ``exit_code``, ``ranges``, ``dominant``,
-    ``kernels`` and ``notes``."""
-    from reports.analyses.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
+    ``kernels`` and ``notes``. Module ranges (``--nvtx modules``) read as a tree."""
+    from reports.analyses.dominant import DOMINANT_COLUMNS, DOMINANT_TREE_VIEW, DOMINANT_VIEW
     from reports.analyses.kernels import KERNEL_COLUMNS, KERNEL_VIEW
-    from reports.analyses.ranges import RANGE_COLUMNS, RANGE_VIEW
+    from reports.analyses.ranges import RANGE_COLUMNS, RANGE_TREE_VIEW, RANGE_VIEW
+    from reports.module_tree import TREE_COLUMNS, is_tree
     from reports.render import Rendered, render_rows, to_json, top_rows
 
+    def tree_or_not(rows: list[dict[str, Any]], cols: list[str], view: Any, tree: Any
+                    ) -> tuple[list[str], Any]:
+        return (cols + TREE_COLUMNS, tree) if is_tree(rows) else (cols, view)
+
+    range_cols, range_view = tree_or_not(report.ranges, RANGE_COLUMNS, RANGE_VIEW,
+                                         RANGE_TREE_VIEW)
+    dom_cols, dom_view = tree_or_not(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW,
+                                     DOMINANT_TREE_VIEW)
     notes = list(report.notes)
     code = result.exit_code
     if result.status != "ok":
@@ -354,8 +363,8 @@ def render_command(report: Any, result: Any, out: OutputSpec, within: str | None
             return [{c: r.get(c) for c in cols} for r in items]
         return Rendered(text=to_json({
             "export": report.export, "config": report.config, "exit_code": code,
-            "ranges": rows(report.ranges, RANGE_COLUMNS, RANGE_VIEW),
-            "dominant": rows(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW),
+            "ranges": rows(report.ranges, range_cols, range_view),
+            "dominant": rows(report.dominant, dom_cols, dom_view),
             "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
             "notes": notes}))
     cfg = report.config
@@ -365,13 +374,13 @@ def render_command(report: Any, result: Any, out: OutputSpec, within: str | None
             f"NVTX added: {cfg['nvtx']}; {cfg['device']}, trace {result.trace}; in "
             f"{cfg['cwd']}"]
     opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
-    whole = replace(DOMINANT_VIEW, null_labels={"range": f"({scope})"})
-    parts = [render_rows(report.ranges, RANGE_COLUMNS, out.format,
+    whole = replace(dom_view, null_labels={"range": f"({scope})"})
+    parts = [render_rows(report.ranges, range_cols, out.format,
                          title=f"NVTX ranges ({scope})", caption=head, notes=notes,
-                         view=RANGE_VIEW, **opts)]
+                         view=range_view, **opts)]
     if report.dominant:
         parts += [
-            render_rows(report.dominant, DOMINANT_COLUMNS, out.format,
+            render_rows(report.dominant, dom_cols, out.format,
                         title="Dominant kernel per range", sentences=report.sentences,
                         view=whole, **opts),
             render_rows(report.kernels, KERNEL_COLUMNS, out.format, title="Top kernels",

@@ -8,7 +8,9 @@ times it runs per range instance, the runner-up, and the time share of each kern
 Rows: the whole export first; then the ranges asked for, in that order; else, for exports of
 this project's model, its ranges in nesting order (step > forward > ... > attention internals,
 ``nvtx_model.nvtx_ranges.HEADLINE_RANGES``) followed by the others by attributed GPU time;
-else every range by attributed GPU time. Computed in one grouping over the attribution pairs.
+for exports with module ranges (``--nvtx modules``), the module tree (``reports.module_tree``:
+each row with its ``depth`` and ``parent``); else every range by attributed GPU time.
+Computed in one grouping over the attribution pairs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.analyses.nvtx_kernels import ATTRIBUTION
 from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
 from reports.categories import CATEGORIES, categorize_many
+from reports.module_tree import as_tree, tree_section
 from reports.render import View, human_ns, shorten
 from reports.report import Report, check_range_names, r1
 from reports.session import Session
@@ -45,6 +48,10 @@ DOMINANT_VIEW = View(
     noun="ranges", null_labels={"range": "(whole export)"}, pinned=1,
     headers={"per_range_instance": "calls per range", "runner_up": "runner-up",
              "runner_up_share_pct": "runner-up %", "range_kernel_ns": "range gpu"})
+# A module tree: the ranges indented by level, with their GPU time; module names need room.
+DOMINANT_TREE_VIEW = replace(
+    DOMINANT_VIEW, columns=["range", "range_kernel_ns", *DOMINANT_VIEW.columns[1:]],
+    drop=(*DOMINANT_VIEW.drop, "per_range_instance", "category"), tree="range")
 
 
 def _empty_row(range_name: str | None, range_instances: int | None) -> dict[str, Any]:
@@ -162,6 +169,10 @@ def dominant(s: Session, range_names: list[str] | None = None,
                              instances=s.shown_instances(names),
                              filtered=s.options.filtered, notes=s.notes)
     report.notes += s.merge_notes() + s.filter_notes()
+    tree = s.module_tree() if not range_names else None
+    if tree is not None:
+        report = as_tree(report, tree, DOMINANT_TREE_VIEW, pinned=1,
+                         weight=lambda r: r["range_kernel_ns"])
     return report
 
 
@@ -329,6 +340,11 @@ def _headline(ctx: Any) -> list[Any]:
     return [answers]
 
 
+def _page(ctx: Any) -> list[Any]:
+    """The headline answers, then the module tree (exports with module ranges)."""
+    return _headline(ctx) + tree_section(ctx)
+
+
 ANALYSIS = Analysis(
     name="dominant",
     help="""Which kernel dominates: for the whole export and for each NVTX range.
@@ -336,6 +352,8 @@ ANALYSIS = Analysis(
     One row per range: the dominant kernel, its share of the range's GPU time, its calls per
     range instance, the runner-up and the kernel-category mix. `--format text` gives one
     sentence per range. Several exports or a sweep folder: one table with a `config` column.
+    Module ranges (`nsys-mine profile --nvtx modules`) come as the model's module tree:
+    indented by level, with each range's GPU time, and `depth` and `parent` in JSON and CSV.
 
     Examples: `nsys-mine dominant run.sqlite --within measure` ·
     `nsys-mine dominant sweep/ --range forward --within measure --format text`
@@ -356,5 +374,5 @@ ANALYSIS = Analysis(
                                            f"/{v['regex'].pattern}/"),
         CheckKey("category", "share", _share_check, order=4, describe=_share_name),
     ),
-    page=_headline, page_order=10,
+    page=_page, page_order=10,
 )

@@ -6,7 +6,9 @@ another thread. GPU columns use the kernel attribution of ``nsys_parsers.attribu
 ``kernel_instances`` and ``gpu_inclusive_ns`` count each kernel launched inside any range of
 that name once; ``gpu_exclusive_ns`` only kernels whose innermost range it is (these add up,
 with the unattributed rest, to the total kernel time); ``gpu_span_ns`` sums, over instances,
-first attributed kernel start to last attributed kernel end (the GPU projection).
+first attributed kernel start to last attributed kernel end (the GPU projection). Rows: by
+CPU time; for exports with module ranges (``--nvtx modules``), the module tree
+(``reports.module_tree``: each row with its ``depth`` and ``parent``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from reports.analysis import Analysis, CheckKey, Rule, Verdict
+from reports.module_tree import as_tree
 from reports.render import View, human_ns
 from reports.report import Report, group_stats, rows_of
 from reports.session import Session
@@ -42,6 +45,7 @@ RANGE_VIEW = View(
     hide_if_constant=("style",),
     headers={"gpu_inclusive_ns": "gpu incl", "gpu_exclusive_ns": "gpu excl",
              "gpu_span_ns": "gpu span", "kernel_instances": "kernels"})
+RANGE_TREE_VIEW = replace(RANGE_VIEW, rank_by=(), tree="range")  # a module tree, in its order
 
 RANGE_COLUMNS = [
     "range", "style", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
@@ -59,6 +63,10 @@ def range_summary(s: Session) -> Report:
     report = range_report(s.ranges, k, s.names(), p, shown=s.shown(), inner=inner,
                           notes=s.notes)
     report.notes += s.merge_notes() + s.filter_notes()
+    tree = s.module_tree()
+    if tree is not None:  # siblings by GPU time, or CPU time without kernels
+        key = "gpu_inclusive_ns" if any(r["gpu_inclusive_ns"] for r in report.rows) else "total_ns"
+        report = as_tree(report, tree, RANGE_TREE_VIEW, weight=lambda r: r[key])
     return report
 
 
@@ -194,7 +202,8 @@ def _per_instance(unit: str) -> Callable[[str, dict[str, Any]], str]:
 
 
 def _page(ctx: Any) -> list[Any]:
-    """The range table, in the model's nesting order for exports of this project's model."""
+    """The range table, in the model's nesting order for exports of this project's model, as
+    the module tree for exports with module ranges."""
     from nvtx_model.nvtx_ranges import HEADLINE_RANGES
     from reports.analyses.dominant import model_order
     from reports.page.model import Section, Table
@@ -203,8 +212,8 @@ def _page(ctx: Any) -> list[Any]:
         return []
     ranges = ctx.answer("ranges")
     order = {n: i for i, n in enumerate(HEADLINE_RANGES)}
-    view, rows = RANGE_VIEW, ranges.rows
-    if model_order([r["range"] for r in rows]):
+    view, rows = ranges.view or RANGE_VIEW, ranges.rows
+    if ranges.view is None and model_order([r["range"] for r in rows]):
         view = replace(RANGE_VIEW, rank_by=())
         rows = sorted(rows, key=lambda r: (order.get(r["range"], len(order)), r["range"]))
     return [Section("NVTX ranges", "ranges", [Table(rows, view, notes=ranges.notes,
@@ -215,7 +224,9 @@ ANALYSIS = Analysis(
     name="ranges",
     help="""NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
 
-    Several exports or a sweep folder: one table with a `config` column.
+    Several exports or a sweep folder: one table with a `config` column. Module ranges
+    (`nsys-mine profile --nvtx modules`) come as the model's module tree: indented by level,
+    with `depth` and `parent` in JSON and CSV; `--depth N` counts module levels there.
 
     Examples: `nsys-mine ranges run.sqlite --depth 2` ·
     `nsys-mine ranges a.sqlite b.sqlite --match forward --match backward`

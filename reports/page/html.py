@@ -138,7 +138,8 @@ def _table(table: Table) -> str:
         out.append("<tbody>")
         short = _short_kernel_names(t.columns, t.values)
         for i, (cells, values) in enumerate(zip(t.cells, t.values, strict=True)):
-            tds = [_td(col, (short[col][i] if col in short else "") or cell, value, numeric)
+            tds = [_td(col, (short[col][i] if col in short else "") or cell, value, numeric,
+                       tree=col == table.view.tree)
                    for col, cell, value, numeric
                    in zip(t.columns, cells, values, t.numeric, strict=True)]
             out.append("<tr>" + "".join(tds) + "</tr>")
@@ -157,8 +158,9 @@ def _short_kernel_names(columns: list[str], values: list[list[Any]]) -> dict[str
     return shorten_columns(whole, dict.fromkeys(kernels, KERNEL_CHARS))
 
 
-def _td(column: str, cell: str, value: Any, numeric: bool) -> str:
-    """One cell; a kernel name's ``cell`` comes shortened (``_short_kernel_names``)."""
+def _td(column: str, cell: str, value: Any, numeric: bool, tree: bool = False) -> str:
+    """One cell; a kernel name's ``cell`` comes shortened (``_short_kernel_names``); the
+    names of a tree (indented) do not wrap."""
     if numeric:
         return f'<td class="num">{esc(cell)}</td>'
     if column == "category" and cell:
@@ -167,5 +169,6 @@ def _td(column: str, cell: str, value: Any, numeric: bool) -> str:
     if column in NAME_KINDS or column.endswith("_kernel"):
         full = str(value) if value is not None else ""
         title = f' title="{esc(full[:TITLE_CHARS])}"' if full and full != cell else ""
-        return f'<td class="name"{title}>{esc(cell)}</td>'
+        pre = ' style="white-space: pre"' if tree else ""  # indented, on one line
+        return f'<td class="name"{title}{pre}>{esc(cell)}</td>'
     return f'<td class="text">{esc(cell)}</td>'

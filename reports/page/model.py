@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 from urllib.parse import quote
 
-from reports.render import View, cell, numeric, rows_for_people
+from reports.render import View, cell, hard_indent, numeric, rows_for_people
 
 
 @dataclass
@@ -147,8 +147,10 @@ def _md_block(block: Block, stem: str, files: dict[str, bytes]) -> list[str]:
     t = shown_table(block)
     lines = [f"### {md_escape(block.title)}", ""] if block.title else []
     if t.columns:
+        tree = t.columns.index(block.view.tree) if block.view.tree in t.columns else -1
         lines.append("| " + " | ".join(md_escape(h) for h in t.headers) + " |")
         lines.append("| " + " | ".join("---:" if n else "---" for n in t.numeric) + " |")
-        lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in t.cells]
+        lines += ["| " + " | ".join(md_escape(hard_indent(c) if i == tree else c)
+                                    for i, c in enumerate(row)) + " |" for row in t.cells]
     lines += [f"\n> {md_escape(n)}" for n in t.notes]
     return lines

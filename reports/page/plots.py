@@ -276,3 +276,43 @@ def lines_png(series: Sequence[tuple[str, str, Sequence[float], Sequence[float]]
     ax.grid(color="#dddddd", linewidth=0.6, which="both")
     ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _png(fig)
+
+
+def module_tree_png(rows: Sequence[tuple[str, int, float, str | None, str]], *, title: str,
+                    xlabel: str) -> bytes:
+    """A module tree: one bar per range ``(name, level, value, category, text)`` from the
+    top, its name indented by level (0: none) on the left, the bar coloured by its dominant
+    kernel's category (None: one neutral colour), ``text`` beside it."""
+    n = len(rows)
+    names = [label(name, LABEL_CHARS + 8) for name, *_ in rows]
+    chars = max((len(s) + 2 * level for s, (_, level, *_) in zip(names, rows)), default=10)
+    label_w = 0.4 + 0.068 * chars  # inches: the names' column
+    fig = _figure(label_w + 7.4, 1.3 + 0.3 * n)
+    names_ax, ax = fig.subplots(1, 2, sharey=True, width_ratios=(label_w, 7.4))
+    ys = list(range(n))[::-1]
+    values = [float(v or 0.0) for _, _, v, _, _ in rows]
+    colors = [category_color(c) if c else "#4477AA" for _, _, _, c, _ in rows]
+    ax.barh(ys, values, color=colors, height=0.65)
+    top = max(values, default=0.0) or 1.0
+    for y, v, (*_, text) in zip(ys, values, rows, strict=True):
+        ax.text(v + top * 0.01, y, text, va="center", fontsize=8)
+    ax.set_xlim(0, top * 1.75)  # room for the texts
+    ax.set_xlabel(xlabel)
+    ax.tick_params(axis="y", left=False, labelleft=False)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    names_ax.set_xlim(0, chars)
+    names_ax.axis("off")
+    for y, name, (_, level, *_) in zip(ys, names, rows, strict=True):
+        names_ax.text(2 * level, y, name, va="center", ha="left", fontsize=8.5,
+                      family="monospace")
+    ax.set_ylim(-0.6, n - 0.4)
+    _title(names_ax, title)
+    cats = category_order([c for *_, c, _ in rows if c])
+    if cats:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=category_color(c), label=c) for c in cats],
+                  loc="lower right", frameon=False, fontsize=8, title="dominant kernel",
+                  title_fontsize=8)
+    return _png(fig)

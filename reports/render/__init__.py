@@ -16,7 +16,9 @@ from nsys_parsers.errors import BadOption
 from reports.render.names import MAX_NAME_CHARS, shorten, shorten_columns, shorten_name
 from reports.render.table import (
     DEFAULT_DROP,
+    TREE_INDENT,
     View,
+    hard_indent,
     rank_rows,
     rich_table,
     rows_for_people,
@@ -29,9 +31,9 @@ FORMATS = ("table", "md", "csv", "json", "latex", "text")
 HUMAN_FORMATS = ("table", "md", "latex", "text")
 
 __all__ = [
-    "FORMATS", "HUMAN_FORMATS", "MAX_NAME_CHARS", "Rendered", "View", "cell", "header",
-    "human_bytes", "human_flop", "human_ns", "numeric", "rank_rows", "render_object",
-    "render_rows", "rows_for_people", "rows_to_json", "shorten", "shorten_columns",
+    "FORMATS", "HUMAN_FORMATS", "MAX_NAME_CHARS", "Rendered", "TREE_INDENT", "View", "cell",
+    "hard_indent", "header", "human_bytes", "human_flop", "human_ns", "numeric", "rank_rows",
+    "render_object", "render_rows", "rows_for_people", "rows_to_json", "shorten", "shorten_columns",
     "shorten_name", "to_csv", "to_json", "top_rows",
 ]
 
@@ -93,6 +95,10 @@ def render_rows(
     if fmt == "text" and sentences:
         shown = sentences[: len(rows)] if footer else sentences
         return Rendered(text="".join(f"{s}\n" for s in caption + shown + notes))
+    if view.tree is not None and fmt in ("md", "latex"):  # keep the tree's indentation
+        rows = [{**r, view.tree: hard_indent(r[view.tree])}
+                if isinstance(r.get(view.tree), str) else r for r in rows]
+        sentences = [hard_indent(s) for s in sentences]
     if fmt == "md":
         text = f"### {title}\n\n" if title else ""
         text += "".join(f"{c}\n\n" for c in caption)

@@ -34,6 +34,8 @@ class View:
     hide_if_zero: tuple[str, ...] = ()  # left out when 0 or empty in every row shown
     hide_if_constant: tuple[str, ...] = ()  # left out (and said once) when all rows agree
     headers: dict[str, str] = field(default_factory=dict)  # short labels: column -> name
+    # rows of a tree, in tree order: this column is indented by each row's ``depth``
+    tree: str | None = None
 
 
     def header(self, column: str) -> str:
@@ -251,10 +253,30 @@ class Shown:
     notes: list[str]  # columns said once ("every row: ...")
 
 
+TREE_INDENT = "  "  # one level of a tree column
+
+
+def hard_indent(text: str) -> str:
+    """``text`` with its leading spaces as no-break spaces, which markdown, LaTeX and HTML
+    keep (they drop leading spaces)."""
+    body = text.lstrip(" ")
+    return "\u00a0" * (len(text) - len(body)) + body
+
+
+def _indented(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+    """Rows with ``column`` indented by ``depth``, from the shallowest depth shown."""
+    base = min((r["depth"] for r in rows if r.get("depth") is not None), default=None)
+    if base is None:
+        return rows
+    return [{**r, column: TREE_INDENT * (r["depth"] - base) + str(r[column])}
+            if r.get("depth") is not None and r.get(column) is not None else r for r in rows]
+
+
 def rows_for_people(rows: list[dict[str, Any]], view: View, top: int | None) -> Shown:
     """The ranked top ``top`` rows (default 20, 0 = all; pinned rows first), the view's
     columns less those that are zero everywhere (``hide_if_zero``) or the same in every row
-    (``hide_if_constant``: said once in a note), with the view's labels for empty cells.
+    (``hide_if_constant``: said once in a note), with the view's labels for empty cells and
+    its ``tree`` column indented by level.
     Every human format (and the HTML report) shows a report through this."""
     rows, footer = top_rows(rows, view, DEFAULT_TOP if top is None else top)
     columns = [c for c in view.columns if c not in view.hide_if_zero
@@ -269,4 +291,6 @@ def rows_for_people(rows: list[dict[str, Any]], view: View, top: int | None) -> 
     if view.null_labels:
         rows = [{k: (view.null_labels[k] if k in view.null_labels and v is None else v)
                  for k, v in r.items()} for r in rows]
+    if view.tree is not None:
+        rows = _indented(rows, view.tree)
     return Shown(rows=rows, columns=columns, footer=footer, notes=notes)

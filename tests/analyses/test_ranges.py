@@ -47,3 +47,30 @@ def test_centerformer_ranges_without_kernels(fx):
     assert (top["range"], top["instances"], top["total_ns"]) == ("find_centers", 304, 20566757184)
     assert all(r["kernel_instances"] == 0 for r in rep.rows)
     assert any("--trace=cuda" in n for n in rep.notes)
+
+
+def test_module_ranges_in_tree_order_match_nvtxsum(nsys_bin, tmp_path, cli, monkeypatch):
+    """Module ranges (``--nvtx modules``, synthetic GPU run) come as the module tree, each
+    with its depth and parent, and their numbers are still nsys's; the table indents them."""
+    from tests.synth import module_run
+
+    export = module_run(tmp_path / "modules.sqlite")
+    rows = ask("ranges", [export]).rows
+    assert [(r["range"], r["depth"]) for r in rows[:6]] == [
+        ("TinyLM", 1), ("TinyLM backward", 1), ("layers.0 (Block)", 3),
+        ("layers.0 (Block) backward", 3), ("layers.0.attn (Attention)", 4),
+        ("layers.0.attn (Attention) backward", 4)]
+    assert [r["range"] for r in rows[-4:]] == ["embed (Embedding)", "embed (Embedding) backward",
+                                               "step", "optimizer (AdamW)"]
+    theirs = {(row["Range"], row["Style"]): row for row in
+              nsys_stats(nsys_bin, export, "nvtxsum", tmp_path) or []}
+    ours = {(r["range"], r["style"]): r for r in rows}
+    assert set(ours) == set(theirs) and len(ours) == 28
+    for key, row in theirs.items():
+        assert ours[key]["instances"] == int(row["Instances"]), key
+        assert ours[key]["total_ns"] == int(row["Total Time (ns)"]), key
+    monkeypatch.setenv("COLUMNS", "120")
+    out = [line.rstrip() for line in cli("ranges", export, "--top", "4").stdout.splitlines()]
+    assert out[3].endswith("PushPop   TinyLM") and out[4].endswith("StartEnd  TinyLM backward")
+    assert out[5].endswith("PushPop       layers.0 (Block)")
+    assert "4 of 28 ranges" in out[7]
