@@ -30,12 +30,14 @@ def longest(s: Session, count: int = 100) -> Report:
         where[inner.kernel_idx] = inner.range_idx
         names = s.names(rows=where[order][where[order] >= 0])
     total = int(k.duration.sum())
-    rows = [{"kernel": k.names[k.name_code[i]], "duration_ns": int(k.duration[i]),
-             "start_ns": int(k.start[i]), "device": int(k.device[i]),
-             "stream": int(k.stream[i]), "pid": int(k.pid[i] >> 24 & 0xFFFFFF),
-             "range": names.names[names.code[where[i]]] if names and where[i] >= 0 else None,
-             "share_pct": r1(100.0 * k.duration[i] / total) if total else 0.0}
-            for i in order.tolist()]
+    rows = []
+    for i in order.tolist():
+        r = int(where[i])
+        rows.append({"kernel": k.names[k.name_code[i]], "duration_ns": int(k.duration[i]),
+                     "start_ns": int(k.start[i]), "device": int(k.device[i]),
+                     "stream": int(k.stream[i]), "pid": int(k.pid[i] >> 24 & 0xFFFFFF),
+                     "range": names.names[names.code[r]] if names and r >= 0 else None,
+                     "share_pct": r1(100.0 * k.duration[i] / total) if total else 0.0})
     return Report(rows=rows, columns=COLUMNS, notes=s.notes)
 
 
