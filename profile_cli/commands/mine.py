@@ -237,5 +237,5 @@ def _with_shape(fn: Callable[..., None]) -> Callable[..., None]:
     return with_signature(command, params[:at] + param_signature(_shape_params()) + params[at:])
 
 
-report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys"),
+report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys", "graph_attribution"),
                           merge_op_ids="auto")(_with_shape(_report))

@@ -10,7 +10,7 @@ import typer
 
 from nsys_parsers.schema import NAME_KINDS
 from profile_cli.commands.output import choice, option_group
-from reports.options import MERGE_MODES, AnalysisOptions
+from reports.options import GRAPH_ATTRIBUTIONS, MERGE_MODES, AnalysisOptions
 
 ANALYSIS_PANEL = "Reading the export"
 
@@ -44,11 +44,18 @@ CacheOpt = Annotated[bool, typer.Option(
     help="Keep the columns read from the export in the user cache dir ($NSYS_MINE_CACHE_DIR, "
          "default ~/.cache/nsys-mine/columns; never next to the export) and answer the next "
          "questions from there. --no-cache reads the export and writes nothing.")]
+# A panel of its own: its long name would narrow the help column of the others.
+GraphAttributionOpt = Annotated[str, typer.Option(
+    "--graph-attribution", rich_help_panel="CUDA graphs",
+    **choice(GRAPH_ATTRIBUTIONS, "WHERE"),
+    help="Where the kernels of CUDA graphs count: launch (in the NVTX ranges around the "
+         "graph's launch, as nsys) or capture (in those open when the graph and its nodes "
+         "were captured).")]
 # Give a command the analysis options it names (``only=``); it receives ``analysis``.
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
     "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
-    "cache": CacheOpt,
+    "cache": CacheOpt, "graph_attribution": GraphAttributionOpt,
 }, "analysis", convert={"match": lambda v: tuple(v or ()),
                         "rules": lambda v: v})
 

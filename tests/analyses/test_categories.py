@@ -219,6 +219,10 @@ CASES = [
     ("multi_tensor_apply_kernel", "optimizer"),
     ("cunn_SoftMaxForward", "softmax"),
     ("CatArrayBatchedCopy", "copy"),
+    # ---- whole CUDA graph launches (nsys_parsers.graphs names them) ----
+    ("CUDA graph 4", "cuda graph"),
+    ("CUDA graph 1234", "cuda graph"),
+    ("void build_cuda_graph_4_kernel(int)", "other"),  # a kernel that only mentions graphs
 ]
 
 
@@ -237,7 +241,7 @@ def test_case_count_and_coverage() -> None:
 def test_categories_exact() -> None:
     assert CATEGORIES == (
         "gemm", "attention", "softmax", "reduction", "normalization",
-        "elementwise", "optimizer", "copy", "communication", "other",
+        "elementwise", "optimizer", "copy", "communication", "other", "cuda graph",
     )
 
 
