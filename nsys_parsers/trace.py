@@ -144,6 +144,13 @@ class Trace:
         return (self.has_graphs or bool(self._graph_node_sources())
                 or bool(self._graph_event_sources()))
 
+    @property
+    def has_graph_nodes(self) -> bool:
+        """Whether graph nodes were created under tracing (a non-empty table of node creation
+        records): only then can kernels have been recorded as graph nodes."""
+        return any(rowid_span(self.export.db, source.table) is not None
+                   for source in self._graph_node_sources())
+
     def _graph_rows(self) -> int:
         """Rows of the graph trace table (0: none, or no table)."""
         if not self.has_graphs:

@@ -47,7 +47,7 @@ def graph_notes(s: Session) -> list[str]:
         return []
     if s.has_ranges and s.options.graph_attribution == "capture":
         s.load("kernels", "kernel_ids", "launches", "graph_capture")
-    elif s.has_ranges:
+    elif s.has_ranges and s.trace.has_graph_nodes:  # kernels may be graph nodes
         s.load("kernels", "kernel_ids")
     k = s.kernels
     if k is None:
