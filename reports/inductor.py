@@ -75,7 +75,7 @@ def fused_ops(name: str) -> tuple[str, ...] | None:
     return tuple(ops) or None
 
 
-def label(name: str) -> str | None:
+def fused_label(name: str) -> str | None:
     """``fused: add, mul`` for an Inductor kernel name, else None."""
     ops = fused_ops(name)
     return f"fused: {', '.join(ops)}" if ops else None
@@ -90,7 +90,7 @@ def display(name: str) -> str:
     (``triton_poi_fused_add_mul_0 · fused: add, mul``), other names as they are."""
     if not name.startswith("triton_"):
         return name
-    text = label(name)
+    text = fused_label(name)
     return f"{name}{SEPARATOR}{text}" if text else name
 
 
