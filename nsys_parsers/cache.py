@@ -38,7 +38,7 @@ CACHE_DIR_ENV = "NSYS_MINE_CACHE_DIR"
 CACHE_MAX_ENV = "NSYS_MINE_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 4096
 # Bump when what an item holds, or how it is computed, changes: older entries are ignored.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 
 

@@ -26,7 +26,8 @@ class Kernels:
     indexes ``names``. The id columns (``pid`` = globalPid, ``correlation``, ``device``,
     ``stream``, ``context``, ``graph``, ``graph_node``) and the launch columns (the launching
     thread's globalTid, the call's start and end; -1 without a launch row) are None until
-    they are loaded."""
+    they are loaded. On exports with whole-graph traces, each graph launch is a row too
+    (``graph_launch``: ``nsys_parsers.graphs``)."""
 
     start: np.ndarray
     end: np.ndarray
@@ -44,6 +45,9 @@ class Kernels:
     launch_start: np.ndarray | None = None
     launch_end: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    # True for the rows that are whole-graph launches (nsys_parsers.graphs); None: the
+    # export has no graph trace
+    graph_launch: np.ndarray | None = None
 
     @property
     def duration(self) -> np.ndarray:

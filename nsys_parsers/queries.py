@@ -197,6 +197,31 @@ GRAPH_ROWS = RowSource(
              "graph_exec": optional(GRAPH_TRACE_TABLE, "graphExecId")},
     needs=("start", "end"), purpose="CUDA graph launches")
 
+# Graph and node creation records (nsys schema: CUDA_GRAPH_NODE_EVENTS holds a row per graph
+# node created, ``originalGraphNodeId`` set on the clones that instantiating or cloning a
+# graph makes; CUDA_GRAPH_EVENTS a row per graph created, cloned (``originalGraphId``) or
+# instantiated (``graphExecId``). Before nsys 2023 CUDA_GRAPH_EVENTS held the node rows.)
+GRAPH_NODE_TABLE = "CUDA_GRAPH_NODE_EVENTS"
+GRAPH_EVENTS_TABLE = "CUDA_GRAPH_EVENTS"
+
+
+def graph_node_rows(table: str) -> RowSource:
+    return RowSource(
+        f"graph nodes ({table})", table,
+        columns={"start": "t.start", "end": "t.end", "tid": "ifnull(t.globalTid, -1)",
+                 "node": "t.graphNodeId", "original": optional(table, "originalGraphNodeId")},
+        needs=("start", "end", "graphNodeId"), where="t.graphNodeId IS NOT NULL",
+        purpose="capture-time attribution of graph kernels")
+
+
+GRAPH_EVENT_ROWS = RowSource(
+    "graphs", GRAPH_EVENTS_TABLE,
+    columns={"start": "t.start", "end": "t.end", "tid": "ifnull(t.globalTid, -1)",
+             "graph": "t.graphId", "original": optional(GRAPH_EVENTS_TABLE, "originalGraphId"),
+             "exec": optional(GRAPH_EVENTS_TABLE, "graphExecId")},
+    needs=("start", "end", "graphId"), where="t.graphId IS NOT NULL",
+    purpose="capture-time attribution of graph launches")
+
 # Name keys of chosen rows (a JSON array of rowids): rowids and keys as two JSON arrays.
 NVTX_KEYS_BY_ROWID = Query(
     "nvtx_keys_by_rowid",
@@ -221,6 +246,9 @@ NVTX_RANGE_COUNT = Query(
 # The end of the capture, for ranges never closed: the last kernel, launch and NVTX times.
 LAST_KERNEL_END = Query("last_kernel_end", "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL",
                         needs={KERNEL_TABLE: ("end",)})
+LAST_GRAPH_END = Query("last_graph_end",
+                       "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+                       needs={"CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("end",)})
 LAST_API_END = Query(
     "last_api_end",
     'SELECT max(end) FROM "{table}" WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL')

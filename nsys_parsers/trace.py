@@ -17,6 +17,12 @@ holds is not read, and neither are the columns it was derived from.
     memops      memcpy and memset rows
     api         CUDA runtime and driver API calls (with a correlationId), named
     graphs      CUDA graph launches (whole-graph trace rows)
+    graph_capture  graph and graph node creation records (where graph kernels were captured)
+
+On an export with whole-graph traces (nsys's default ``--cuda-graph-trace=graph``) the
+``kernels``, ``kernel_ids`` and ``launches`` groups read the graph launches too: each launch
+is a row of ``kernels`` named after its graph (``nsys_parsers.graphs``), so that every
+question counts the GPU time its kernels (not recorded) took.
 
 The loaded data are values (``Kernels``, ``Ranges``, ``RangeNames``, ``Pairs``): views of
 them (``take``) are new values, and nothing loaded is changed in place.
@@ -25,6 +31,7 @@ them (``take``) are new values, and nothing loaded is changed in place.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -35,7 +42,12 @@ from nsys_parsers.attribution import ATTRIBUTIONS, Pairs, attribute, innermost
 from nsys_parsers.cache import ColumnCache, Item
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
-from nsys_parsers.graphs import GraphLaunches
+from nsys_parsers.graphs import (
+    GraphLaunches,
+    creation_points,
+    kernels_with_graphs,
+    not_recorded_as_nodes,
+)
 from nsys_parsers.kernels import ApiCalls, Kernels, join_launches, kernel_name_column
 from nsys_parsers.memops import MEMCPY_KINDS, MemOps
 from nsys_parsers.names import (
@@ -53,11 +65,13 @@ from nsys_parsers.reads import (
     TextColumn,
     ints_from_json,
     rowid_chunks,
+    rowid_span,
     strings_by_id,
 )
 from nsys_parsers.schema import KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE
 
-GROUPS = ("kernels", "kernel_ids", "launches", "ranges", "names", "memops", "api", "graphs")
+GROUPS = ("kernels", "kernel_ids", "launches", "ranges", "names", "memops", "api", "graphs",
+          "graph_capture")
 KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
 LAUNCH = ("launch_tid", "launch_start", "launch_end")
 NVTX = ("start", "end", "tid", "flags", "rowid")
@@ -65,6 +79,11 @@ MEMOPS = ("start", "end", "bytes", "kind", "device", "stream", "pid", "correlati
 API = ("start", "end", "tid", "correlation")
 GRAPHS = ("start", "end", "device", "stream", "context", "pid", "correlation", "graph",
           "graph_exec")
+GRAPH_NODES = ("start", "end", "tid", "node", "original")
+GRAPH_EVENTS = ("start", "end", "tid", "graph", "original", "exec")
+# How kernels of CUDA graphs are attributed to ranges: through the call that launched the
+# graph (as nsys), or where the graph or its nodes were captured.
+GRAPH_ATTRIBUTIONS = ("launch", "capture")
 # Names of more than this share of the ranges are read by one scan of the NVTX table, which
 # costs less per row than seeking each one by its rowid.
 FULL_SCAN_SHARE = 0.35
@@ -80,6 +99,8 @@ class Trace:
         self.export = export
         self.name_kind = name_kind
         self.name_column, self.notes = kernel_name_column(export, name_kind)
+        if not export.has_table(KERNEL_TABLE):  # graph launches only: no name columns
+            self.notes = []
         self.cache = ColumnCache.for_export(export) if cache else None
         self.workers = workers
         self._cols: dict[str, np.ndarray] = {}
@@ -92,6 +113,12 @@ class Trace:
     # -- what the export holds -------------------------------------------------------------
     @property
     def has_kernels(self) -> bool:
+        """Whether the export has kernels: a kernel table, or graph launches (a whole-graph
+        trace of graphs only)."""
+        return self.has_kernel_table or self._graph_rows() > 0
+
+    @property
+    def has_kernel_table(self) -> bool:
         return self.export.has_table(KERNEL_TABLE)
 
     @property
@@ -110,6 +137,39 @@ class Trace:
     def has_graphs(self) -> bool:
         return self.export.has_table(Q.GRAPH_TRACE_TABLE)
 
+    @property
+    def has_graph_records(self) -> bool:
+        """Whether the export says anything about CUDA graphs: launches of whole graphs, or
+        graph and graph node creation records."""
+        return (self.has_graphs or bool(self._graph_node_sources())
+                or bool(self._graph_event_sources()))
+
+    @property
+    def has_graph_nodes(self) -> bool:
+        """Whether graph nodes were created under tracing (a non-empty table of node creation
+        records): only then can kernels have been recorded as graph nodes."""
+        return any(rowid_span(self.export.db, source.table) is not None
+                   for source in self._graph_node_sources())
+
+    def _graph_rows(self) -> int:
+        """Rows of the graph trace table (0: none, or no table)."""
+        if not self.has_graphs:
+            return 0
+        span = rowid_span(self.export.db, Q.GRAPH_TRACE_TABLE)
+        return 0 if span is None else span[1] - span[0]
+
+    def _graph_node_sources(self) -> list[Q.RowSource]:
+        """The table of graph node creation records: CUDA_GRAPH_NODE_EVENTS, or (before nsys
+        2023) CUDA_GRAPH_EVENTS."""
+        for table in (Q.GRAPH_NODE_TABLE, Q.GRAPH_EVENTS_TABLE):
+            if self.export.has_column(table, "graphNodeId"):
+                return [Q.graph_node_rows(table)]
+        return []
+
+    def _graph_event_sources(self) -> list[Q.RowSource]:
+        return ([Q.GRAPH_EVENT_ROWS] if self.export.has_column(Q.GRAPH_EVENTS_TABLE, "graphId")
+                else [])
+
     def _api_sources(self) -> list[Q.RowSource]:
         return [s for s in Q.API_ROWS
                 if all(self.export.has_column(s.table, c) for c in s.needs)]
@@ -121,7 +181,10 @@ class Trace:
         if unknown:
             raise ValueError(f"unknown column groups: {', '.join(sorted(unknown))}")
         want = set(groups)
-        if not self.has_kernels:
+        graph_kernels = self.has_graphs and bool(want & {"kernels", "kernel_ids", "launches"})
+        if graph_kernels:  # graph launches are kernel rows
+            want.add("graphs")
+        if not self.has_kernel_table:
             want -= {"kernels", "kernel_ids", "launches"}
         if not self.has_ranges:
             want -= {"ranges", "names"}
@@ -149,14 +212,23 @@ class Trace:
                 reads.setdefault("kernel", set()).add(f"name_id.{self.name_column}")
         if "kernel_ids" in want:
             need("kernel", *KERNEL_IDS)
+        if graph_kernels and "kernels" in want:  # which launches were recorded as nodes
+            need("kernel", "pid", "correlation")
         join = "launches" in want and any(self._item(f"kernel.{k}") is None for k in LAUNCH)
+        graph_join = (graph_kernels and "launches" in groups
+                      and any(self._item(f"graph.{k}") is None for k in LAUNCH))
         if join:
             need("kernel", "pid", "correlation")
+        if graph_join:
+            need("graph", "pid", "correlation")
+        if join or graph_join:
             if "api" in want:
                 need("api", *API)
             else:  # read for the join alone
-                reads.setdefault("api", set()).update(API)
-                transient.update(f"api.{k}" for k in API)
+                for key in API:
+                    if self._item(f"api.{key}") is None:
+                        reads.setdefault("api", set()).add(key)
+                        transient.add(f"api.{key}")
         api_names = "api" in want and self._item("api.name_code") is None
         if "api" in want:
             need("api", *API)
@@ -165,6 +237,11 @@ class Trace:
                 transient.add("api.name_id")
         if "graphs" in want:
             need("graph", *GRAPHS)
+        if "graph_capture" in want:
+            if self._graph_node_sources():
+                need("gnode", *GRAPH_NODES)
+            if self._graph_event_sources():
+                need("gevent", *GRAPH_EVENTS)
         if "ranges" in want:
             need("nvtx", *NVTX)
         scan_names = "names" in want and not self._complete_names()
@@ -183,12 +260,15 @@ class Trace:
                                     sorted_unique(ids))
             names, codes = kernel_names(strings, ids)
             self._keep(name_item, codes, names, stored)
-        if join:
+        if join or graph_join:
             a = {k: self._cols[f"api.{k}"] for k in API}
-            launch = join_launches(self._cols["kernel.pid"], self._cols["kernel.correlation"],
-                                   a["start"], a["end"], a["tid"], a["correlation"])
-            for key, values in zip(LAUNCH, launch):
-                self._keep(f"kernel.{key}", values, None, stored)
+            for prefix, joined in (("kernel", join), ("graph", graph_join)):
+                if joined:
+                    launch = join_launches(self._cols[f"{prefix}.pid"],
+                                           self._cols[f"{prefix}.correlation"], a["start"],
+                                           a["end"], a["tid"], a["correlation"])
+                    for key, values in zip(LAUNCH, launch):
+                        self._keep(f"{prefix}.{key}", values, None, stored)
             for name in transient & {f"api.{k}" for k in API}:
                 del self._cols[name]
         if api_names:
@@ -228,11 +308,12 @@ class Trace:
         ``transient`` are held but not stored."""
         sources = {"nvtx": [Q.NVTX_ROWS], "kernel": [Q.KERNEL_ROWS], "memcpy": [Q.MEMCPY_ROWS],
                    "memset": [Q.MEMSET_ROWS], "api": self._api_sources(),
-                   "graph": [Q.GRAPH_ROWS]}
+                   "graph": [Q.GRAPH_ROWS], "gnode": self._graph_node_sources(),
+                   "gevent": self._graph_event_sources()}
         reader = self.reader()
         texts: list[tuple[str, TextColumn]] = []
         pending: list[tuple[str, list[str], IntColumns]] = []
-        for prefix in ("nvtx", "kernel", "memcpy", "memset", "api", "graph"):
+        for prefix in ("nvtx", "kernel", "memcpy", "memset", "api", "graph", "gnode", "gevent"):
             keys = sorted(reads.get(prefix, ()))
             if not keys:
                 continue
@@ -266,16 +347,29 @@ class Trace:
     # -- the loaded values -----------------------------------------------------------------
     @property
     def kernels(self) -> Kernels | None:
-        """The kernels (None: not traced), with the groups loaded so far."""
+        """The kernels (None: not traced), with the groups loaded so far; on exports with
+        whole-graph traces, each graph launch is a row too (``nsys_parsers.graphs``)."""
         if not self.has_kernels:
             return None
         self.load("kernels")
         col = self._cols
-        name_item = f"kernel.name_code.{self.name_column}"
-        extra = {k: col.get(f"kernel.{k}") for k in KERNEL_IDS + LAUNCH}
-        return Kernels(start=col["kernel.start"], end=col["kernel.end"],
-                       name_code=col[name_item], names=self._strings[name_item],
-                       name_kind=self.name_kind, notes=list(self.notes), **extra)
+        k = None
+        if self.has_kernel_table:
+            name_item = f"kernel.name_code.{self.name_column}"
+            extra = {key: col.get(f"kernel.{key}") for key in KERNEL_IDS + LAUNCH}
+            k = Kernels(start=col["kernel.start"], end=col["kernel.end"],
+                        name_code=col[name_item], names=self._strings[name_item],
+                        name_kind=self.name_kind, notes=list(self.notes), **extra)
+        if not self.has_graphs:
+            assert k is not None
+            return k
+        g = {key: col[f"graph.{key}"] for key in GRAPHS}
+        g.update({key: col[f"graph.{key}"] for key in LAUNCH if f"graph.{key}" in col})
+        keep = not_recorded_as_nodes(g["pid"], g["correlation"], col.get("kernel.pid"),
+                                     col.get("kernel.correlation"))
+        if not keep.all():
+            g = {key: values[keep] for key, values in g.items()}
+        return kernels_with_graphs(k, g, self.name_kind)
 
     @property
     def ranges(self) -> Ranges | None:
@@ -291,16 +385,19 @@ class Trace:
         return self._ranges
 
     def capture_end(self) -> int:
-        """The last timestamp of any kernel, launch call or NVTX event: where a range that was
-        never closed ends."""
+        """The last timestamp of any kernel, graph launch, launch call or NVTX event: where a
+        range that was never closed ends."""
         held = self._item("capture_end")
         if held is not None:
             return int(held[0])
         db, ex = self.export.db, self.export
         ends = [int(self._cols["nvtx.start"].max(initial=0)),
                 int(self._cols["nvtx.end"].max(initial=0))]
+        if self.has_graphs:
+            ends.append(int(db.execute(Q.LAST_GRAPH_END.sql(ex)).fetchone()[0] or 0))
         if self.has_kernels:  # and then their launch calls
-            ends.append(int(db.execute(Q.LAST_KERNEL_END.sql(ex)).fetchone()[0] or 0))
+            if self.has_kernel_table:
+                ends.append(int(db.execute(Q.LAST_KERNEL_END.sql(ex)).fetchone()[0] or 0))
             for source in Q.API_ROWS:
                 if all(ex.has_column(source.table, c) for c in source.needs):
                     ends.append(int(db.execute(Q.LAST_API_END.sql(ex, table=source.table)
@@ -440,29 +537,73 @@ class Trace:
         return resolve_keys(keys, strings)
 
     # -- attribution -----------------------------------------------------------------------
-    def pairs(self, mode: str = "all") -> Pairs:
+    def pairs(self, mode: str = "all", graphs: str = "launch") -> Pairs:
         """(range, kernel) attribution pairs of every range and kernel (``all`` or
-        ``innermost``: ``nsys_parsers.attribution``)."""
+        ``innermost``: ``nsys_parsers.attribution``). ``graphs``: kernels of CUDA graphs count
+        where their graph was launched (``launch``, as nsys) or where it was captured
+        (``capture``: ``capture_kernels``)."""
         if mode not in ATTRIBUTIONS:
             raise BadOption(f"unknown attribution {mode!r}; use one of "
                             f"{', '.join(ATTRIBUTIONS)}")
-        if mode not in self._pairs:
-            r, k = self._item(f"pairs.{mode}.range"), self._item(f"pairs.{mode}.kernel")
+        if graphs not in GRAPH_ATTRIBUTIONS:
+            raise BadOption(f"unknown graph attribution {graphs!r}; use one of "
+                            f"{', '.join(GRAPH_ATTRIBUTIONS)}")
+        key = mode if graphs == "launch" else f"capture.{mode}"
+        if key not in self._pairs:
+            r, k = self._item(f"pairs.{key}.range"), self._item(f"pairs.{key}.kernel")
             if r is not None and k is not None and r.size == k.size:
-                self._pairs[mode] = Pairs(range_idx=r, kernel_idx=k)
+                self._pairs[key] = Pairs(range_idx=r, kernel_idx=k)
             else:
                 self.load("kernels", "launches", "ranges")
-                kernels, ranges = self.kernels, self.ranges
+                ranges = self.ranges
+                kernels = self.kernels if graphs == "launch" else self.capture_kernels()
                 assert kernels is not None and ranges is not None
-                p = (innermost(self.pairs("all"), ranges) if mode == "innermost"
+                p = (innermost(self.pairs("all", graphs), ranges) if mode == "innermost"
                      else attribute(kernels, ranges, mode))
                 stored: dict[str, Item] = {}
-                self._keep(f"pairs.{mode}.range", p.range_idx, None, stored)
-                self._keep(f"pairs.{mode}.kernel", p.kernel_idx, None, stored)
+                self._keep(f"pairs.{key}.range", p.range_idx, None, stored)
+                self._keep(f"pairs.{key}.kernel", p.kernel_idx, None, stored)
                 if self.cache is not None:
                     self.cache.put(stored)
-                self._pairs[mode] = p
-        return self._pairs[mode]
+                self._pairs[key] = p
+        return self._pairs[key]
+
+    def capture_kernels(self, kernels: Kernels | None = None) -> Kernels:
+        """``kernels`` (default: all) as capture-time attribution sees them: the "launch" of a
+        kernel recorded as a graph node is the creation of the node it was cloned from (the
+        call that captured or added it: its thread and time), that of a whole-graph launch
+        the creation of its graph; -1 (no range) where the export has no such record. Other
+        kernels keep their launch."""
+        self.load("kernels", "kernel_ids", "launches", "graph_capture")
+        k = self.kernels if kernels is None else kernels
+        assert k is not None and k.launch_tid is not None and k.launch_start is not None \
+            and k.launch_end is not None and k.pid is not None and k.graph_node is not None
+        tid, start, end = k.launch_tid.copy(), k.launch_start.copy(), k.launch_end.copy()
+        for rows, ids, prefix, keys in self._capture_rows(k):
+            if rows.size == 0:
+                continue
+            rec = ({"id": self._cols[f"{prefix}.{keys[0]}"],
+                    **{c: self._cols[f"{prefix}.{c}"] for c in ("tid", "start", "end",
+                                                                "original")}}
+                   if f"{prefix}.start" in self._cols else
+                   {c: np.zeros(0, dtype=np.int64) for c in ("id", "tid", "start", "end",
+                                                             "original")})
+            if prefix == "gevent" and rec["id"].size:  # graphs created or cloned, not execs
+                made = self._cols["gevent.exec"] < 0
+                rec = {c: v[made] for c, v in rec.items()}
+            t, s0, e0 = creation_points(k.pid[rows], ids, rec)
+            tid[rows], start[rows], end[rows] = t, s0, e0
+        return replace(k, launch_tid=tid, launch_start=start, launch_end=end)
+
+    def _capture_rows(self, k: Kernels) -> list[tuple[np.ndarray, np.ndarray, str, tuple]]:
+        """(rows of ``k``, their graph node or graph ids, record prefix, id key) of the
+        kernels recorded as graph nodes and of the whole-graph launches."""
+        assert k.graph_node is not None and k.graph is not None
+        nodes = np.flatnonzero(k.graph_node >= 0)
+        graphs = (np.flatnonzero(k.graph_launch) if k.graph_launch is not None
+                  else np.zeros(0, dtype=np.int64))
+        return [(nodes, k.graph_node[nodes], "gnode", ("node",)),
+                (graphs, k.graph[graphs], "gevent", ("graph",))]
 
     def close(self) -> None:
         if self._reader is not None:

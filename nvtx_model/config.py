@@ -33,6 +33,9 @@ ATTENTIONS = ("naive", "sdpa")
 DEVICES = ("auto", "cpu", "cuda")
 # AdamW implementation: torch's default choice, the per-parameter loop, foreach, or fused.
 ADAMW_IMPLS = ("auto", "for-loop", "foreach", "fused")
+# torch.compile of the model: none (eager) or one of torch.compile's modes (reduce-overhead
+# and max-autotune replay CUDA graphs on a GPU).
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
 CUSTOM = "custom"
 
 
@@ -124,10 +127,12 @@ class RunConfig:
     adamw: str = DEFAULT_ADAMW
     seed: int = DEFAULT_SEED
     threads: int | None = None  # torch.set_num_threads for the run; None: torch's choice
+    compile: str = "none"  # torch.compile mode of the model (COMPILE_MODES)
 
     def __post_init__(self) -> None:
         checks = (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS),
-                  ("nvtx", LEVELS), ("device", DEVICES), ("adamw", ADAMW_IMPLS))
+                  ("nvtx", LEVELS), ("device", DEVICES), ("adamw", ADAMW_IMPLS),
+                  ("compile", COMPILE_MODES))
         for name, choices in checks:
             if getattr(self, name) not in choices:
                 raise BadOption(f"--{name} {getattr(self, name)!r} is not one of: "
@@ -148,7 +153,11 @@ class RunConfig:
 
     def label(self) -> str:
         return (f"{self.size} ctx {self.context} b{self.batch} {self.mode} {self.precision} "
-                f"{self.attention}")
+                f"{self.attention}" + (f" compile {self.compile}" if self.compiled else ""))
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile != "none"
 
     def with_(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
@@ -158,7 +167,7 @@ class RunConfig:
         """A file name that encodes the config, e.g.
         ``tiny_ctx128_b4_train_fp32_naive_nvtx-fine_w2s3``."""
         return run_name(self.size, self.context, self.batch, self.mode, self.precision,
-                        self.attention, self.nvtx, self.warmup, self.steps)
+                        self.attention, self.nvtx, self.warmup, self.steps, self.compile)
 
     def to_dict(self, device: str | None = None) -> dict[str, Any]:
         """The config as plain values (sidecars, sweep index, JSON output); ``device`` is the
@@ -169,17 +178,20 @@ class RunConfig:
                 "context": self.context, "batch": self.batch, "mode": self.mode,
                 "precision": self.precision, "attention": self.attention, "nvtx": self.nvtx,
                 "device": device or self.device, "warmup": self.warmup, "steps": self.steps,
-                "adamw": self.adamw, "seed": self.seed, "threads": self.threads}
+                "adamw": self.adamw, "seed": self.seed, "threads": self.threads,
+                "compile": self.compile}
 
 
 _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def run_name(size: str, context: int, batch: int, mode: str, precision: str, attention: str,
-             nvtx: str, warmup: int, steps: int) -> str:
-    """The file name of a run (``RunConfig.name``); also for configs that could not be built."""
+             nvtx: str, warmup: int, steps: int, compile: str = "none") -> str:
+    """The file name of a run (``RunConfig.name``); also for configs that could not be built.
+    A compiled run says its mode (``..._nvtx-fine_compile-default_w2s3``)."""
     parts = [size or CUSTOM, f"ctx{context}", f"b{batch}", mode, precision, attention,
-             f"nvtx-{nvtx}", f"w{warmup}s{steps}"]
+             f"nvtx-{nvtx}", *([f"compile-{compile}"] if compile != "none" else []),
+             f"w{warmup}s{steps}"]
     return _UNSAFE_IN_NAME.sub("-", "_".join(str(p) for p in parts)).strip("-")
 
 

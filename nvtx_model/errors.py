@@ -44,3 +44,7 @@ def require_torch(what: str) -> None:
         import torch  # noqa: F401
     except ImportError as exc:
         raise TorchMissing(what) from exc
+
+
+class CompileUnavailable(NsysMineError):
+    """``--compile`` where torch.compile cannot work, or where it failed."""

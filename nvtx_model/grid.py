@@ -42,7 +42,7 @@ CONFIG_COLUMNS: dict[str, type] = {
     "size": str, "params": int, "d_model": int, "d_ff": int, "layers": int, "heads": int,
     "vocab": int, "context": int, "batch": int, "mode": str, "precision": str, "attention": str,
     "nvtx": str, "device": str, "device_name": str, "threads": int, "adamw": str, "seed": int,
-    "warmup": int, "steps": int,
+    "warmup": int, "steps": int, "compile": str,
 }
 STATUS_COLUMNS: dict[str, type] = {"status": str, "note": str}
 
@@ -66,7 +66,7 @@ def config_row(cfg: RunConfig, runtime: Runtime) -> dict[str, Any]:
         "precision": cfg.precision, "attention": cfg.attention, "nvtx": cfg.nvtx,
         "device": runtime.kind, "device_name": runtime.name,
         "threads": cfg.threads or torch.get_num_threads(), "adamw": cfg.adamw, "seed": cfg.seed,
-        "warmup": cfg.warmup, "steps": cfg.steps,
+        "warmup": cfg.warmup, "steps": cfg.steps, "compile": cfg.compile,
     }
 
 

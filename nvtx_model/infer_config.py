@@ -489,6 +489,9 @@ def infer_configs_from_workload(spec: WorkloadSpec, output_length: int) -> list[
     measured generate calls after ``--warmup`` (``--mode`` and ``--adamw`` do not apply)."""
     if output_length < 1:
         raise BadOption(f"--output-length must be >= 1, got {output_length}")
+    if spec.compile.strip() not in ("", "none"):
+        raise BadOption("--compile applies to --workload bench (training and forward steps); "
+                        "--workload infer runs the model eagerly: leave --compile out")
     infer_spec = InferSpec(size=spec.size, d_model=spec.d_model, d_ff=spec.d_ff,
                            layers=spec.layers, heads=spec.heads, vocab=spec.vocab,
                            default_size=spec.default_size,

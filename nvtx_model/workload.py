@@ -9,6 +9,7 @@ The command-line declarations of these options live in ``profile_cli.commands.wo
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -16,6 +17,7 @@ from typing import Optional
 from nsys_parsers.errors import BadOption, closest_names
 from nvtx_model.config import (
     ATTENTIONS,
+    COMPILE_MODES,
     CUSTOM,
     DEFAULT_ADAMW,
     DEFAULT_BATCH,
@@ -73,6 +75,7 @@ class WorkloadSpec(ShapeOptions):
     adamw: str = DEFAULT_ADAMW
     seed: int = DEFAULT_SEED
     threads: Optional[int] = None
+    compile: str = "none"
 
     def size_tokens(self) -> list[str]:
         """The sizes asked for, one token each (the default size when none is given)."""
@@ -192,7 +195,8 @@ def resolve_shapes(spec: ShapeOptions) -> list[tuple[str, Shape]]:
 
 
 def expand_workload(spec: WorkloadSpec) -> list[RunConfig]:
-    """One RunConfig per size x context x mode x precision x attention (in that nesting).
+    """One RunConfig per size x context x mode x precision x attention x compile (in that
+    nesting).
 
     Raises BadOption for unknown values, empty lists and impossible shapes."""
     shapes = resolve_shapes(spec)
@@ -200,18 +204,19 @@ def expand_workload(spec: WorkloadSpec) -> list[RunConfig]:
     modes = parse_choices(spec.mode, MODES, "--mode")
     precisions = parse_choices(spec.precision, PRECISIONS, "--precision")
     attentions = parse_choices(spec.attention, ATTENTIONS, "--attention")
+    compiles = parse_choices(spec.compile, COMPILE_MODES, "--compile")
     configs = []
     for label, shape in shapes:
         for context in contexts:
             model = ModelConfig.from_shape(shape, vocab_size=spec.vocab, context_length=context)
-            for mode in modes:
-                for precision in precisions:
-                    for attention in attentions:
-                        configs.append(RunConfig(
-                            size=label, model=model, batch=spec.batch, mode=mode,
-                            precision=precision, attention=attention, nvtx=spec.nvtx,
-                            device=spec.device, warmup=spec.warmup, steps=spec.steps,
-                            adamw=spec.adamw, seed=spec.seed, threads=spec.threads))
+            for mode, precision, attention, compile in itertools.product(
+                    modes, precisions, attentions, compiles):
+                configs.append(RunConfig(
+                    size=label, model=model, batch=spec.batch, mode=mode,
+                    precision=precision, attention=attention, nvtx=spec.nvtx,
+                    device=spec.device, warmup=spec.warmup, steps=spec.steps,
+                    adamw=spec.adamw, seed=spec.seed, threads=spec.threads,
+                    compile=compile))
     return configs
 
 
@@ -230,4 +235,5 @@ def config_args(cfg: RunConfig) -> list[str]:
         "--warmup", str(cfg.warmup), "--steps", str(cfg.steps), "--adamw", cfg.adamw,
         "--seed", str(cfg.seed),
     ]
-    return args + (["--threads", str(cfg.threads)] if cfg.threads is not None else [])
+    args += ["--threads", str(cfg.threads)] if cfg.threads is not None else []
+    return args + (["--compile", cfg.compile] if cfg.compiled else [])

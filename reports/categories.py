@@ -21,6 +21,8 @@ Categories (``CATEGORIES``)::
     copy           memcpy/memset, dtype casts and contiguous() copies, cat, transposes
     communication  NCCL and other collective/peer-to-peer kernels
     other          everything else (user kernels, sorting, OpenMP/OpenACC offload, ...)
+    cuda graph     a whole CUDA graph launch (``CUDA graph 4``) of a graph-level trace, whose
+                   kernels nsys did not record (``nsys_parsers.graphs``)
 
 User rules come from a TOML file and are tried **before** the built-in rules, so they can
 override any built-in decision::
@@ -94,6 +96,7 @@ CATEGORIES: tuple[str, ...] = (
     "copy",
     "communication",
     "other",
+    "cuda graph",
 )
 
 CATEGORY_DESCRIPTIONS: dict[str, str] = {
@@ -107,6 +110,8 @@ CATEGORY_DESCRIPTIONS: dict[str, str] = {
     "copy": "memcpy/memset, dtype casts, contiguous copies, cat, transposes",
     "communication": "NCCL and other collectives",
     "other": "no rule matched",
+    "cuda graph": "a whole CUDA graph launch: its kernels were not recorded "
+                  "(nsys --cuda-graph-trace=graph)",
 }
 
 BUILTIN_SOURCE = "builtin"
@@ -163,6 +168,9 @@ _COPY_OPS = r"(?:_to_copy|_unsafe_view|clone|cat|copy|permute|transpose|view|exp
 
 # (category, pattern). Order matters: first match wins. Rationale in the comments.
 _BUILTIN: list[tuple[str, str]] = [
+    # ---- a whole-graph launch row (nsys_parsers.graphs names it): its own category, since
+    # its kernels, of every kind, were not recorded --------------------------------------
+    ("cuda graph", r"^cuda graph \d+$"),
     # ---- communication: first, NCCL kernel names contain Sum/Reduce/Copy/float... --------
     ("communication", r"nccl|rccl|msccl|nvshmem"),
     # Custom collectives: PyTorch symmetric memory (one_shot_all_reduce), vLLM custom

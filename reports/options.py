@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from nsys_parsers.errors import BadOption
 
 MERGE_MODES = ("off", "on", "auto")
+# Where the kernels of CUDA graphs count: in the ranges around the graph's launch (as nsys),
+# or in those open when the graph (node) was captured (nsys_parsers.trace.GRAPH_ATTRIBUTIONS).
+GRAPH_ATTRIBUTIONS = ("launch", "capture")
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,10 @@ class AnalysisOptions:
     ``depth``: only range instances at nesting depth <= N (1 = outermost on its thread; module
     ranges: their module level, the model 1).
     ``match``: only ranges whose name matches one of these glob patterns. ``cache``: keep
-    the columns read in the user cache dir and reuse them (``nsys_parsers.cache``)."""
+    the columns read in the user cache dir and reuse them (``nsys_parsers.cache``).
+    ``graph_attribution``: the kernels of CUDA graphs count in the NVTX ranges around the
+    graph's launch (``launch``, as nsys) or in those open when they were captured
+    (``capture``)."""
 
     within: str | None = None
     merge_op_ids: str = "off"
@@ -29,6 +35,7 @@ class AnalysisOptions:
     depth: int | None = None
     match: tuple[str, ...] = ()
     cache: bool = True
+    graph_attribution: str = "launch"
 
     def __post_init__(self) -> None:
         if isinstance(self.merge_op_ids, bool):
@@ -36,6 +43,9 @@ class AnalysisOptions:
         if self.merge_op_ids not in MERGE_MODES:
             raise BadOption(f"--merge-op-ids {self.merge_op_ids!r}: use one of "
                             f"{', '.join(MERGE_MODES)}")
+        if self.graph_attribution not in GRAPH_ATTRIBUTIONS:
+            raise BadOption(f"--graph-attribution {self.graph_attribution!r}: use one of "
+                            f"{', '.join(GRAPH_ATTRIBUTIONS)}")
         if self.depth is not None and self.depth < 1:
             raise BadOption(f"--depth {self.depth}: depths start at 1 (the outermost ranges)")
         object.__setattr__(self, "match", tuple(self.match or ()))

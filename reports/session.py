@@ -145,6 +145,10 @@ class Session:
     def notes(self) -> list[str]:
         """What every answer of this session says about its data."""
         notes = list(self.trace.notes) if self.has_kernels else []
+        if self.trace.has_graph_records or self.options.graph_attribution == "capture":
+            from reports.graphs import graph_notes
+
+            notes += graph_notes(self)
         if self.within is not None:
             notes.append(f"only what ran inside the {self.within!r} range(s): "
                          f"{self._window_rows()[2]} instance(s); everything outside (e.g. "
@@ -153,7 +157,13 @@ class Session:
 
     @property
     def has_kernels(self) -> bool:
-        return self.export.has_table(KERNEL_TABLE)
+        """Whether the export has kernels (a kernel table, or whole-graph launches)."""
+        return self.trace.has_kernels
+
+    def require_kernels(self, purpose: str) -> None:
+        """MissingData (with the trace option that records kernels) without kernels."""
+        if not self.has_kernels:
+            self.export.require(KERNEL_TABLE, purpose)
 
     @property
     def has_ranges(self) -> bool:
@@ -216,12 +226,18 @@ class Session:
 
     # -- attribution and filters -----------------------------------------------------------
     def pairs(self, attribution: str = "all") -> Pairs:
-        """(range, kernel) attribution pairs of ``ranges`` and ``kernels``."""
+        """(range, kernel) attribution pairs of ``ranges`` and ``kernels`` (kernels of CUDA
+        graphs where the ``graph_attribution`` option says)."""
+        graphs = self.options.graph_attribution
         if self.within is None:
-            return self.trace.pairs(attribution)
+            return self.trace.pairs(attribution, graphs)
         if attribution not in self._pairs:
+            if graphs == "capture":
+                self.load("kernels", "kernel_ids", "launches", "graph_capture")
             k, r = self.kernels, self.ranges
             assert k is not None and r is not None
+            if graphs == "capture":
+                k = self.trace.capture_kernels(k)
             self._pairs[attribution] = (innermost(self.pairs("all"), r)
                                         if attribution == "innermost" else
                                         attribute(k, r, attribution))

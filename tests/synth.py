@@ -31,6 +31,16 @@ class Synth:
     memcpy: list[tuple] = field(default_factory=list)
     next_corr: int = 100
     meta: bool = True
+    # CUDA graphs, with the columns of NVIDIA's schema reference: whole-graph launches
+    # (CUPTI_ACTIVITY_KIND_GRAPH_TRACE), graph node creations (CUDA_GRAPH_NODE_EVENTS; before
+    # nsys 2023 in CUDA_GRAPH_EVENTS: ``old_graph_schema``) and graph creations
+    # (CUDA_GRAPH_EVENTS). ``graph_tables``: write these tables even when empty.
+    graph_trace: list[tuple] = field(default_factory=list)
+    graph_nodes: list[tuple] = field(default_factory=list)
+    graph_events: list[tuple] = field(default_factory=list)
+    graph_tables: bool = False
+    old_graph_schema: bool = False
+    kernel_table: bool = True
 
     def string(self, value: str | bytes) -> int:
         raw = value.encode() if isinstance(value, str) else value
@@ -68,6 +78,56 @@ class Synth:
                                      self.string(api + "_v7000"), 0, None))
         return corr
 
+    def graph_launch(self, graph: int, start: int, end: int, *,
+                     launch: tuple[int, int] | None = (0, 1), pid: int = 1, tid: int = 1,
+                     graph_exec: int | None = None, corr: int | None = None,
+                     api: str = "cudaGraphLaunch_v10000") -> int:
+        """A launch of a whole graph (nsys --cuda-graph-trace=graph): one graph trace row and
+        its ``cudaGraphLaunch`` call (``launch=None``: the call is missing, as in trimmed
+        exports). Returns the correlationId."""
+        if corr is None:
+            corr = self.next_corr
+            self.next_corr += 1
+        self.graph_trace.append((start, end, 0, 1, 0, 7, corr, gpid(pid), graph,
+                                 graph_exec if graph_exec is not None else graph + 1))
+        if launch is not None:
+            self.runtime.append((launch[0], launch[1], 1, gtid(pid, tid), corr,
+                                 self.string(api), 0, None))
+        return corr
+
+    def graph_kernel(self, name: str, start: int, end: int, *, node: int, corr: int,
+                     pid: int = 1) -> None:
+        """A kernel recorded as a graph node (nsys --cuda-graph-trace=node): its graphNodeId
+        and the correlationId of the graph's launch (``graph_launch_call``)."""
+        nid = self.string(name)
+        self.kernels.append((start, end, 0, 1, 7, corr, gpid(pid), nid, nid, nid, 1, 1, 1, 128,
+                             1, 1, node))
+
+    def graph_launch_call(self, start: int, end: int, *, pid: int = 1, tid: int = 1,
+                          api: str = "cudaGraphLaunch_v10000") -> int:
+        """A ``cudaGraphLaunch`` call of a node-level trace (no graph trace row); returns its
+        correlationId for the kernels of ``graph_kernel``."""
+        corr = self.next_corr
+        self.next_corr += 1
+        self.runtime.append((start, end, 1, gtid(pid, tid), corr, self.string(api), 0, None))
+        return corr
+
+    def node_created(self, node: int, at: int, *, pid: int = 1, tid: int = 1,
+                     original: int | None = None) -> None:
+        """A graph node created at ``at`` (captured or added; ``original``: a clone of that
+        node, made when a graph is instantiated or cloned)."""
+        self.graph_nodes.append((at, at, 77, gtid(pid, tid), self.string("Graph Node Creation"),
+                                 node, original))
+
+    def graph_created(self, graph: int, at: int, *, pid: int = 1, tid: int = 1,
+                      original: int | None = None, graph_exec: int | None = None) -> None:
+        """A graph created at ``at`` (``original``: cloned from that graph; ``graph_exec``:
+        the executable graph instantiated from ``graph``)."""
+        cls, name = ((94, "GraphExec Creation") if graph_exec is not None else
+                     (96, "Graph Clone") if original is not None else (95, "Graph Creation"))
+        self.graph_events.append((at, at, cls, gtid(pid, tid), self.string(name), graph,
+                                  original, graph_exec))
+
     def write(self, path: Path) -> Path:
         path.unlink(missing_ok=True)
         conn = sqlite3.connect(path)
@@ -82,20 +142,26 @@ class Synth:
             c.execute("CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT)")
             c.executemany("INSERT INTO EXPORT_META_DATA VALUES (?, ?)", [
                 ("EXPORT_PRODUCT_VERSION", "2022.4.2.1"), ("EXPORT_SCHEMA_VERSION", "3.0.0")])
-        if self.kernels:
-            c.execute("""CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL,
+        nodes = any(len(k) > 16 for k in self.kernels)
+        if self.kernels and self.kernel_table:
+            c.execute(f"""CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL,
                 end INTEGER NOT NULL, deviceId INTEGER, contextId INTEGER, streamId INTEGER,
                 correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,
                 shortName INTEGER, mangledName INTEGER, gridX INTEGER, gridY INTEGER,
-                gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER)""")
+                gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER
+                {", graphNodeId INTEGER" if nodes else ""})""")
+            width = 17 if nodes else 16
             c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES "
-                          "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.kernels)
+                          f"({','.join('?' * width)})",
+                          [(k + (None,))[:width] if len(k) < width else k for k in self.kernels])
+        if self.kernels or self.runtime:
             c.execute("""CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL,
                 end INTEGER NOT NULL, eventClass INTEGER, globalTid INTEGER,
                 correlationId INTEGER, nameId INTEGER, returnValue INTEGER,
                 callchainId INTEGER)""")
             c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)",
                           self.runtime)
+        self._write_graphs(c)
         if self.nvtx:
             c.execute("""CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER,
                 eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, color INTEGER,
@@ -113,6 +179,88 @@ class Synth:
         conn.commit()
         conn.close()
         return path
+
+    def _write_graphs(self, c: sqlite3.Cursor) -> None:
+        if self.graph_trace or self.graph_tables:
+            c.execute("""CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL,
+                end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
+                greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER,
+                globalPid INTEGER, graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL)""")
+            c.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES "
+                          "(?,?,?,?,?,?,?,?,?,?)", self.graph_trace)
+        node_table = "CUDA_GRAPH_EVENTS" if self.old_graph_schema else "CUDA_GRAPH_NODE_EVENTS"
+        if self.graph_nodes or self.graph_tables:
+            c.execute(f"""CREATE TABLE {node_table} (start INTEGER NOT NULL,
+                end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER,
+                nameId INTEGER NOT NULL, graphNodeId INTEGER NOT NULL,
+                originalGraphNodeId INTEGER)""")
+            c.executemany(f"INSERT INTO {node_table} VALUES (?,?,?,?,?,?,?)", self.graph_nodes)
+        if (self.graph_events or self.graph_tables) and not self.old_graph_schema:
+            c.execute("""CREATE TABLE CUDA_GRAPH_EVENTS (start INTEGER NOT NULL,
+                end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER,
+                nameId INTEGER NOT NULL, graphId INTEGER, originalGraphId INTEGER,
+                graphExecId INTEGER)""")
+            c.executemany("INSERT INTO CUDA_GRAPH_EVENTS VALUES (?,?,?,?,?,?,?,?)",
+                          self.graph_events)
+        if self.graph_nodes or self.graph_events:
+            c.execute("CREATE TABLE ENUM_NSYS_EVENT_CLASS (id INTEGER PRIMARY KEY, name TEXT, "
+                      "label TEXT)")
+            c.executemany("INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES (?,?,?)", [
+                (77, "TRACE_PROCESS_EVENT_CUDA_GRAPH_NODE_CREATION", "CUDA graph node creation"),
+                (94, "TRACE_PROCESS_EVENT_CUDA_GRAPHEXEC_CREATION", "CUDA graph exec creation"),
+                (95, "TRACE_PROCESS_EVENT_CUDA_GRAPH_CREATION", "CUDA graph creation"),
+                (96, "TRACE_PROCESS_EVENT_CUDA_GRAPH_CLONE", "CUDA graph clone")])
+
+
+def compiled_run(path: Path, *, graphs: str = "node", steps: int = 2) -> Path:
+    """A GPU profile shaped like a model under ``torch.compile(mode="reduce-overhead")``: a
+    warmup step captures the forward pass into a CUDA graph (its nodes created inside the
+    ``attention`` and ``ffn`` ranges open during the capture, then cloned when the graph is
+    instantiated), later steps replay it with one ``cudaGraphLaunch`` inside ``forward``, and
+    the optimizer runs eagerly. ``graphs``: ``node`` (nsys --cuda-graph-trace=node: the
+    graph's kernels are recorded, with the launch's correlationId) or ``graph`` (one graph
+    trace row per launch)."""
+    s = Synth()
+    nodes = [("triton_poi_fused_add_mul_0", "attention", 20_000),
+             ("triton_per_fused__softmax_1", "attention", 30_000),
+             ("triton_tem_fused_mm_2", "ffn", 60_000),
+             ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_3", "ffn", 10_000)]
+    t = 1_000_000
+    s.range("warmup", t - 500, t + 990_000)
+    # the capturing step: the nodes are created inside the ranges open at the time
+    s.range("step", t, t + 900_000)
+    s.range("forward", t + 1_000, t + 500_000)
+    s.range("attention", t + 20_000, t + 200_000)
+    s.range("ffn", t + 250_000, t + 450_000)
+    s.graph_created(1, t + 10_000)
+    for i, (_, where, _) in enumerate(nodes):
+        at = t + (30_000 if where == "attention" else 260_000) + i * 10_000
+        s.node_created(i + 1, at)
+    s.graph_created(1, t + 470_000, graph_exec=2)  # instantiated: the nodes are cloned
+    for i in range(len(nodes)):
+        s.node_created(101 + i, t + 471_000 + i, original=i + 1)
+    s.range("optimizer", t + 600_000, t + 890_000)
+    s.kernel("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>",
+             t + 620_000, t + 660_000, launch=(t + 610_000, t + 611_000))
+    m0 = t + 1_000_000
+    s.range("measure", m0 - 500, m0 + steps * 1_000_000)
+    for step in range(steps):
+        b = m0 + step * 1_000_000
+        s.range("step", b, b + 900_000)
+        s.range("forward", b + 1_000, b + 500_000)
+        at = b + 100_000
+        if graphs == "node":
+            corr = s.graph_launch_call(b + 10_000, b + 20_000)
+            for i, (name, _, dur) in enumerate(nodes):
+                s.graph_kernel(name, at, at + dur, node=101 + i, corr=corr)
+                at += dur + 1_000
+        else:
+            total = sum(d + 1_000 for _, _, d in nodes)
+            s.graph_launch(1, at, at + total, launch=(b + 10_000, b + 20_000), graph_exec=2)
+        s.range("optimizer", b + 600_000, b + 890_000)
+        s.kernel("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>",
+                 b + 620_000, b + 660_000, launch=(b + 610_000, b + 611_000))
+    return s.write(path)
 
 
 def demo(path: Path) -> Path:

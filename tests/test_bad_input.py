@@ -220,3 +220,52 @@ def test_dominant_range_on_an_export_without_nvtx(cli, fx):
     """dominant used the export after closing it on this path: now a clear error."""
     assert_error(cli("dominant", fx("gtls_rtx3060_nsys2023.1.sqlite"), "--range", "forward"),
                  "no NVTX_EVENTS table", "--trace=nvtx")
+
+
+def _graph_traps(tmp_path: Path) -> dict[str, Path]:
+    """Exports with the CUDA graph traps of real captures: empty graph tables, graph launches
+    without their cudaGraphLaunch row (trimmed), creation records with negative timestamps
+    (captured before the session started), launches from a thread without NVTX ranges, node
+    kernels whose node has no creation record, and a node table without a kernel table."""
+    out = {}
+    s = Synth(graph_tables=True)
+    s.range("step", 0, 1_000)
+    s.kernel("ampere_sgemm_128x64_tn", 100, 900, launch=(10, 20))
+    out["empty"] = s.write(tmp_path / "empty.sqlite")
+    s = Synth()
+    s.range("step", 0, 10_000)
+    s.kernel("ampere_sgemm_128x64_tn", 100, 900, launch=(10, 20))
+    s.graph_created(2, -5_000_000)
+    s.graph_created(2, -4_000_000, graph_exec=3)
+    s.graph_launch(2, 1_000, 5_000, launch=None, graph_exec=3)
+    s.graph_launch(2, 5_000, 9_000, launch=(30, 40), tid=9, graph_exec=3)
+    out["trimmed"] = s.write(tmp_path / "trimmed.sqlite")
+    s = Synth()
+    s.range("forward", 0, 10_000)
+    corr = s.graph_launch_call(10, 20)
+    s.graph_kernel("triton_poi_fused_add_0", 100, 200, node=50, corr=corr)
+    s.node_created(51, -7)
+    out["nodes"] = s.write(tmp_path / "nodes.sqlite")
+    return out
+
+
+@pytest.mark.parametrize("mode", ["launch", "capture"])
+def test_graph_traps_are_explained_not_raised(tmp_path, cli, mode):
+    for name, export in _graph_traps(tmp_path).items():
+        for command in ["kernels", "ranges", "nvtx-kernels", "dominant"]:
+            for fmt in ("table", "json"):
+                res = cli(command, export, "--graph-attribution", mode, "--format", fmt)
+                assert res.exit_code == 0, (name, command, res.stderr)
+                assert "Traceback" not in res.stderr + res.stdout and not res.stderr.strip()
+    res = cli("dominant", tmp_path / "trimmed.sqlite", "--graph-attribution", "capture")
+    assert "1 were captured before the profiling session started" not in res.stdout
+    assert "2 were captured before the profiling session started (negative timestamps), " \
+           "when no NVTX range was recorded" in res.stdout.replace("\n", " ").replace("  ", " ")
+    res = cli("dominant", tmp_path / "nodes.sqlite", "--graph-attribution", "capture")
+    assert "1 have no creation record in the export and count in no range" in \
+        res.stdout.replace("\n", " ")
+
+
+def test_bad_graph_attribution(cli, synth_export):
+    res = cli("dominant", synth_export, "--graph-attribution", "replay")
+    assert res.exit_code == 2 and "launch" in res.stderr and "capture" in res.stderr

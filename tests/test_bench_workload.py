@@ -83,6 +83,7 @@ def test_custom_shapes():
                  attention="sdpa", nvtx="fine", device="cpu", warmup=0, steps=3,
                  adamw="foreach", seed=7, batch=2, vocab=321, threads=1),
     WorkloadSpec(d_model=96, d_ff=200, layers=3, heads=6, context="40", mode="train"),
+    WorkloadSpec(size="tiny", context="16", mode="forward", compile="reduce-overhead"),
 ])
 def test_config_args_round_trip(spec):
     (cfg,) = spec.configs()
@@ -183,3 +184,72 @@ def test_run_config_validates_its_fields():
     with pytest.raises(BadOption, match="--steps must be >= 1"):
         cfg.with_(steps=0)
     assert set(PRESETS) == {"tiny", "small", "medium", "large", "xl", "2.7B"}
+
+
+def test_compile_is_a_workload_axis():
+    """--compile takes a comma list: eager and compiled configs of one shape, compiled ones
+    named and labelled by their mode (eager names are unchanged)."""
+    configs = WorkloadSpec(size="tiny", context="32", mode="forward,train",
+                           compile="none,default").configs()
+    assert [(c.mode, c.compile) for c in configs] == [
+        ("forward", "none"), ("forward", "default"), ("train", "none"), ("train", "default")]
+    assert [c.name for c in configs[:2]] == [
+        "tiny_ctx32_b4_forward_fp32_naive_nvtx-off_w5s10",
+        "tiny_ctx32_b4_forward_fp32_naive_nvtx-off_compile-default_w5s10"]
+    assert configs[1].label() == "tiny ctx 32 b4 forward fp32 naive compile default"
+    assert configs[1].to_dict()["compile"] == "default" and not configs[0].compiled
+    assert "--compile" not in config_args(configs[0])
+    assert config_args(configs[1])[-2:] == ["--compile", "default"]
+    with pytest.raises(BadOption, match="--compile: unknown value 'max_autotune' "
+                                        r"\(did you mean max-autotune\?\)"):
+        WorkloadSpec(size="tiny", context="32", compile="max_autotune").configs()
+
+
+def test_compile_does_not_apply_to_inference():
+    from nvtx_model.infer_config import infer_configs_from_workload
+
+    spec = WorkloadSpec(size="tiny", context="16", compile="default")
+    with pytest.raises(BadOption, match="--compile applies to --workload bench"):
+        infer_configs_from_workload(spec, 4)
+
+
+def test_compile_without_a_cpu_compiler_says_what_to_install(monkeypatch):
+    pytest.importorskip("torch")
+    from nvtx_model.errors import CompileUnavailable
+    from nvtx_model.harness import Workload
+    from nvtx_model.runtime import resolve_runtime
+
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    (cfg,) = WorkloadSpec(size="tiny", context="16", mode="forward", device="cpu",
+                          compile="default").configs()
+    with pytest.raises(CompileUnavailable, match="needs a C\\+\\+ compiler .* install g\\+\\+"):
+        Workload(cfg, resolve_runtime("cpu"))
+
+
+def test_a_failed_compile_is_a_clear_error(monkeypatch):
+    """An error raised by torch.compile's machinery at the first step becomes one message
+    that names the mode and says how to run without it."""
+    torch = pytest.importorskip("torch")
+    from nvtx_model.errors import CompileUnavailable
+    from nvtx_model.harness import Workload
+    from nvtx_model.runtime import resolve_runtime
+
+    class BackendCompilerFailed(RuntimeError):
+        pass
+
+    BackendCompilerFailed.__module__ = "torch._dynamo.exc"
+
+    def broken(model, mode=None):
+        def call(*args, **kwargs):
+            raise BackendCompilerFailed("inductor raised CppCompileError: g++ failed\nmore")
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    (cfg,) = WorkloadSpec(size="tiny", context="16", mode="forward", device="cpu", warmup=1,
+                          steps=1, compile="max-autotune").configs()
+    with pytest.raises(CompileUnavailable) as info:
+        Workload(cfg, resolve_runtime("cpu")).run()
+    assert str(info.value) == (
+        "torch.compile(mode='max-autotune') failed on cpu (BackendCompilerFailed: inductor "
+        "raised CppCompileError: g++ failed); run without --compile, or with --compile default")

@@ -410,3 +410,23 @@ def test_the_html_tables_tell_kernel_names_apart():
     assert set(kernels) >= set(CUBLAS) and kernels["reduce_kernel"] == "reduce_kernel"
     assert len({kernels[n] for n in CUBLAS}) == 3, kernels
     assert all(len(kernels[n]) <= 64 for n in CUBLAS)
+
+
+def test_inductor_kernels_say_what_they_fused(cli_at, tmp_path):
+    """A compiled model's Triton kernels: people read the fused operators beside the name
+    (at any width the label outlives the name's own operator list); JSON keeps nsys's name."""
+    from tests.synth import compiled_run
+
+    export = compiled_run(tmp_path / "node.sqlite")
+    wide = _table_lines(cli_at(200, "kernels", export).stdout)
+    assert any(ln.endswith("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_3 · fused: "
+                           "to_copy, add, mean, mul, pow, rsqrt") for ln in wide)
+    narrow = _table_lines(cli_at(80, "kernels", export).stdout)
+    assert [ln.rstrip().split("  ")[-1].strip() for ln in narrow if "·" in ln] == [
+        "tem_2 · mm", "per_1 · softmax", "poi_0 · add, mul", "red_3 · to_copy, add, me…"]
+    assert all(len(ln) <= 80 for ln in narrow)
+    names = [r["name"] for r in json.loads(cli_at(80, "kernels", export, "-f", "json").stdout)]
+    assert "triton_poi_fused_add_mul_0" in names and not any("·" in n for n in names)
+    text = cli_at(100, "dominant", export, "--graph-attribution", "capture", "-f", "text").stdout
+    assert "attention: triton_per_fused__softmax_1 · fused: softmax (softmax), 60% of GPU " \
+           "time, 2 calls per attention" in text

@@ -416,3 +416,27 @@ def test_workload_argv_round_trips_an_inference_config():
     assert (row["batch"], row["input_length"], row["output_length"], row["runs"],
             row["warmup"], row["precision"], row["attention"], row["nvtx"]) == (
         3, 20, 6, 2, 1, "bf16", "sdpa", "fine")
+
+
+def test_compiled_models_get_node_level_graph_traces(tmp_path, nsys_bin):
+    """A compiled model on a GPU asks nsys for node-level graph traces (the graphs'
+    kernels recorded) when the nsys takes --cuda-graph-trace, and says so; an nsys without
+    the option, a CPU run, an eager run and a user's own choice get no option."""
+    from profile_cli.runs.nsys_run import compile_trace_args
+
+    (eager, compiled) = WorkloadSpec(size="tiny", context="16", mode="forward",
+                                     compile="none,reduce-overhead").configs()
+    args, notes = compile_trace_args(compiled, nsys_bin, "2022.4", "cuda,nvtx,osrt", "cuda", [])
+    assert args == ["--cuda-graph-trace=node"] and "recorded one by one" in notes[0]
+    assert compile_trace_args(eager, nsys_bin, "2022.4", "cuda,nvtx,osrt", "cuda", []) == (
+        [], [])
+    assert compile_trace_args(compiled, nsys_bin, "2022.4", "cuda,nvtx", "cuda",
+                              ["--cuda-graph-trace=graph"]) == ([], [])
+    args, notes = compile_trace_args(compiled, nsys_bin, "2022.4", "nvtx,osrt", "cpu", [])
+    assert args == [] and notes == ["--compile reduce-overhead on cpu: no CUDA graphs there "
+                                    "(torch compiles as in mode default)."]
+    old = fake_nsys(tmp_path / "old-nsys", "echo 'usage: nsys profile [--trace=...]'\n")
+    args, notes = compile_trace_args(compiled, old, "2020.3", "cuda,nvtx,osrt", "cuda", [])
+    assert args == [] and notes == [
+        "nsys 2020.3 has no --cuda-graph-trace option: CUDA graphs are traced as whole "
+        "launches (`CUDA graph <id>` rows; their kernels are not recorded)."]

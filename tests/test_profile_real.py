@@ -90,3 +90,24 @@ def test_profile_infer_workload_captures_prefill_and_decode(tmp_path, cli, nsys_
     assert {r["range"]: r["instances"] for r in json.loads(res.stdout)}["decode step"] == 6
     dom = cli("dominant", tmp_path / f"{name}.sqlite", "--range", "decode")
     assert dom.exit_code == 1 and "CUDA kernels were not traced" in dom.stderr
+
+
+@pytest.mark.slow
+def test_profile_a_compiled_model_on_cpu(tmp_path, cli, nsys_bin):
+    """`profile --compile default` on CPU under real nsys (one block of the tiny model,
+    forward only: torch.compile builds its C++ kernels in ~25 s here, cold). The model's NVTX
+    ranges are still emitted (torch.compile runs them between its compiled pieces), and the
+    run is named and recorded as compiled."""
+    res = cli("profile", "--size", "tiny", "--layers", "1", "--context", "16", "--batch", "2",
+              "--mode", "forward", "--compile", "default", "--warmup", "1", "--steps", "2",
+              "--nvtx", "fine", "--device", "cpu", "--out-dir", tmp_path, "--nsys", nsys_bin,
+              "--timeout", "400", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["export"].endswith("_ctx16_b2_forward_fp32_naive_nvtx-fine_compile-default_"
+                                   "w1s2.sqlite")
+    assert data["config"]["compile"] == "default"
+    ranges = {r["range"]: r["instances"] for r in data["ranges"]}
+    assert {k: ranges[k] for k in ("step", "forward", "attention", "ffn",
+                                   "computing softmax")} == {
+        "step": 2, "forward": 2, "attention": 2, "ffn": 2, "computing softmax": 2}

@@ -427,3 +427,51 @@ def test_multi_export_tables_of_files(cli, fx):
     res = cli("dominant", fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"),
               fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"))
     assert res.exit_code == 1 and "CUPTI_ACTIVITY_KIND_KERNEL" in res.stderr
+
+
+def test_sweep_page_compares_eager_with_compiled(tmp_path, monkeypatch):
+    """A GPU sweep with --compile none,reduce-overhead (profiles faked with built exports:
+    the compiled one traced at graph level): the page sets each compiled config beside its
+    eager twin, with the share of the step that the CUDA graph hides."""
+    from nvtx_model.workload import WorkloadSpec
+    from profile_cli.runs import nsys_run as profiler
+    from profile_cli.runs import sweep as sweeper
+    from profile_cli.runs.targets import build_report
+    from reports.page.model import Sentences, Table
+    from tests.synth import compiled_run
+
+    def fake_profile(cfg, out_dir, spec, force=False, nsys=None):
+        base = out_dir / cfg.name
+        if cfg.compiled:
+            compiled_run(base.with_suffix(".sqlite"), graphs="graph")
+        else:
+            model_run(base.with_suffix(".sqlite"), context=cfg.context)
+        result = profiler.ProfileResult(
+            name=cfg.name, config=cfg.to_dict("cuda"), status="ok", reason=None,
+            sqlite=str(base.with_suffix(".sqlite")), nsys_rep=None,
+            sidecar=str(base.with_suffix(".json")), wall_s=2.0, command=["nsys"],
+            nsys_version="2024.6", trace="cuda,nvtx,osrt", window="measure")
+        base.with_suffix(".json").write_text(json.dumps({"config": result.config}))
+        return result
+
+    monkeypatch.setattr(sweeper, "profile_config", fake_profile)
+    monkeypatch.setattr(sweeper, "locate_nsys", lambda *a, **k: ("nsys", "2024.6"))
+    spec = WorkloadSpec(size="tiny", context="128", mode="train", nvtx="fine", warmup=1,
+                        steps=2, compile="none,reduce-overhead")
+    sweeper.run_sweep(spec, tmp_path / "sweep", profiler.NsysSpec())
+    page = build_report(tmp_path / "sweep", None, None)
+    section = next(s for s in page.sections if s.anchor == "compile")
+    (row,) = next(b for b in section.blocks if isinstance(b, Table)).rows
+    assert (row["config"], row["compile"], row["compiled_step_ns"]) == (
+        "tiny", "reduce-overhead", 900_000)
+    assert row["speedup"] == round(row["eager_step_ns"] / 900_000, 2)
+    assert row["graph_pct"] == 75.6  # 124 us of graph per 164 us of a step's kernels
+    assert row["compiled_mix"] == "cuda graph 75.6%, optimizer 24.4%"
+    assert row["eager_mix"].startswith("gemm ")
+    (sentence,) = next(b for b in section.blocks if isinstance(b, Sentences)).items
+    assert sentence.startswith("tiny: compile reduce-overhead ") and sentence.endswith(
+        "; 75.6% of the compiled step's GPU time ran in CUDA graph launches whose kernels "
+        "were not recorded")
+    heat_titles = [b.name for s in page.sections if s.anchor == "heatmaps" for b in s.blocks
+                   if hasattr(b, "name")]
+    assert heat_titles[:2] == ["step-time-eager", "dominant-category-eager"]

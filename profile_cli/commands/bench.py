@@ -19,17 +19,22 @@ from profile_cli.commands.workload import DbOpt, workload_options
 
 # Columns that are usually the same for every row: shown in the sentence above human tables
 # when they are, as columns when they vary.
-SETTING_COLUMNS = ("batch", "attention", "device", "threads", "nvtx", "warmup", "steps", "adamw")
+SETTING_COLUMNS = ("batch", "attention", "device", "threads", "nvtx", "warmup", "steps", "adamw",
+                   "compile")
+# A setting equal in every row at this value goes without saying (eager runs).
+UNSAID = {"compile": "none"}
 
 BENCH_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention", "device",
-               "threads", "nvtx", "warmup", "steps", "adamw", "mean_s", "std_s", "median_s",
+               "threads", "nvtx", "warmup", "steps", "adamw", "compile", "mean_s", "std_s",
+               "median_s",
                "min_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "tflops", "mfu_pct",
                "status", "note"]
 # Short headers for the rich table (JSON, CSV and markdown keep the column names).
 MEMORY_HEADERS = {"params_bytes": "params mem", "grads_bytes": "grads mem",
                   "optimizer_bytes": "optimizer mem"}
 MEMORY_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention",
-                "device", "threads", "nvtx", "warmup", "steps", "adamw", "peak_allocated_bytes",
+                "device", "threads", "nvtx", "warmup", "steps", "adamw", "compile",
+                "peak_allocated_bytes",
                 "peak_reserved_bytes", "rss_growth_bytes", "params_bytes", "grads_bytes",
                 "optimizer_bytes", "activations_est_bytes", "total_est_bytes", "snapshot",
                 "status", "note"]
@@ -163,7 +168,8 @@ def _table_columns(rows: list[dict[str, Any]], columns: list[str],
         if all(v is None or v == "" for v in values):
             continue
         if col in settings and len({str(v) for v in values}) == 1:
-            constant.append(f"{col} {values[0]}")
+            if UNSAID.get(col) != values[0]:
+                constant.append(f"{col} {values[0]}")
         else:
             shown.append(col)
     sentence = ", ".join(constant)

@@ -30,7 +30,7 @@ from profile_cli.commands.output import (
     output_options,
 )
 from reports.analysis import Analysis, Param
-from reports.options import MERGE_MODES, AnalysisOptions
+from reports.options import GRAPH_ATTRIBUTIONS, MERGE_MODES, AnalysisOptions
 
 # -- the analysis options every export command shares (reports.options.AnalysisOptions) ----
 
@@ -67,11 +67,18 @@ CacheOpt = Annotated[bool, typer.Option(
     help="Keep the columns read from the export in the user cache dir ($NSYS_MINE_CACHE_DIR, "
          "default ~/.cache/nsys-mine/columns; never next to the export) and answer the next "
          "questions from there. --no-cache reads the export and writes nothing.")]
+# A panel of its own: its long name would narrow the help column of the others.
+GraphAttributionOpt = Annotated[str, typer.Option(
+    "--graph-attribution", rich_help_panel="CUDA graphs",
+    **choice(GRAPH_ATTRIBUTIONS, "WHERE"),
+    help="Where the kernels of CUDA graphs count: launch (in the NVTX ranges around the "
+         "graph's launch, as nsys) or capture (in those open when the graph and its nodes "
+         "were captured).")]
 # Give a command the analysis options it names (``only=``); it receives ``analysis``.
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
     "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
-    "cache": CacheOpt,
+    "cache": CacheOpt, "graph_attribution": GraphAttributionOpt,
 }, "analysis", convert={"match": lambda v: tuple(v or ()),
                         "rules": lambda v: v})
 
@@ -284,5 +291,5 @@ def _with_shape(fn: Callable[..., None]) -> Callable[..., None]:
     return with_signature(command, params[:at] + param_signature(_shape_params()) + params[at:])
 
 
-report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys"),
+report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys", "graph_attribution"),
                           merge_op_ids="auto")(_with_shape(_report))

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from nvtx_model.config import ADAMW_IMPLS, DEVICES, PRESETS
+from nvtx_model.config import ADAMW_IMPLS, COMPILE_MODES, DEVICES, PRESETS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
 from profile_cli.commands.output import choice, option_group
@@ -77,6 +77,11 @@ ThreadsOpt = Annotated[Optional[int], typer.Option(
     "--threads", min=1, rich_help_panel=PANEL, show_default=False,
     help="CPU threads for torch (torch.set_num_threads) during each run (default: torch's "
          "choice). 1 gives steadier CPU timings on a busy machine.")]
+CompileOpt = Annotated[str, typer.Option(
+    "--compile", rich_help_panel=PANEL, metavar="MODE",
+    help=f"torch.compile the model: comma list of {', '.join(COMPILE_MODES)} (none: eager; "
+         "reduce-overhead and max-autotune replay CUDA graphs on a GPU). On CPU it needs a "
+         "C++ compiler; the first steps compile (keep --warmup).")]
 DbOpt = Annotated[Optional[Path], typer.Option(
     "--db", dir_okay=False,
     help="Append the rows and the run's metadata (torch, device, git commit, time) to this "
@@ -89,7 +94,7 @@ OPTION_TYPES: dict[str, Any] = {
     "heads": HeadsOpt, "vocab": VocabOpt, "context": ContextOpt, "batch": BatchOpt,
     "mode": ModeOpt, "precision": PrecisionOpt, "attention": AttentionOpt, "nvtx": NvtxOpt,
     "device": DeviceOpt, "warmup": WarmupOpt, "steps": StepsOpt, "adamw": AdamwOpt,
-    "seed": SeedOpt, "threads": ThreadsOpt,
+    "seed": SeedOpt, "threads": ThreadsOpt, "compile": CompileOpt,
 }
 
 

@@ -37,7 +37,7 @@ HEADLINE = (nv.FORWARD, nv.BACKWARD, nv.OPTIMIZER)
 MIX_SCOPES = (nv.FORWARD, nv.STEP)
 
 CONFIG_KEYS = ("size", "context", "batch", "mode", "precision", "attention", "nvtx", "device",
-               "warmup", "steps", "kind", "command", "grid")
+               "warmup", "steps", "kind", "command", "grid", "compile")
 RUNS_SCHEMA: dict[str, type] = {
     "name": str, "size": str, "context": int, "batch": int, "mode": str, "precision": str,
     "attention": str, "nvtx": str, "device": str, "warmup": int, "steps": int, "status": str,
@@ -53,6 +53,8 @@ RUNS_SCHEMA: dict[str, type] = {
     # dominant kernel of the whole run (either kind)
     "kind": str, "command": str, "grid": str, "exit_code": int, "dominant_kernel": str,
     "dominant_share_pct": float,
+    # torch.compile mode of the model (issue 29; NULL in older indexes: eager)
+    "compile": str,
 }
 
 

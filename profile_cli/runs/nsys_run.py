@@ -162,8 +162,10 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
     nsys_path, version = nsys or locate_nsys(spec.nsys, install=spec.install)
     device = resolve_device(cfg.device)
     trace = spec.trace or default_trace(device)
+    graph_args, notes = compile_trace_args(cfg, nsys_path, version, trace, device,
+                                           spec.extra_args)
     argv = nsys_argv(nsys_path, base, trace=trace, quiet_sampling=spec.quiet_sampling,
-                     extra_args=spec.extra_args, child=workload_argv(cfg))
+                     extra_args=spec.extra_args + graph_args, child=workload_argv(cfg))
     for p in existing:
         p.unlink()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -173,7 +175,6 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
     outcome = run_with_timeout(argv, spec.timeout_s, env=env, stop=stop)
     row = _workload_row(outcome.stdout)
     status, reason = classify(outcome, cfg, row)
-    notes = []
     if status == "ok":
         problem = _verify_export(sqlite)
         if problem:
@@ -191,6 +192,47 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
                                          if device == "cuda" else None))
     write_sidecar(result, started)
     return result
+
+
+GRAPH_TRACE_OPTION = "--cuda-graph-trace"
+_GRAPH_TRACE_SUPPORT: dict[str, bool] = {}
+
+
+def supports_graph_trace(nsys: Path) -> bool:
+    """Whether this nsys takes ``--cuda-graph-trace`` (2021.x on; its ``profile --help``)."""
+    key = str(nsys)
+    if key not in _GRAPH_TRACE_SUPPORT:
+        import subprocess
+
+        try:
+            out = subprocess.run([key, "profile", "--help"], capture_output=True, text=True,
+                                 timeout=120)
+            _GRAPH_TRACE_SUPPORT[key] = GRAPH_TRACE_OPTION in out.stdout + out.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _GRAPH_TRACE_SUPPORT[key] = False
+    return _GRAPH_TRACE_SUPPORT[key]
+
+
+def compile_trace_args(cfg: Any, nsys: Path, version: str, trace: str, device: str,
+                       extra_args: list[str]) -> tuple[list[str], list[str]]:
+    """(nsys options, notes) for a compiled model: node-level CUDA graph traces, so that the
+    kernels of the graphs that reduce-overhead and max-autotune replay are recorded (nsys's
+    default traces each graph launch as a whole), where this nsys can and the run traces CUDA."""
+    if not isinstance(cfg, RunConfig) or not cfg.compiled:
+        return [], []
+    if "cuda" not in trace.split(","):
+        if cfg.compile in ("reduce-overhead", "max-autotune") and device != "cuda":
+            return [], [f"--compile {cfg.compile} on {device}: no CUDA graphs there (torch "
+                        f"compiles as in mode default)."]
+        return [], []
+    if any(a.split("=")[0] == GRAPH_TRACE_OPTION for a in extra_args):
+        return [], []  # the user chose
+    if supports_graph_trace(nsys):
+        return [f"{GRAPH_TRACE_OPTION}=node"], [
+            "asked nsys for node-level CUDA graph traces (--cuda-graph-trace=node): the "
+            "kernels of the compiled model's CUDA graphs are recorded one by one."]
+    return [], [f"nsys {version} has no {GRAPH_TRACE_OPTION} option: CUDA graphs are traced "
+                f"as whole launches (`CUDA graph <id>` rows; their kernels are not recorded)."]
 
 
 def write_sidecar(result: ProfileResult, started: str) -> None:

@@ -27,7 +27,15 @@ from typing import Any, Callable
 from nsys_parsers.errors import BadOption
 from nsys_parsers.nsys_tool import locate_nsys
 from nvtx_model import nvtx_ranges as nv
-from nvtx_model.config import ATTENTIONS, MODES, PRECISIONS, PRESETS, preset_name, run_name
+from nvtx_model.config import (
+    ATTENTIONS,
+    COMPILE_MODES,
+    MODES,
+    PRECISIONS,
+    PRESETS,
+    preset_name,
+    run_name,
+)
 from nvtx_model.workload import WorkloadSpec, parse_choices, parse_ints
 from profile_cli.runs.command import CommandSweep, command_device
 from profile_cli.runs.executors import ExecutorSpec, GpuPool, LocalPlan, local_plan, visible_gpus
@@ -59,20 +67,21 @@ __all__ = ["ACTIVE", "FINISHED", "HEADLINE", "INDEX_NAME", "MIX_SCOPES", "STATUS
 
 MIX_CATEGORIES = CATEGORIES  # every category of the rule table has its column
 
-RUN_COLUMNS = ["name", "size", "context", "batch", "mode", "precision", "attention", "status",
+RUN_COLUMNS = ["name", "size", "context", "batch", "mode", "precision", "attention", "compile",
+               "status",
                "job_id", "node", "gpu", "wall_s", "forward_kernel", "forward_share_pct",
                "backward_kernel", "backward_share_pct", "optimizer_kernel",
                "optimizer_share_pct", "reason", "sqlite"]
 # People see the config, not its file name.
 RUN_VIEW = View(
-    columns=["size", "context", "mode", "precision", "attention", "status", "wall_s",
+    columns=["size", "context", "mode", "precision", "attention", "compile", "status", "wall_s",
              "job_id", "node", "gpu", "forward_share_pct", "forward_kernel",
              "backward_share_pct", "backward_kernel", "optimizer_share_pct", "optimizer_kernel",
              "reason"],
     drop=(("optimizer_share_pct", "optimizer_kernel"), ("backward_share_pct",
                                                          "backward_kernel"), "job_id"),
     noun="configs",
-    hide_if_constant=("context", "mode", "precision", "attention", "node", "gpu"),
+    hide_if_constant=("context", "mode", "precision", "attention", "compile", "node", "gpu"),
     hide_if_zero=("forward_share_pct", "forward_kernel", "backward_share_pct",
                   "backward_kernel", "optimizer_share_pct", "optimizer_kernel", "reason",
                   "wall_s", "job_id", "node", "gpu"))
@@ -117,14 +126,16 @@ def plan_sweep(spec: WorkloadSpec | CommandSweep) -> list[PlannedRun]:
             combos = itertools.product(
                 contexts, parse_choices(spec.mode, MODES, "--mode"),
                 parse_choices(spec.precision, PRECISIONS, "--precision"),
-                parse_choices(spec.attention, ATTENTIONS, "--attention"))
-            for context, mode, precision, attention in combos:
+                parse_choices(spec.attention, ATTENTIONS, "--attention"),
+                parse_choices(spec.compile, COMPILE_MODES, "--compile"))
+            for context, mode, precision, attention, compile in combos:
                 name = run_name(token or "", context, spec.batch, mode, precision, attention,
-                                spec.nvtx, spec.warmup, spec.steps)
+                                spec.nvtx, spec.warmup, spec.steps, compile)
                 plan.append(PlannedRun(name=name, cfg=None, error=str(exc), config={
                     "size": token, "context": context, "batch": spec.batch, "mode": mode,
                     "precision": precision, "attention": attention, "nvtx": spec.nvtx,
-                    "device": spec.device, "warmup": spec.warmup, "steps": spec.steps}))
+                    "device": spec.device, "warmup": spec.warmup, "steps": spec.steps,
+                    "compile": compile}))
             continue
         plan += [PlannedRun(name=c.name, cfg=c, config=c.to_dict()) for c in configs]
     return plan
@@ -417,7 +428,8 @@ def sweep_tables(out_dir: Path) -> SweepTables:
                        notes=notes)
 
 
-LABEL_FIELDS = ("size", "context", "batch", "mode", "precision", "attention", "nvtx")
+LABEL_FIELDS = ("size", "context", "batch", "mode", "precision", "attention", "nvtx",
+                "compile")
 
 
 def config_labels(runs: list[dict[str, Any]]) -> dict[str, str]:
@@ -430,7 +442,12 @@ def config_labels(runs: list[dict[str, Any]]) -> dict[str, str]:
         vary = [k for k in keys if len({g.get(k) for g in grids.values()}) > 1] or keys
         return {r["name"]: (" ".join(f"{k}={grids[r['name']].get(k)}" for k in vary)
                             or str(r.get("command") or r["name"])) for r in runs}
-    varying = [f for f in LABEL_FIELDS if len({r.get(f) for r in runs}) > 1] or ["size"]
+    def value(r: dict[str, Any], f: str) -> Any:
+        if f == "compile":  # older indexes have no compile column: eager runs
+            return "eager" if r.get(f) in (None, "none") else f"compile {r[f]}"
+        return r.get(f)
+
+    varying = [f for f in LABEL_FIELDS if len({value(r, f) for r in runs}) > 1] or ["size"]
     prefix = {"context": "ctx", "batch": "b"}
-    return {r["name"]: " ".join(f"{prefix.get(f, '')}{r.get(f)}" for f in varying)
+    return {r["name"]: " ".join(f"{prefix.get(f, '')}{value(r, f)}" for f in varying)
             for r in runs}

@@ -229,7 +229,8 @@ ANALYSIS = Analysis(
     `nsys-mine check pr.sqlite --rules perf.toml --baseline main.sqlite --junit check.xml`
     """,
     run=check, needs=("kernels", "launches", "ranges"),
-    options=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys"),
+    options=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
+             "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(
         Param("rules", ("--rules",), "TOML rules file ([[rule]] tables; see docs/CI.md).",

@@ -271,7 +271,7 @@ ANALYSIS = Analysis(
     """,
     run=compare, inputs="two",
     options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
-             "cache"),
+             "cache", "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(
         Param("other", ("[EXPORT_B]",), "A second export to compare with the first (fp32 vs "

@@ -309,7 +309,7 @@ ANALYSIS = Analysis(
     """,
     run=diff, inputs="two", input_name="base", needs=("kernels", "launches", "ranges"),
     options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
-             "cache"),
+             "cache", "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(
         Param("cand", ("CAND",), "The candidate export (the new run).", type=Path,

@@ -25,7 +25,7 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
-from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
+from nsys_parsers.schema import NVTX_TABLE
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.analyses.nvtx_kernels import ATTRIBUTION
 from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
@@ -155,7 +155,7 @@ def sentence(row: dict[str, Any]) -> str:
 def dominant(s: Session, range_names: list[str] | None = None,
              attribution: str = "all") -> Report:
     """The dominant kernel of the whole export and of each (shown) range name."""
-    s.export.require(KERNEL_TABLE, "the dominant-kernel report")
+    s.require_kernels("the dominant-kernel report")
     range_names = list(range_names or []) or None
     if range_names and not s.has_ranges:
         s.export.require(NVTX_TABLE, "per-range dominant kernels")
@@ -360,7 +360,7 @@ ANALYSIS = Analysis(
     """,
     run=dominant, inputs="exports", needs=("kernels", "launches", "ranges", "names"),
     options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
-             "cache"),
+             "cache", "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(Param("range_names", ("--range",), "Only these ranges (repeat the option for "
                   "several).", metavar="NAME", multiple=True), ATTRIBUTION),

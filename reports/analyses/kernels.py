@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.arrays import group_ids, sorted_unique
-from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
+from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.categories import categorize_many
 from reports.render import View
@@ -54,7 +54,7 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
 def kernel_summary(s: Session, range_name: str | None = None) -> Report:
     """The kernel summary of the whole export (within ``within``), or of the kernels
     launched inside the shown instances of ranges named ``range_name``."""
-    s.export.require(KERNEL_TABLE, "the kernel summary")
+    s.require_kernels("the kernel summary")
     if range_name is not None:
         s.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         s.load("kernels", "launches", "ranges")
@@ -100,7 +100,8 @@ ANALYSIS = Analysis(
     `nsys-mine kernels sweep/ --range forward --within measure --top 3`
     """,
     run=kernel_summary, inputs="exports", needs=("kernels",),
-    options=("within", "name_kind", "rules", "depth", "match", "nsys", "cache"),
+    options=("within", "name_kind", "rules", "depth", "match", "nsys", "cache",
+             "graph_attribution"),
     params=(Param("range_name", ("--range",), "Only kernels launched inside NVTX ranges of "
                   "this name.", metavar="NAME"),),
     columns=KERNEL_COLUMNS, view=KERNEL_VIEW, title="CUDA kernels", order=20,

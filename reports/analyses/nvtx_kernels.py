@@ -21,7 +21,7 @@ from nsys_parsers.attribution import ATTRIBUTIONS, Pairs
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges, pid_of, tid_of
-from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
+from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.render import View
 from reports.report import Report, group_stats, rows_of
@@ -45,7 +45,7 @@ NVTX_KERNEL_COLUMNS = [
 
 def kernels_by_range(s: Session, attribution: str = "all") -> Report:
     """Kernels grouped by the range that launched them (nsys nvtx_kern_sum)."""
-    s.export.require(KERNEL_TABLE, "kernels by NVTX range")
+    s.require_kernels("kernels by NVTX range")
     s.export.require(NVTX_TABLE, "kernels by NVTX range")
     p = s.pairs(attribution)
     shown = s.shown_pairs(p)
@@ -137,6 +137,7 @@ ANALYSIS = Analysis(
     `nsys-mine nvtx-kernels run.sqlite --attribution innermost --format csv`
     """,
     run=kernels_by_range, needs=("kernels", "launches", "ranges"),
-    options=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys", "cache"),
+    options=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys", "cache",
+             "graph_attribution"),
     params=(ATTRIBUTION,), columns=NVTX_KERNEL_COLUMNS, view=NVTX_KERNEL_VIEW, order=40,
 )

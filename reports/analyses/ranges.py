@@ -233,7 +233,8 @@ ANALYSIS = Analysis(
     """,
     run=range_summary, inputs="exports",
     needs=("kernels", "launches", "ranges", "names"),
-    options=("within", "merge_op_ids", "depth", "match", "nsys", "cache"),
+    options=("within", "merge_op_ids", "depth", "match", "nsys", "cache",
+             "graph_attribution"),
     columns=RANGE_COLUMNS, view=RANGE_VIEW, title="NVTX ranges", order=30,
     page=_page, page_order=50,
     checks=(

@@ -20,6 +20,7 @@ CATEGORY_COLORS = {
     "gemm": "#4477AA", "attention": "#EE6677", "softmax": "#CCBB44", "reduction": "#66CCEE",
     "normalization": "#AA3377", "elementwise": "#228833", "optimizer": "#EE7733",
     "copy": "#009988", "communication": "#332288", "other": "#BBBBBB",
+    "cuda graph": "#555555",
 }
 EXTRA_COLORS = ("#882255", "#44AA99", "#999933", "#DDCC77", "#117733", "#88CCEE")
 MISSING_COLOR = "#E8E8E8"

@@ -1,8 +1,10 @@
 """The report page of a sweep folder (``nsys-mine sweep --out-dir DIR``), from the rows of its
 index (``profile_cli.runs.sweep.sweep_tables``): step time and the dominant kernel category over
-size x context (one heatmap per mode, precision and attention), forward/backward time against
-context length, attention FLOPs against runtime per config, the dominant kernel per config,
-and the configs that failed, ran out of memory or were skipped, with their reasons.
+size x context (one heatmap per mode, precision, attention and compile mode), forward/backward
+time against context length, attention FLOPs against runtime per config, eager against
+compiled runs (``--compile``: step time, kernel mix, the GPU time whole-graph launches hide),
+the dominant kernel per config, and the configs that failed, ran out of memory or were
+skipped, with their reasons.
 
 Times are the NVTX ranges' wall-clock times per instance (the harness synchronizes the device
 at the end of each phase, so forward/backward/step times are real on a GPU too), except in the
@@ -23,23 +25,37 @@ from reports.page.model import Figure, Page, Section, Sentences, Table, Text
 from reports.render import View
 from reports.sidecar import read_sidecar
 
-GROUP_FIELDS = ("mode", "precision", "attention", "batch")
+GROUP_FIELDS = ("mode", "precision", "attention", "batch", "compile")
+# What an eager run and a compiled run of one config have in common.
+TWIN_FIELDS = ("size", "context", "batch", "mode", "precision", "attention", "nvtx", "device")
+GRAPH_CATEGORY = "cuda graph"
+COMPILE_VIEW = View(
+    columns=["config", "compile", "eager_step_ns", "compiled_step_ns", "speedup",
+             "eager_mix", "compiled_mix", "graph_pct"],
+    noun="compiled configs", hide_if_zero=("graph_pct", "eager_mix", "compiled_mix"),
+    headers={"eager_step_ns": "eager step", "compiled_step_ns": "compiled step",
+             "eager_mix": "eager kernel mix", "compiled_mix": "compiled kernel mix",
+             "graph_pct": "in graphs %"})
 PHASES = (nv.STEP, nv.FORWARD, nv.LOSS, nv.BACKWARD, nv.OPTIMIZER)
 PROBLEM_VIEW = View(columns=["config", "status", "reason"], noun="configs")
 RUNS_VIEW = View(columns=["config", "size", "context", "batch", "mode", "precision",
-                          "attention", "status", "wall_s"], noun="configs",
+                          "attention", "compile", "status", "wall_s"], noun="configs",
                  hide_if_constant=("size", "context", "batch", "mode", "precision",
-                                   "attention", "status"))
+                                   "attention", "compile", "status"))
 
 
 def _group_key(run: dict[str, Any], fields: list[str]) -> tuple[Any, ...]:
-    return tuple(run.get(f) for f in fields)
+    return tuple(_compile_mode(run) if f == "compile" else run.get(f) for f in fields)
 
 
 def _group_title(key: tuple[Any, ...], fields: list[str]) -> str:
     names = {"batch": "batch "}
-    return " · ".join(f"{names.get(f, '')}{v}" for f, v in zip(fields, key, strict=True)) \
-        or "all configs"
+
+    def text(f: str, v: Any) -> str:
+        if f == "compile":
+            return "eager" if v == "none" else f"compile {v}"
+        return f"{names.get(f, '')}{v}"
+    return " · ".join(text(f, v) for f, v in zip(fields, key, strict=True)) or "all configs"
 
 
 def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
@@ -63,7 +79,7 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
     for r in runs:
         counts[r["status"]] += 1
     has_kernels = bool(dominant)
-    varying = [f for f in GROUP_FIELDS if len({r.get(f) for r in runs}) > 1]
+    varying = [f for f in GROUP_FIELDS if len({_group_key(r, [f]) for r in runs}) > 1]
     sizes = list(dict.fromkeys(str(r["size"]) for r in runs))
     contexts = sorted({int(r["context"]) for r in runs if r.get("context") is not None})
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
@@ -205,6 +221,35 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
                                 k for k in (mix[0] if mix else {}) if k.endswith("_pct"))),
                   title="Kernel-category mix: forward vs the whole step (%)", top=0)]))
 
+    # -- eager vs compiled ------------------------------------------------------------------
+    compiled = _compile_rows(runs, label, times, step_mix)
+    if compiled:
+        section = Section("Eager vs compiled (--compile)", "compile", [
+            Sentences([_compile_sentence(r) for r in compiled])])
+        bars = [(f"{r['config']}: {who}", float(r[f"{who}_step_ns"]))
+                for r in compiled for who in ("eager", "compiled")]
+        section.blocks.append(Figure("compile-step-time", plots.range_times_png(
+            bars, title="Step time: eager vs compiled", xlabel="time per step (ms)"),
+            alt="Horizontal bars: the step time of each compiled config and of its eager "
+                "twin."))
+        mixes = [(f"{r['config']}: {who}", r[f"_{who}_shares"]) for r in compiled
+                 for who in ("eager", "compiled") if r[f"_{who}_shares"]]
+        if mixes:
+            section.blocks.append(Figure("compile-kernel-mix", plots.category_shares_png(
+                mixes, title="Kernel categories of a step: eager vs compiled (share of the "
+                              "step's GPU time)"),
+                alt="Stacked bars: the kernel-category mix of a step of each compiled config "
+                    "and of its eager twin; cuda graph is GPU time of whole-graph launches "
+                    "whose kernels were not recorded."))
+        notes = ["speedup: eager step time / compiled step time."]
+        if any(r["graph_pct"] for r in compiled):
+            notes.append("in graphs: the share of the compiled step's GPU time spent in "
+                         "whole-graph launches (nsys --cuda-graph-trace=graph), whose kernels "
+                         "were not recorded; profile asks nsys for node-level graph traces, "
+                         "which record them, where the nsys at hand can.")
+        section.blocks.append(Table(compiled, COMPILE_VIEW, top=0, notes=notes))
+        page.sections.append(section)
+
     # -- problems and configs ------------------------------------------------------------
     problems = [{"config": label[r["name"]], "status": r["status"],
                  "reason": r.get("reason") or ""} for r in runs if r["status"] != "ok"]
@@ -214,6 +259,62 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
     page.sections.append(Section("All configs", "configs", [
         Table([{"config": label[r["name"]], **r} for r in runs], RUNS_VIEW, top=0)]))
     return page
+
+
+def _compile_mode(run: dict[str, Any]) -> str:
+    return run.get("compile") or "none"  # older indexes: eager
+
+
+def _compile_rows(runs: list[dict[str, Any]], label: dict[str, str],
+                  times: dict[str, dict[str, dict[str, Any]]],
+                  step_mix: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """One row per finished compiled run that has a finished eager twin (same config
+    otherwise): both step times, the speedup, both kernel mixes of a step and the share of
+    the compiled step in whole-graph launches."""
+    eager = {tuple(r.get(f) for f in TWIN_FIELDS): r for r in runs
+             if _compile_mode(r) == "none" and r["status"] == "ok"}
+    rows = []
+    for r in runs:
+        twin = eager.get(tuple(r.get(f) for f in TWIN_FIELDS))
+        if _compile_mode(r) == "none" or r["status"] != "ok" or twin is None:
+            continue
+        a, b = times.get(twin["name"], {}).get(nv.STEP), times.get(r["name"], {}).get(nv.STEP)
+        if a is None or b is None:
+            continue
+        ea, eb = step_mix.get(twin["name"], {}), step_mix.get(r["name"], {})
+        rows.append({
+            "config": label[twin["name"]] if label[twin["name"]] != "eager" else twin["size"],
+            "compile": _compile_mode(r), "eager_step_ns": a["avg_ns"],
+            "compiled_step_ns": b["avg_ns"],
+            "speedup": round(a["avg_ns"] / b["avg_ns"], 2) if b["avg_ns"] else None,
+            "eager_mix": _mix_text(ea), "compiled_mix": _mix_text(eb),
+            "graph_pct": eb.get(GRAPH_CATEGORY, 0.0),
+            "_eager_shares": ea, "_compiled_shares": eb})
+    for row in rows:  # the twin's label says "eager": name the config without it
+        row["config"] = re.sub(r"(^| )eager( |$)", " ", row["config"]).strip() or "config"
+    return rows
+
+
+def _mix_text(shares: dict[str, float], top: int = 3) -> str:
+    best = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{c} {v:g}%" for c, v in best if v > 0)
+
+
+def _compile_sentence(row: dict[str, Any]) -> str:
+    from reports.page.plots import compact_ns
+
+    speed = row["speedup"]
+    text = (f"{row['config']}: compile {row['compile']} "
+            + (f"{speed:g}x faster" if speed and speed >= 1 else
+               f"{1 / speed:.2g}x slower" if speed else "as fast")
+            + f" per step than eager ({compact_ns(float(row['compiled_step_ns']))} vs "
+              f"{compact_ns(float(row['eager_step_ns']))})")
+    if row["eager_mix"] or row["compiled_mix"]:
+        text += f"; kernels eager {row['eager_mix'] or '-'}, compiled {row['compiled_mix'] or '-'}"
+    if row["graph_pct"]:
+        text += (f"; {row['graph_pct']:g}% of the compiled step's GPU time ran in CUDA graph "
+                 f"launches whose kernels were not recorded")
+    return text
 
 
 def _slug(text: str) -> str:

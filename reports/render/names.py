@@ -9,6 +9,8 @@ import os
 import re
 from typing import Any
 
+from reports.inductor import display, shortened
+
 # Long kernel names (templated C++ can be hundreds of KiB) are shortened only here.
 MAX_NAME_CHARS = 100
 # Name columns that hold C++ kernel signatures.
@@ -27,7 +29,10 @@ def cell_width(text: str) -> int:
 
 def shorten(value: Any, width: int = MAX_NAME_CHARS, *, signature: bool = False) -> Any:
     """Strings wider than ``width`` cells shortened with ``shorten_name``; other values as
-    given."""
+    given. A kernel name (``signature``) of TorchInductor says what it fused
+    (``reports.inductor.display``)."""
+    if signature and isinstance(value, str):
+        value = display(value)
     if isinstance(value, str) and cell_width(value) > width:
         return shorten_name(value, width, signature=signature)
     return value
@@ -47,6 +52,9 @@ def shorten_name(name: str, width: int, *, signature: bool = True) -> str:
         return name
     if not signature:
         return _middle(marker_summary(name) or name, width)
+    short = shortened(name, width)  # an Inductor kernel: its label says what it lists
+    if short is not None:
+        return short
     text = name
     groups = _template_groups(name)
     chosen: list[tuple[int, int]] = []
@@ -72,6 +80,10 @@ def shorten_columns(cells: dict[str, list[str]], widths: dict[str, int],
     ``sm80_x…64x256x8_sta…ecute…``, ``sm80_x…128x128x8_st…ecute…``,
     ``sm80_x…64x256x8_sta…plit_k…``). ``full``: the whole names, when the cells hold
     them shortened already (to ``MAX_NAME_CHARS``); pyprof markers are left as they are."""
+    cells = {c: [display(v) for v in values] if is_signature(c) else values
+             for c, values in cells.items()}
+    full = {c: [display(v) if isinstance(v, str) else v for v in values]
+            if is_signature(c) else values for c, values in (full or {}).items()}
     out = {c: [shorten_name(v, widths[c], signature=is_signature(c)) for v in values]
            for c, values in cells.items()}
     whole = {c: [w if isinstance(w, str) and w else v

@@ -219,6 +219,10 @@ CASES = [
     ("multi_tensor_apply_kernel", "optimizer"),
     ("cunn_SoftMaxForward", "softmax"),
     ("CatArrayBatchedCopy", "copy"),
+    # ---- whole CUDA graph launches (nsys_parsers.graphs names them) ----
+    ("CUDA graph 4", "cuda graph"),
+    ("CUDA graph 1234", "cuda graph"),
+    ("void build_cuda_graph_4_kernel(int)", "other"),  # a kernel that only mentions graphs
 ]
 
 
@@ -237,7 +241,7 @@ def test_case_count_and_coverage() -> None:
 def test_categories_exact() -> None:
     assert CATEGORIES == (
         "gemm", "attention", "softmax", "reduction", "normalization",
-        "elementwise", "optimizer", "copy", "communication", "other",
+        "elementwise", "optimizer", "copy", "communication", "other", "cuda graph",
     )
 
 
@@ -536,3 +540,41 @@ def test_docs_example_loads(tmp_path: Path) -> None:
     assert categorize("my_custom_attn_fwd", rules) == "attention"
     assert categorize("saxpy(double *, double *, double *, double, int)", rules) == "elementwise"
     assert categorize("ampere_sgemm_128x64_tn", rules) == "other"
+
+
+# ---- TorchInductor kernels: what they fused, read from the name (reports.inductor) -------
+@pytest.mark.parametrize("name, ops", [
+    ("triton_poi_fused_add_mul_0", ("add", "mul")),
+    ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1",
+     ("to_copy", "add", "mean", "mul", "pow", "rsqrt")),
+    ("triton_per_fused__softmax_1", ("softmax",)),
+    ("triton_tem_fused_mm_2", ("mm",)),
+    ("triton_per_fused_native_layer_norm_0", ("native_layer_norm",)),
+    ("triton_per_fused__log_softmax_nll_loss_forward_1", ("log_softmax", "nll_loss_forward")),
+    ("triton_red_fused_embedding_dense_backward_2", ("embedding_dense_backward",)),
+    ("triton_poi_fused__unsafe_view_clone_3", ("unsafe_view", "clone")),
+    ("triton_poi_fused__my_op_add_7", ("my", "op", "add")),  # unknown: split at underscores
+    ("triton_poi_fused_add_add_4", ("add",)),
+    ("triton_poi_fused_0", None),  # descriptive names off: nothing to say
+    ("triton_for_fused_0", None),
+    ("ampere_sgemm_128x64_tn", None),
+    ("void at::native::elementwise_kernel<triton_poi_fused_add_0>", None),
+])
+def test_inductor_fused_operators(name, ops):
+    from reports.inductor import display, fused_ops
+
+    assert fused_ops(name) == ops
+    assert display(name) == (name if ops is None else f"{name} · fused: {', '.join(ops)}")
+
+
+def test_inductor_names_shortened_keep_the_label():
+    from reports.inductor import display, shortened
+
+    shown = display("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1")
+    assert [shortened(shown, w) for w in (90, 50, 30, 16, 10)] == [
+        "triton_red_…_1 · fused: to_copy, add, mean, mul, pow, rsqrt",
+        "red_1 · to_copy, add, mean, mul, pow, rsqrt",
+        "red_1 · to_copy, add, mean, m…",
+        "red_1 · to_copy…",
+        None]
+    assert shortened("ampere_sgemm_128x64_tn", 10) is None

@@ -217,3 +217,23 @@ def test_check_exit_codes_for_errors_and_usage(cli, fx, tmp_path):
     assert cli("check", fx(DLPROF), "--rules", tmp_path / "missing.toml").exit_code == 1
     assert cli("check", tmp_path / "missing.sqlite", "--rules", ok).exit_code == 1
     assert cli("check", fx(DLPROF)).exit_code == 2  # --rules is required
+
+
+def test_check_gates_on_cuda_graphs(cli, fx, tmp_path):
+    """A CI gate on a compiled model: the graph dominates and holds nearly all GPU time."""
+    rules = _rules(tmp_path, """\
+[[rule]]
+name = "the graph dominates"
+dominant_category = "cuda graph"
+
+[[rule]]
+category = "cuda graph"
+min_share_pct = 99
+""")
+    res = cli("check", fx("cs336_zx3xyy_result_2_7B_compile_ro.sqlite"), "--rules", rules,
+              "-f", "json")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["status"], r["observed"]) for r in rows] == [("pass", "cuda graph"),
+                                                           ("pass", 100.0)]
+    assert rows[0]["message"] == "dominant kernel CUDA graph 4 (cuda graph, 100%)"

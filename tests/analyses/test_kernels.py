@@ -74,3 +74,45 @@ def test_old_schema_truncated_names(fx):
     rows = ask("kernels", [fx("ompoffload_v100_aarch64_pre2021.2.sqlite")]).rows
     assert [r["instances"] for r in rows] == [2404, 15]
     assert rows[0]["name"].endswith("...") and rows[0]["total_ns"] == 2527853625
+
+
+COMPILE = "cs336_zx3xyy_result_2_7B_compile_ro.sqlite"
+
+
+def _by_name(ref):
+    out = defaultdict(lambda: [0, 0])
+    for row in ref:
+        out[row["Name"]][0] += int(row["Instances"])
+        out[row["Name"]][1] += int(row["Total Time (ns)"])
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def test_compile_fixture_answer_is_the_graph(fx, nsys_bin, tmp_path):
+    """torch.compile(mode="reduce-overhead") at graph level: the 10 launches of graph 4 are
+    about all the GPU time; the eager kernels are gpukernsum's rows exactly (nsys leaves the
+    graph trace out of its kernel summary)."""
+    export = fx(COMPILE)
+    report = ask("kernels", [export])
+    top = report.rows[0]
+    assert (top["name"], top["category"], top["instances"], top["total_ns"], top["time_pct"]) == (
+        "CUDA graph 4", "cuda graph", 10, 7_811_141_695, 100.0)
+    assert (top["min_ns"], top["max_ns"]) == (781_031_802, 781_620_938)
+    rest = {r["name"]: (r["instances"], r["total_ns"]) for r in report.rows[1:]}
+    assert rest == _by_name(nsys_stats(nsys_bin, export, "gpukernsum", tmp_path))
+    assert sum(rest.values(), ())[1::2] == (49_502, 28_768)
+    assert any("--cuda-graph-trace=node" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("graphs", ["node", "graph"])
+def test_compiled_runs_against_gpukernsum(graphs, nsys_bin, tmp_path):
+    """Built exports of a compiled model: kernels recorded as graph nodes are rows as nsys
+    counts them; a whole-graph launch is a row of its own that nsys leaves out."""
+    from tests.synth import compiled_run
+
+    export = compiled_run(tmp_path / f"{graphs}.sqlite", graphs=graphs)
+    theirs = _by_name(nsys_stats(nsys_bin, export, "gpukernsum", tmp_path))
+    ours = {r["name"]: (r["instances"], r["total_ns"]) for r in ask("kernels", [export]).rows}
+    if graphs == "node":
+        assert ours == theirs and len(ours) == 5
+    else:
+        assert ours == {**theirs, "CUDA graph 1": (2, 248_000)}

@@ -83,3 +83,67 @@ def test_innermost_exclusive_plus_unattributed_is_total(name, fx):
     ranges = ask("ranges", [export]).rows
     unattributed = sum(r["total_ns"] for r in inner if r["range"] is None)
     assert sum(r["gpu_exclusive_ns"] for r in ranges) + unattributed == total
+
+
+def _nsys_rows(ref):
+    return {(none(r["NVTX Range"]), int(r["PID"]), int(r["TID"]), r["Kernel Name"]): (
+        int(r["NVTX Inst"]), int(r["Kern Inst"]), int(r["Total Time (ns)"]), int(r["Min (ns)"]),
+        int(r["Max (ns)"])) for r in ref}
+
+
+def _our_rows(rows):
+    return {(r["range"], r["pid"], r["tid"], r["kernel"]): (
+        r["range_instances"], r["kernel_instances"], r["total_ns"], r["min_ns"], r["max_ns"])
+        for r in rows}
+
+
+def test_graph_node_kernels_are_attributed_as_nvtxkernsum_does(nsys_bin, tmp_path):
+    """--cuda-graph-trace=node (a built export): each kernel of the graph carries the
+    correlationId of its cudaGraphLaunch and counts in the ranges around that call."""
+    from tests.synth import compiled_run
+
+    export = compiled_run(tmp_path / "node.sqlite")
+    report = ask("nvtx-kernels", [export])
+    assert _our_rows(report.rows) == _nsys_rows(nsys_stats(nsys_bin, export, "nvtxkernsum",
+                                                           tmp_path))
+    assert _our_rows(report.rows)[("forward", 1, 1, "triton_tem_fused_mm_2")] == (
+        2, 2, 120_000, 60_000, 60_000)
+    assert not any(r["range"] in ("attention", "ffn") for r in report.rows)
+    assert any(n.startswith("8 kernels ran as nodes of CUDA graphs") for n in report.notes)
+
+
+def test_whole_graph_launches_are_attributed_like_their_launch(nsys_bin, tmp_path):
+    """--cuda-graph-trace=graph (a built export): nvtxkernsum's rows, plus one row per range
+    around the cudaGraphLaunch calls for the graph (which nsys leaves out)."""
+    from tests.synth import compiled_run
+
+    export = compiled_run(tmp_path / "graph.sqlite", graphs="graph")
+    ours = _our_rows(ask("nvtx-kernels", [export]).rows)
+    theirs = _nsys_rows(nsys_stats(nsys_bin, export, "nvtxkernsum", tmp_path))
+    graph_rows = {key: ours.pop(key) for key in list(ours) if key[3] == "CUDA graph 1"}
+    assert ours == theirs
+    assert graph_rows == {(r, 1, 1, "CUDA graph 1"): (i, 2, 248_000, 124_000, 124_000)
+                          for r, i in (("forward", 2), ("step", 2), ("measure", 1))}
+
+
+def test_capture_attribution_of_graph_nodes(tmp_path):
+    """--graph-attribution capture (a built export): each node kernel counts in the ranges
+    open when the node it was cloned from was captured (attention or ffn of the warmup
+    step), the eager optimizer kernels where they were launched."""
+    from tests.synth import compiled_run
+
+    export = compiled_run(tmp_path / "node.sqlite")
+    report = ask("nvtx-kernels", [export], graph_attribution="capture")
+    rows = _our_rows(report.rows)
+    assert {k[0] for k in rows if k[3].startswith("triton")} == {
+        "warmup", "step", "forward", "attention", "ffn"}
+    assert rows[("attention", 1, 1, "triton_per_fused__softmax_1")] == (1, 2, 60_000, 30_000,
+                                                                       30_000)
+    assert rows[("ffn", 1, 1, "triton_tem_fused_mm_2")] == (1, 2, 120_000, 60_000, 60_000)
+    assert ("measure", 1, 1, "triton_tem_fused_mm_2") not in rows
+    assert rows[("optimizer", 1, 1, "void at::native::multi_tensor_apply_kernel<"
+                 "FusedAdamMathFunctor<float, 4>>")][:2] == (3, 3)
+    assert report.notes[-1] == (
+        "--graph-attribution capture: 8 kernels recorded as graph nodes count in the NVTX "
+        "ranges that were open when their node was captured, not where the graph was "
+        "launched.")
