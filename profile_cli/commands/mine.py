@@ -129,7 +129,8 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
         out.emit(render_object(report.obj, out.format, title=report.title, width=out.width,
                                human=report.obj_for_people, notes=report.notes))
     else:
-        emit_report(report, list(a.columns), a.view, out, title=report.title)
+        columns, view = a.shaped(params)
+        emit_report(report, columns, view, out, title=report.title)
     code = a.exit_code(report, params) if a.exit_code is not None else 0
     if code:
         raise typer.Exit(code)
@@ -143,13 +144,14 @@ def _emit_many(a: Analysis, paths: list[Path], options: AnalysisOptions,
     from reports.multi import TOP_EACH, ask_each, combine
     from reports.render import HUMAN_FORMATS
 
-    assert a.view is not None
+    columns, view = a.shaped(params)
+    assert view is not None
     targets = export_targets(paths)
     answers, skipped = ask_each(targets, lambda s: a.answer(s, **params),
                                 opener=lambda p: open_session(p, options))
     human = out.format in HUMAN_FORMATS
     top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    report, people = combine(answers, list(a.columns), a.view, skipped=skipped,
+    report, people = combine(answers, columns, view, skipped=skipped,
                              top_each=top_each)
     if options.within is None and all(t.config for t in targets):
         report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
