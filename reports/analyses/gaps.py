@@ -50,6 +50,7 @@ GAPS_VIEW = View(
     columns=["duration_ns", "pid", "device", "start_ns", "cause", "api", "range",
              "before_kernel", "after_kernel"],
     drop=("after_kernel", "before_kernel", "start_ns"), noun="gaps", rank_by=(),
+    hide_if_zero=("api", "range"),
     hide_if_constant=("pid", "device"),
     headers={"before_kernel": "before", "after_kernel": "after"})
 CAUSES = ("sync", "api", "cpu", "unknown")

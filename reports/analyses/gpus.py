@@ -49,8 +49,7 @@ GPUS_VIEW = View(
              "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "exposed_comm_pct",
              "streams"],
     drop=("streams", "overlap_ns", "busy_ns", "compute_ns"), noun="devices",
-    hide_if_zero=("comm_ns", "overlap_ns", "exposed_comm_ns"),
-    hide_if_constant=("windows",),
+    hide_if_zero=("windows", "comm_ns", "overlap_ns", "exposed_comm_ns", "exposed_comm_pct"),
     headers={"exposed_comm_ns": "exposed comm", "exposed_comm_pct": "exposed comm %",
              "comm_ns": "comm"})
 
