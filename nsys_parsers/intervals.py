@@ -121,10 +121,17 @@ def open_at(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
     that ends later" links from there (every interval between two links ends earlier). The
     links are found by pointer jumping and the chains walked by binary lifting: numpy
     passes, no Python loop over intervals."""
-    n = start.size
     out = np.full(t.size, -1, dtype=np.int64)
-    if n == 0 or t.size == 0:
+    if start.size == 0 or t.size == 0:
         return out
+    # only intervals open at one of the times can be an answer: few, for a few times
+    times = np.sort(t)
+    useful = np.flatnonzero(np.searchsorted(times, end, side="left")
+                            > np.searchsorted(times, start, side="left"))
+    if useful.size == 0:
+        return out
+    start, end = start[useful], end[useful]
+    n = start.size
     order = np.lexsort((-end, start))
     s, e = start[order], end[order]
     link = np.arange(n, dtype=np.int64) - 1  # every interval between link[i] and i ends by e[i]
@@ -153,7 +160,7 @@ def open_at(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
     found = np.where(walk, link[np.maximum(q, 0)], -1)
     found = np.where(done, p, found)
     hit = found >= 0
-    out[hit] = order[found[hit]]
+    out[hit] = useful[order[found[hit]]]
     return out
 
 

@@ -76,13 +76,17 @@ def _calls(s: Session) -> tuple[dict[str, int], dict[str, int], bool]:
     r = s.ranges
     if r is None or not len(r):
         return calls, nbytes, False
-    names = s.names()
+    domain_rows = np.flatnonzero(r.domain != 0)  # NCCL's ranges are in its own domain
+    if domain_rows.size == 0:
+        return calls, nbytes, False
+    names = s.names(rows=domain_rows)
     nccl = [i for i, n in enumerate(names.names) if n.startswith(NCCL_DOMAIN)]
     kind_of = {i: collective_kind(names.names[i][len(NCCL_DOMAIN):]) for i in nccl}
     kind_of = {i: k for i, k in kind_of.items() if k != "other"}
     if not kind_of:
         return calls, nbytes, False
-    code = names.code
+    code = np.full(len(r), -1, dtype=np.int64)
+    code[domain_rows] = names.code[domain_rows]
     rows = np.flatnonzero(np.isin(code, list(kind_of)))
     for i in rows.tolist():
         kind = kind_of[int(code[i])]
@@ -190,7 +194,7 @@ ANALYSIS = Analysis(
 
     Example: `nsys-mine collectives ddp.sqlite`
     """,
-    run=collectives_report, needs=("kernels", "kernel_ids", "memops", "ranges", "names"),
+    run=collectives_report, needs=("kernels", "kernel_places", "memops", "ranges"),
     options=("rules", "nsys", "cache"),
     columns=COLLECTIVE_COLUMNS, view=COLLECTIVE_VIEW, title="NCCL collectives", order=68,
 )

@@ -31,7 +31,7 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
-from nsys_parsers.gpu_ops import KERNEL, MEMCPY, GpuOps, pid_of_global
+from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps, pid_of_global
 from nsys_parsers.intervals import holes, open_at_grouped, span
 from nsys_parsers.kernels import api_base_name
 from nsys_parsers.ranges import pid_of
@@ -39,7 +39,7 @@ from nsys_parsers.schema import NVTX_TABLE
 from reports.analyses.gpus import require_gpu_ops
 from reports.analysis import Analysis, Param
 from reports.render import View, human_ns
-from reports.report import Report
+from reports.report import Report, rows_of
 from reports.session import Session
 
 GAPS_COLUMNS = [
@@ -69,6 +69,13 @@ def cause_of(api: str | None, covered: bool) -> str:
     return "sync" if WAITS.search(api) else "api"
 
 
+def _causes(api: list[str | None], covered: np.ndarray) -> list[str]:
+    """``cause_of`` of every gap (each API name judged once)."""
+    seen: dict[tuple[str | None, bool], str] = {}
+    return [seen.setdefault((a, c), cause_of(a, c)) if (a, c) not in seen else seen[(a, c)]
+            for a, c in zip(api, covered.tolist())]
+
+
 def _overhead(s: Session, pids: np.ndarray, first: np.ndarray, last: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(group, start, end) of the CUDA profiling overhead strictly inside each group's span
@@ -90,21 +97,22 @@ def _overhead(s: Session, pids: np.ndarray, first: np.ndarray, last: np.ndarray
     return np.concatenate(groups), np.concatenate(starts), np.concatenate(ends)
 
 
-def op_label(s: Session, ops: GpuOps, i: int) -> str:
-    """The name of operation ``i`` (past the operations: the profiling overhead)."""
-    if i >= len(ops):
-        return OVERHEAD
-    kind = int(ops.kind[i])
-    if kind == KERNEL:
-        k = s.trace.kernels
-        assert k is not None
-        return k.names[int(ops.name_code[i])]
-    m = s.trace.memops
-    assert m is not None
-    if kind == MEMCPY:
-        code = int(m.kind[int(ops.row[i])])
-        return f"memcpy {m.kind_labels.get(code, f'kind {code}')}"
-    return "memset"
+def op_labels(s: Session, ops: GpuOps) -> tuple[np.ndarray, list[str]]:
+    """A label code per operation (one more, past the operations: the profiling overhead)
+    and the labels: kernel names, ``memcpy Host-to-Device``..., ``memset``."""
+    k, m = s.trace.kernels, s.trace.memops
+    labels = list(k.names) if k is not None else []
+    code = np.where(ops.kind == KERNEL, ops.name_code, -1)
+    if m is not None and len(m):
+        kinds = sorted_unique(m.kind)
+        copy_row = np.where(ops.kind == MEMCPY, ops.row, 0)
+        copy_code = len(labels) + np.searchsorted(kinds, m.kind[copy_row])
+        labels += [f"memcpy {m.kind_labels.get(c, f'kind {c}')}" for c in kinds.tolist()]
+        code = np.where(ops.kind == MEMCPY, copy_code, code)
+        labels.append("memset")
+        code = np.where(ops.kind == MEMSET, len(labels) - 1, code)
+    labels.append(OVERHEAD)
+    return np.append(code, len(labels) - 1), labels
 
 
 def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
@@ -137,14 +145,16 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     launch_tids = _launching_threads(sub)
     api, covered = _api_in_flight(s, gap_pid, t, launch_tids)
     rng = _range_open(s, gap_pid, t, launch_tids)
-    before, after = h.before[order], h.after[order]
-    label = _labeler(s, sub)
-    rows = [{
-        "pid": int(gap_pid[i]), "device": int(devices[g[i]]), "start_ns": int(t[i]),
-        "end_ns": int(h.end[order[i]]), "duration_ns": int(h.duration[order[i]]),
-        "cause": cause_of(api[i], bool(covered[i])), "api": api[i], "range": rng[i],
-        "before_kernel": label(int(before[i])), "after_kernel": label(int(after[i])),
-    } for i in range(order.size)]
+    code, labels = op_labels(s, sub)  # h.before/after past the operations: the overhead
+    before = code[np.minimum(h.before[order], len(sub))]
+    after = code[np.minimum(h.after[order], len(sub))]
+    rows = rows_of({
+        "pid": gap_pid.tolist(), "device": devices[g].tolist(), "start_ns": t.tolist(),
+        "end_ns": h.end[order].tolist(), "duration_ns": h.duration[order].tolist(),
+        "cause": _causes(api, covered), "api": api,
+        "range": rng, "before_kernel": [labels[c] for c in before.tolist()],
+        "after_kernel": [labels[c] for c in after.tolist()],
+    })
     where = (f" that start inside {s.within!r} instances" if s.within is not None else "")
     total = int(h.duration[order].sum())
     idle = int(h.duration.sum())
@@ -154,16 +164,6 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     notes += _cause_notes(s, sub, covered, has_api)
     return Report(rows=rows, columns=GAPS_COLUMNS, notes=notes,
                   sentences=[gap_sentence(r) for r in rows])
-
-
-def _labeler(s: Session, ops: GpuOps) -> Any:
-    cache: dict[int, str] = {}
-
-    def label(i: int) -> str:
-        if i not in cache:
-            cache[i] = op_label(s, ops, i)
-        return cache[i]
-    return label
 
 
 def _launching_threads(ops: GpuOps) -> np.ndarray:
@@ -288,7 +288,7 @@ ANALYSIS = Analysis(
 
     Examples: `nsys-mine gaps ddp.sqlite` · `nsys-mine gaps run.sqlite --min-gap-ms 500 -f csv`
     """,
-    run=gaps_report, needs=("kernels", "kernel_ids", "memops"),
+    run=gaps_report, needs=("kernels", "kernel_places", "memops"),
     options=("within", "name_kind", "nsys", "cache"),
     params=(Param("min_gap_ms", ("--min-gap-ms",), "Only gaps longer than this (nsys's "
                   "gpu-starv: gap=<ms>, default 500 there).", type=float,
