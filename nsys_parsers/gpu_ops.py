@@ -37,7 +37,7 @@ class GpuOps:
     kind: np.ndarray
     row: np.ndarray  # the row in its source (Kernels or MemOps)
     name_code: np.ndarray  # a kernel's name code (Kernels.names); -1 for other kinds
-    correlation: np.ndarray
+    correlation: np.ndarray  # -1 for kernels unless their launches (or ids) were loaded
     launch_tid: np.ndarray | None = None
     launch_start: np.ndarray | None = None
     launch_end: np.ndarray | None = None
@@ -70,7 +70,8 @@ def pid_of_global(global_id: np.ndarray) -> np.ndarray:
 def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
     """Every GPU operation of the export (None: neither kernels nor memory operations were
     traced); ``launches``: with the API call that launched each."""
-    groups = ["kernels", "kernel_ids", "memops"]
+    # where each kernel ran; with its launch, its correlationId too (kernel_ids)
+    groups = ["kernels", "kernel_ids" if launches else "kernel_places", "memops"]
     if launches:
         groups += ["launches", "api"]
     trace.load(*groups)
@@ -79,12 +80,12 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
         return None
     parts: list[dict[str, np.ndarray]] = []
     if k is not None:
-        assert k.pid is not None and k.device is not None and k.stream is not None \
-            and k.correlation is not None
+        assert k.pid is not None and k.device is not None and k.stream is not None
         part = {"start": k.start, "end": k.end, "pid": k.pid, "device": k.device,
                 "stream": k.stream, "kind": np.full(len(k), KERNEL, dtype=np.int64),
                 "row": np.arange(len(k), dtype=np.int64), "name_code": k.name_code,
-                "correlation": k.correlation}
+                "correlation": (k.correlation if k.correlation is not None
+                                else np.full(len(k), -1, dtype=np.int64))}
         if launches:
             assert k.launch_tid is not None and k.launch_start is not None \
                 and k.launch_end is not None

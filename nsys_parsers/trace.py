@@ -11,6 +11,7 @@ holds is not read, and neither are the columns it was derived from.
     kernels     start, end and name of every kernel (the name kind of the trace)
     kernel_ids  process (globalPid), correlationId, device, stream, context, graph and
                 graph node ids of every kernel
+    kernel_places  process, device and stream of every kernel (of kernel_ids: where it ran)
     launches    the API call that launched each kernel: its thread, start and end
     ranges      NVTX ranges (and the domain-create rows that name their domains)
     names       the name of every NVTX range (``range_names(rows)`` resolves fewer)
@@ -57,8 +58,10 @@ from nsys_parsers.reads import (
 )
 from nsys_parsers.schema import KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE
 
-GROUPS = ("kernels", "kernel_ids", "launches", "ranges", "names", "memops", "api", "graphs")
+GROUPS = ("kernels", "kernel_ids", "kernel_places", "launches", "ranges", "names", "memops",
+          "api", "graphs")
 KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
+KERNEL_PLACES = ("pid", "device", "stream")
 LAUNCH = ("launch_tid", "launch_start", "launch_end")
 NVTX = ("start", "end", "tid", "flags", "rowid")
 MEMOPS = ("start", "end", "bytes", "kind", "device", "stream", "pid", "correlation")
@@ -122,7 +125,7 @@ class Trace:
             raise ValueError(f"unknown column groups: {', '.join(sorted(unknown))}")
         want = set(groups)
         if not self.has_kernels:
-            want -= {"kernels", "kernel_ids", "launches"}
+            want -= {"kernels", "kernel_ids", "kernel_places", "launches"}
         if not self.has_ranges:
             want -= {"ranges", "names"}
         if not self.has_memops:
@@ -149,6 +152,8 @@ class Trace:
                 reads.setdefault("kernel", set()).add(f"name_id.{self.name_column}")
         if "kernel_ids" in want:
             need("kernel", *KERNEL_IDS)
+        elif "kernel_places" in want:
+            need("kernel", *KERNEL_PLACES)
         join = "launches" in want and any(self._item(f"kernel.{k}") is None for k in LAUNCH)
         if join:
             need("kernel", "pid", "correlation")

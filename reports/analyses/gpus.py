@@ -284,7 +284,7 @@ ANALYSIS = Analysis(
 
     Examples: `nsys-mine gpus ddp.sqlite` · `nsys-mine gpus run.sqlite --within step`
     """,
-    run=gpus_report, inputs="exports", needs=("kernels", "kernel_ids", "memops"),
+    run=gpus_report, inputs="exports", needs=("kernels", "kernel_places", "memops"),
     options=("within", "rules", "nsys", "cache"),
     columns=GPUS_COLUMNS, view=GPUS_VIEW, title="GPU time per device", order=62,
     page=_page, page_order=15,
