@@ -27,7 +27,9 @@ def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
     NaN, a dict or a list are converted value by value."""
     values = [[r.get(c) for r in rows] for c in columns]
     for i, (column, col) in enumerate(zip(columns, values)):
-        if any(type(v) in _CONVERTED or (type(v) is float and v != v) for v in col):
+        types = set(map(type, col))  # in C: a column of millions of ints is not walked in Python
+        if types & set(_CONVERTED) or (float in types and any(
+                type(v) is float and v != v for v in col)):
             values[i] = [_plain(column, v) for v in col]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
