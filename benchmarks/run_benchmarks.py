@@ -73,14 +73,14 @@ QUESTIONS = {  # question -> (nsys report or None, nsys-mine command)
     "dominant": (None, "dominant"),
     # issue 28: where the GPU waits
     "gpus": (None, "gpus"),
-    "gaps": ("gpu-starv", "gaps --min-gap-ms 0"),
+    "gaps": ("gpu-starv", "gaps"),  # gaps over 1 ms, nsys-mine's default
     "launches": ("kernexecsum", "launches"),
     "instances": ("nvtxgpuproj", "ranges --instances"),
     "collectives": (None, "collectives"),
 }
 # How nsys answers each report: its arguments and the suffix of the CSV it writes.
 NSYS_ARGS = {
-    "gpu-starv": (["analyze", "--rule", "gpu-starv:gap=0:rows=-1"], "gpu-starv_gap=0_rows=-1"),
+    "gpu-starv": (["analyze", "--rule", "gpu-starv:gap=1:rows=-1"], "gpu-starv_gap=1_rows=-1"),
 }
 # The "after" runs: question -> the other question asked first, in the same cache folder.
 AFTER = {"nvtx": "dominant", "kernels": "nvtx", "ranges": "nvtx", "dominant": "nvtx",

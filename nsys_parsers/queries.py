@@ -242,3 +242,10 @@ NVTX_JSON_PAYLOADS = Query(
     "nvtx_json_payloads",
     "SELECT rowid, jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL",
     needs={NVTX_TABLE: ("jsonText",)}, purpose="NVTX payloads")
+
+# Whether NCCL created its NVTX domain (NCCL 2.19 on): its collectives' ranges are there.
+NVTX_DOMAIN_NAMED = Query(
+    "nvtx_domain_named",
+    """SELECT count(*) FROM NVTX_EVENTS AS t WHERE t.eventType = 75
+       AND ({name_key}) IN (?, char(1) || (SELECT id FROM StringIds WHERE value = ?))""",
+    needs={NVTX_TABLE: ("eventType",)}, purpose="NVTX domains")

@@ -73,6 +73,9 @@ def _calls(s: Session) -> tuple[dict[str, int], dict[str, int], bool]:
     and whether any call had one."""
     calls: dict[str, int] = {}
     nbytes: dict[str, int] = {}
+    if not s.has_ranges or not _has_nccl_domain(s):
+        return calls, nbytes, False
+    s.load("ranges")
     r = s.ranges
     if r is None or not len(r):
         return calls, nbytes, False
@@ -97,6 +100,14 @@ def _calls(s: Session) -> tuple[dict[str, int], dict[str, int], bool]:
             kind = kind_of[int(code[i])]
             nbytes[kind] = nbytes.get(kind, 0) + size
     return calls, nbytes, any(v is not None for v in sizes)
+
+
+def _has_nccl_domain(s: Session) -> bool:
+    """Whether NCCL created its NVTX domain (a scan of the NVTX table in SQLite: the ranges
+    are read only when it did)."""
+    sql = Q.NVTX_DOMAIN_NAMED.sql(s.export, name_key=Q.nvtx_name_key(s.export))
+    name = NCCL_DOMAIN.rstrip(":")
+    return bool(s.export.db.execute(sql, (name, name)).fetchone()[0])
 
 
 def _payload_sizes(s: Session, rowids: np.ndarray) -> list[int | None]:
@@ -194,7 +205,7 @@ ANALYSIS = Analysis(
 
     Example: `nsys-mine collectives ddp.sqlite`
     """,
-    run=collectives_report, needs=("kernels", "kernel_places", "memops", "ranges"),
+    run=collectives_report, needs=("kernels", "kernel_places", "memops"),
     options=("rules", "nsys", "cache"),
     columns=COLLECTIVE_COLUMNS, view=COLLECTIVE_VIEW, title="NCCL collectives", order=68,
 )
