@@ -134,7 +134,7 @@ ANALYSIS = Analysis(
     Examples: `nsys-mine launches run.sqlite` ·
     `nsys-mine launches run.sqlite --within step --name-kind short -f csv`
     """,
-    run=launch_summary, needs=("kernels", "kernel_ids", "launches", "api"),
+    run=launch_summary, needs=("kernels", "kernel_ids", "api"),  # the launch join is here
     options=("within", "name_kind", "nsys", "cache"),
     columns=LAUNCH_COLUMNS, view=LAUNCH_VIEW, title="Kernel launches", order=66,
 )
