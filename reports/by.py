@@ -23,9 +23,8 @@ from reports.render import View
 
 BY_KEYS = ("device", "process", "stream")
 KEY_COLUMNS = {"device": ["device"], "process": ["pid"], "stream": ["device", "stream"]}
-BY = Param("by", ("--by",), "One row per device, process or stream and what the rows are "
-           "(one more key column: device; pid; device and stream).", choices=BY_KEYS,
-           metavar="KEY")
+BY = Param("by", ("--by",), "Split the rows by device, process or stream (one more key "
+           "column: device; pid; device and stream).", choices=BY_KEYS, metavar="KEY")
 
 
 def by_shape(columns: list[str], view: View | None, by: str | None

@@ -290,8 +290,9 @@ ANALYSIS = Analysis(
     """,
     run=gaps_report, needs=("kernels", "kernel_places", "memops"),
     options=("within", "name_kind", "nsys", "cache"),
-    params=(Param("min_gap_ms", ("--min-gap-ms",), "Only gaps longer than this (nsys's "
-                  "gpu-starv: gap=<ms>, default 500 there).", type=float,
+    params=(Param("min_gap_ms", ("--min-gap-ms",), "Only gaps longer than this many "
+                  "milliseconds (nsys's gpu-starv rule: its gap option, 500 by default "
+                  "there).", type=float,
                   default=DEFAULT_MIN_GAP_MS, minimum=0.0, metavar="MS"),),
     columns=GAPS_COLUMNS, view=GAPS_VIEW, title="Idle GPU gaps", order=64,
 )
