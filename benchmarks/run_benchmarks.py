@@ -77,9 +77,24 @@ QUESTIONS = {  # question -> (nsys report or None, nsys-mine command)
     "kernels": ("gpukernsum", "kernels"),
     "ranges": (None, "ranges"),
     "dominant": (None, "dominant"),
+    # issue 28: where the GPU waits
+    "gpus": (None, "gpus"),
+    "gaps": ("gpu-starv", "gaps"),  # gaps over 1 ms, nsys-mine's default
+    "launches": ("kernexecsum", "launches"),
+    "instances": ("nvtxgpuproj", "ranges --instances"),
+    "collectives": (None, "collectives"),
+}
+# How nsys answers each report: its arguments and the suffix of the CSV it writes.
+NSYS_ARGS = {
+    "gpu-starv": (["analyze", "--rule", "gpu-starv:gap=1:rows=-1"], "gpu-starv_gap=1_rows=-1"),
 }
 # The "after" runs: question -> the other question asked first, in the same cache folder.
-AFTER = {"nvtx": "dominant", "kernels": "nvtx", "ranges": "nvtx", "dominant": "nvtx"}
+AFTER = {"nvtx": "dominant", "kernels": "nvtx", "ranges": "nvtx", "dominant": "nvtx",
+         "gpus": "kernels", "gaps": "gpus", "launches": "nvtx", "instances": "ranges",
+         "collectives": "gpus"}
+NEW_QUESTIONS = ("gpus", "gaps", "launches", "instances", "collectives")
+NEW_COLD_MAX = 2.0  # each new answer cold / kernels cold
+NEW_WARM_MAX_S = 0.6
 
 
 # --------------------------------------------------------------------------- tools
@@ -372,9 +387,10 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                     nsys_res.runs and not nsys_res.runs[-1].ok):
                 with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="run_") as tmp:
                     w = Path(tmp)
-                    argv = [nsys, "stats", "--report", report, "--format", "csv", "-o",
-                            str(w / "nsys"), str(db)]
-                    _one(nsys_res, argv, w / f"nsys_{report}.csv", w, timeout, None, keep,
+                    args, suffix = NSYS_ARGS.get(report, (["stats", "--report", report],
+                                                          report))
+                    argv = [nsys, *args, "--format", "csv", "-o", str(w / "nsys"), str(db)]
+                    _one(nsys_res, argv, w / f"nsys_{suffix}.csv", w, timeout, None, keep,
                          outputs, i)
             if i >= repeat:
                 continue
@@ -386,7 +402,8 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                     if res.runs and not res.runs[-1].ok:
                         continue
                     out = w / f"{tool}.csv"
-                    argv = [*mine, command, str(db), "--format", "csv", "--output", str(out)]
+                    argv = [*mine, *command.split(), str(db), "--format", "csv", "--output",
+                            str(out)]
                     _one(res, argv, out, w, timeout, env, keep, outputs, i)
                 # the questions asked after this one: each in its own copy of this cache
                 # (hard links: parts are replaced by rename, never rewritten in place)
@@ -397,8 +414,8 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                     cache = w / f"cache_{nxt}"
                     shutil.copytree(w / "cache", cache, copy_function=os.link)
                     out = w / f"after_{nxt}.csv"
-                    argv = [*mine, QUESTIONS[nxt][1], str(db), "--format", "csv", "--output",
-                            str(out)]
+                    argv = [*mine, *QUESTIONS[nxt][1].split(), str(db), "--format", "csv",
+                            "--output", str(out)]
                     _one(res, argv, out, w, timeout, {"NSYS_MINE_CACHE_DIR": str(cache)}, keep,
                          outputs, i)
     _compare(shape, factor, outputs)
@@ -476,6 +493,26 @@ def _compare(shape: str, factor: int, outputs: dict) -> None:
                   for r in _rows(outputs["kernels", "cold"])}
         print(f"  kernels vs gpukernsum: {len(ours_k):,} names, "
               f"{'equal' if ours_k == agg else 'DIFFERENT'}", flush=True)
+    checks = {  # question -> (nsys row key, nsys-mine row key)
+        "gaps": (lambda r: (r["PID"], r["Device ID"], r["Start (ns)"], r["Duration (ns)"]),
+                 lambda r: (r["pid"], r["device"], r["start_ns"], r["duration_ns"])),
+        "launches": (lambda r: (r["PID"], r["TID"], r["DevId"], r["API Name"],
+                                r["Kernel Name"], r["Count"], r["KMax (ns)"]),
+                     lambda r: (r["pid"], r["tid"], r["device"], r["api"], r["kernel"],
+                                r["count"], r["kernel_max_ns"])),
+        "instances": (lambda r: (r["Name"], r["PID"], r["TID"], r["Orig Start (ns)"],
+                                 r["Projected Start (ns)"], r["Projected Duration (ns)"],
+                                 r["NumGPUOps"]),
+                      lambda r: (r["range"], r["pid"], r["tid"], r["start_ns"],
+                                 r["gpu_start_ns"], r["gpu_duration_ns"], r["gpu_ops"])),
+    }
+    for q, (theirs_key, ours_key) in checks.items():
+        if (q, "nsys") in outputs and (q, "cold") in outputs:
+            theirs_rows = sorted(theirs_key(r) for r in _rows(outputs[q, "nsys"]))
+            ours_rows = sorted(ours_key(r) for r in _rows(outputs[q, "cold"])
+                               if q != "instances" or r["gpu_ops"] not in ("", "0"))
+            print(f"  {QUESTIONS[q][1]} vs {QUESTIONS[q][0]}: {len(ours_rows):,} rows, "
+                  f"{'equal' if ours_rows == theirs_rows else 'DIFFERENT'}", flush=True)
 
 
 # --------------------------------------------------------------------------- report
@@ -546,11 +583,27 @@ def checks(results: list[Result], factors: list[int]) -> dict[str, dict]:
                     out[f"{shape} x{f} {QUESTIONS[q][1]} less memory than "
                         f"{QUESTIONS[q][0]}"] = {"rss_ratio": m, "pass": m > 1}
         if 100 in factors:
-            for q in QUESTIONS:
+            for q in [q for q in QUESTIONS if q not in NEW_QUESTIONS]:
                 w = wall(shape, 100, q, "warm")
                 if w is not None:
                     out[f"{shape} x100 warm {QUESTIONS[q][1]} < {WARM_MAX_S:g} s"] = {
                         "wall_s": w, "pass": w < WARM_MAX_S}
+        for f in factors:  # issue 28: the new answers against kernels, and nsys's memory
+            for q in NEW_QUESTIONS:
+                r = _ratio(wall(shape, f, q, "cold"), wall(shape, f, "kernels", "cold"))
+                if r is not None:
+                    out[f"{shape} x{f} {QUESTIONS[q][1]} cold within {NEW_COLD_MAX:g}x of "
+                        f"kernels"] = {"time_ratio": r, "pass": r <= NEW_COLD_MAX}
+                w = wall(shape, f, q, "warm")
+                if w is not None and f == 100:
+                    out[f"{shape} x100 warm {QUESTIONS[q][1]} < {NEW_WARM_MAX_S:g} s"] = {
+                        "wall_s": w, "pass": w < NEW_WARM_MAX_S}
+                m = _ratio(rss(shape, f, q, "nsys"), rss(shape, f, q, "cold"))
+                if m is not None:
+                    out[f"{shape} x{f} {QUESTIONS[q][1]} less memory than "
+                        f"{QUESTIONS[q][0]}"] = {"rss_ratio": m, "time_ratio": _ratio(
+                            wall(shape, f, q, "nsys"), wall(shape, f, q, "cold")),
+                        "pass": m > 1}
         for a, b in zip(factors, factors[1:], strict=False):
             for q in ("nvtx", "kernels"):
                 lin = _ratio(wall(shape, b, q, "cold"), wall(shape, a, q, "cold"))

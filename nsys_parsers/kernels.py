@@ -75,17 +75,14 @@ def kernel_name_column(export: Schema, name_kind: str) -> tuple[str, list[str]]:
                              f"demangled names"]
 
 
-def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
-                  r_end: np.ndarray, r_tid: np.ndarray, r_corr: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each kernel, the narrowest API call with its correlationId in its process:
-    (the call's globalTid, start, end), -1 where there is none."""
+def launch_rows(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
+                r_end: np.ndarray, r_tid: np.ndarray, r_corr: np.ndarray) -> np.ndarray:
+    """For each kernel (or other GPU operation), the row of the narrowest API call with its
+    correlationId in its process; -1 where there is none."""
     n = k_pid.size
-    l_tid = np.full(n, -1, dtype=np.int64)
-    l_start = np.full(n, -1, dtype=np.int64)
-    l_end = np.full(n, -1, dtype=np.int64)
+    out = np.full(n, -1, dtype=np.int64)
     if n == 0 or r_corr.size == 0:
-        return l_tid, l_start, l_end
+        return out
     r_pid = r_tid & ~np.int64(LOW24)
     # small codes for processes, so that (process, correlationId) packs in one int64
     pids = sorted_unique(np.concatenate([sorted_unique(r_pid), sorted_unique(k_pid)]))
@@ -104,11 +101,30 @@ def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
     sorted_key = r_key[order]
     pos = np.minimum(np.searchsorted(sorted_key, k_key, side="left"), sorted_key.size - 1)
     hit = (sorted_key[pos] == k_key) & (k_corr >= 0)
-    src = order[pos[hit]]
-    l_tid[hit] = r_tid[src]
-    l_start[hit] = r_start[src]
-    l_end[hit] = r_end[src]
-    return l_tid, l_start, l_end
+    out[hit] = order[pos[hit]]
+    return out
+
+
+def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
+                  r_end: np.ndarray, r_tid: np.ndarray, r_corr: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each kernel, the narrowest API call with its correlationId in its process:
+    (the call's globalTid, start, end), -1 where there is none."""
+    src = launch_rows(k_pid, k_corr, r_start, r_end, r_tid, r_corr)
+    hit = src >= 0
+    out = []
+    for col in (r_tid, r_start, r_end):
+        values = np.full(k_pid.size, -1, dtype=np.int64)
+        values[hit] = col[src[hit]]
+        out.append(values)
+    return out[0], out[1], out[2]
+
+
+def api_base_name(name: str) -> str:
+    """A CUDA API name without its version suffix (``cudaLaunchKernel_v7000`` ->
+    ``cudaLaunchKernel``), as nsys's kernexecsum strips it: the last six characters when they
+    start with ``_v``."""
+    return name[:-6] if len(name) >= 6 and name[-6:-4] == "_v" else name
 
 
 @dataclass(frozen=True)

@@ -252,3 +252,28 @@ LAST_GRAPH_END = Query("last_graph_end",
 LAST_API_END = Query(
     "last_api_end",
     'SELECT max(end) FROM "{table}" WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL')
+
+# The CUDA profiling overhead nsys's gpu-starv rule counts as GPU-busy (GPU gaps "that cannot
+# be addressed by the user"): its start, end and thread.
+CUDA_PROFILER_OVERHEAD = Query(
+    "cuda_profiler_overhead",
+    """SELECT po.start, po.end, po.globalTid FROM PROFILER_OVERHEAD AS po
+       JOIN StringIds AS s ON s.id = po.nameId
+       WHERE s.value IN ('CUDA profiling data flush overhead', 'CUDA profiling stop overhead',
+                         'CUDA profiling overhead')""",
+    needs={"PROFILER_OVERHEAD": ("start", "end", "globalTid", "nameId"),
+           STRINGS_TABLE: ("id", "value")},
+    purpose="the CUDA profiling overhead")
+
+# NVTX payloads as JSON text (NCCL's collectives carry their message size there).
+NVTX_JSON_PAYLOADS = Query(
+    "nvtx_json_payloads",
+    "SELECT rowid, jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL",
+    needs={NVTX_TABLE: ("jsonText",)}, purpose="NVTX payloads")
+
+# Whether NCCL created its NVTX domain (NCCL 2.19 on): its collectives' ranges are there.
+NVTX_DOMAIN_NAMED = Query(
+    "nvtx_domain_named",
+    """SELECT count(*) FROM NVTX_EVENTS AS t WHERE t.eventType = 75
+       AND ({name_key}) IN (?, char(1) || (SELECT id FROM StringIds WHERE value = ?))""",
+    needs={NVTX_TABLE: ("eventType",)}, purpose="NVTX domains")

@@ -11,6 +11,7 @@ holds is not read, and neither are the columns it was derived from.
     kernels     start, end and name of every kernel (the name kind of the trace)
     kernel_ids  process (globalPid), correlationId, device, stream, context, graph and
                 graph node ids of every kernel
+    kernel_places  process, device and stream of every kernel (of kernel_ids: where it ran)
     launches    the API call that launched each kernel: its thread, start and end
     ranges      NVTX ranges (and the domain-create rows that name their domains)
     names       the name of every NVTX range (``range_names(rows)`` resolves fewer)
@@ -20,9 +21,9 @@ holds is not read, and neither are the columns it was derived from.
     graph_capture  graph and graph node creation records (where graph kernels were captured)
 
 On an export with whole-graph traces (nsys's default ``--cuda-graph-trace=graph``) the
-``kernels``, ``kernel_ids`` and ``launches`` groups read the graph launches too: each launch
-is a row of ``kernels`` named after its graph (``nsys_parsers.graphs``), so that every
-question counts the GPU time its kernels (not recorded) took.
+``kernels``, ``kernel_ids``, ``kernel_places`` and ``launches`` groups read the graph launches
+too: each launch is a row of ``kernels`` named after its graph (``nsys_parsers.graphs``), so
+that every question counts the GPU time its kernels (not recorded) took.
 
 The loaded data are values (``Kernels``, ``Ranges``, ``RangeNames``, ``Pairs``): views of
 them (``take``) are new values, and nothing loaded is changed in place.
@@ -70,9 +71,10 @@ from nsys_parsers.reads import (
 )
 from nsys_parsers.schema import KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE
 
-GROUPS = ("kernels", "kernel_ids", "launches", "ranges", "names", "memops", "api", "graphs",
-          "graph_capture")
+GROUPS = ("kernels", "kernel_ids", "kernel_places", "launches", "ranges", "names", "memops",
+          "api", "graphs", "graph_capture")
 KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
+KERNEL_PLACES = ("pid", "device", "stream")
 LAUNCH = ("launch_tid", "launch_start", "launch_end")
 NVTX = ("start", "end", "tid", "flags", "rowid")
 MEMOPS = ("start", "end", "bytes", "kind", "device", "stream", "pid", "correlation")
@@ -181,11 +183,12 @@ class Trace:
         if unknown:
             raise ValueError(f"unknown column groups: {', '.join(sorted(unknown))}")
         want = set(groups)
-        graph_kernels = self.has_graphs and bool(want & {"kernels", "kernel_ids", "launches"})
+        kernel_groups = {"kernels", "kernel_ids", "kernel_places", "launches"}
+        graph_kernels = self.has_graphs and bool(want & kernel_groups)
         if graph_kernels:  # graph launches are kernel rows
             want.add("graphs")
         if not self.has_kernel_table:
-            want -= {"kernels", "kernel_ids", "launches"}
+            want -= kernel_groups
         if not self.has_ranges:
             want -= {"ranges", "names"}
         if not self.has_memops:
@@ -212,6 +215,8 @@ class Trace:
                 reads.setdefault("kernel", set()).add(f"name_id.{self.name_column}")
         if "kernel_ids" in want:
             need("kernel", *KERNEL_IDS)
+        elif "kernel_places" in want:
+            need("kernel", *KERNEL_PLACES)
         if graph_kernels and "kernels" in want:  # which launches were recorded as nodes
             need("kernel", "pid", "correlation")
         join = "launches" in want and any(self._item(f"kernel.{k}") is None for k in LAUNCH)

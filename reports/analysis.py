@@ -120,6 +120,9 @@ class Analysis:
     # parameters checked (and made ready) before any export is read:
     # validate(params, sources) -> params
     validate: Callable[[dict[str, Any], list[Path]], dict[str, Any]] | None = None
+    # the columns and view of an answer whose shape depends on its parameters (``ranges
+    # --instances``, ``--by``): shape(params) -> (columns, view)
+    shape: Callable[[dict[str, Any]], tuple[list[str], View | None]] | None = None
 
     def __post_init__(self) -> None:
         if self.inputs not in INPUTS:
@@ -129,6 +132,12 @@ class Analysis:
     def summary(self) -> str:
         """The first paragraph of the help: one line in the README and `--help`."""
         return " ".join(self.help.strip().split("\n\n")[0].split())
+
+    def shaped(self, params: dict[str, Any]) -> tuple[list[str], View | None]:
+        """The columns and view of the answer to ``params``."""
+        if self.shape is None:
+            return list(self.columns), self.view
+        return self.shape(self.fill(params))
 
     def fill(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with the defaults of those not given (unknown ones refused)."""
@@ -143,7 +152,12 @@ class Analysis:
         for s in sessions:
             if s is not None and self.needs:
                 s.load(*self.needs)
-        report = self.run(*sessions, **self.fill(params))
+        params = self.fill(params)
+        report = self.run(*sessions, **params)
         if report.title is None:
             report.title = self.title
+        if report.obj is None and (not report.columns or report.view is None):
+            columns, view = self.shaped(params)  # unless the answer has its own (a tree)
+            report.columns = report.columns or columns
+            report.view = report.view if report.view is not None else view
         return report

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 class Report:
     """An answer: row dicts (keys = ``columns``, in that order; units in the names: ``_ns``,
     ``_pct``, ``_bytes``), notes that explain the numbers, optional one-line answers
-    (``sentences``), a title and a view (how people see it) when they depend on the data (a
-    module tree: ``reports.module_tree``). An answer that is one object rather than rows
+    (``sentences``), a title and a view (how people see it: the analysis's, for the
+    parameters asked, or one that depends on the data, such as a module tree from
+    ``reports.module_tree``). An answer that is one object rather than rows
     (``info``) is ``obj`` (and ``obj_for_people`` what a table of it shows)."""
 
     rows: list[dict[str, Any]]
@@ -30,7 +31,7 @@ class Report:
     title: str | None = None
     obj: dict[str, Any] | None = None
     obj_for_people: dict[str, Any] | None = None  # ``obj`` as a table shows it
-    view: Any = None  # a ``reports.render.View`` for these rows (None: the analysis's own)
+    view: Any = None  # a ``reports.render.View`` for these rows (set by Analysis.answer)
 
     def to_pandas(self) -> pd.DataFrame:
         """The rows as a DataFrame (``columns`` in order; the notes in ``df.attrs``). pandas is

@@ -30,6 +30,7 @@ from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.errors import RangeNotFound
 from nsys_parsers.export import Export, open_export
+from nsys_parsers.gpu_ops import GpuOps, gpu_ops
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.memops import MemOps
 from nsys_parsers.names import OP_ID_SUFFIX, RangeNames, looks_like_emit_nvtx
@@ -140,6 +141,12 @@ class Session:
     @property
     def memops(self) -> MemOps | None:
         return self.trace.memops
+
+    def gpu_ops(self, launches: bool = False) -> GpuOps | None:
+        """Every GPU operation (``nsys_parsers.gpu_ops``: kernels, memcpy, memset), whatever
+        ``within`` says (questions about time windows restrict them themselves); with the
+        API call that launched each when ``launches``. None: none was traced."""
+        return self._view(f"gpu_ops.{launches}", lambda: gpu_ops(self.trace, launches=launches))
 
     @property
     def notes(self) -> list[str]:

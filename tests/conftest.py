@@ -32,6 +32,12 @@ KNOWN = [
     "vecadd_rtx3060_nsys2025.5.sqlite",
     "vecadd_t4_nsys2022.4.sqlite",
 ]
+# The newer fixtures (CS336 captures: DDP on two GPUs, CUDA graphs, a student's forward passes).
+CS336 = [
+    "cs336_bolongcheng_small_fwd_A100.sqlite",
+    "cs336_lizhieffe_ddp53_profile.sqlite",
+    "cs336_zx3xyy_result_2_7B_compile_ro.sqlite",
+]
 
 
 @pytest.fixture(autouse=True, scope="session")

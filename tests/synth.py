@@ -63,13 +63,13 @@ class Synth:
     def kernel(self, name: str | bytes, start: int, end: int, *,
                launch: tuple[int, int] | None = (0, 1), pid: int = 1, tid: int = 1,
                corr: int | None = None, duplicate: bool = False,
-               api: str = "cudaLaunchKernel") -> int:
+               api: str = "cudaLaunchKernel", device: int = 0, stream: int = 7) -> int:
         if corr is None:
             corr = self.next_corr
             self.next_corr += 1
         nid = self.string(name)
-        self.kernels.append((start, end, 0, 1, 7, corr, gpid(pid), nid, nid, nid, 1, 1, 1, 128,
-                             1, 1))
+        self.kernels.append((start, end, device, 1, stream, corr, gpid(pid), nid, nid, nid, 1,
+                             1, 1, 128, 1, 1))
         if launch is not None:
             ls, le = launch
             self.runtime.append((ls, le, 1, gtid(pid, tid), corr, self.string(api), 0, None))
@@ -127,6 +127,13 @@ class Synth:
                      (96, "Graph Clone") if original is not None else (95, "Graph Creation"))
         self.graph_events.append((at, at, cls, gtid(pid, tid), self.string(name), graph,
                                   original, graph_exec))
+
+    def call(self, name: str, start: int, end: int, *, pid: int = 1, tid: int = 1) -> int:
+        """A CUDA runtime call that launches nothing (a synchronize, an allocation...)."""
+        corr = self.next_corr
+        self.next_corr += 1
+        self.runtime.append((start, end, 1, gtid(pid, tid), corr, self.string(name), 0, None))
+        return corr
 
     def write(self, path: Path) -> Path:
         path.unlink(missing_ok=True)

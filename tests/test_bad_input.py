@@ -13,7 +13,8 @@ import pytest
 
 from tests.synth import Synth
 
-COMMANDS = ["info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops"]
+COMMANDS = ["info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops", "gpus", "gaps",
+            "launches", "collectives"]
 INCOMPLETE = ["is an incomplete nsys export (a failed or interrupted nsys export leaves such "
               "files): export the report again with an nsys at least as new as the one that "
               "recorded it"]
@@ -195,6 +196,11 @@ def test_missing_tables_are_explained(cli, fx):
     assert_error(cli("nvtx-kernels", fx("gtls_rtx3060_nsys2023.1.sqlite")), "--trace=nvtx")
     assert_error(cli("memops", fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")),
                  "--trace=cuda")
+    for command in ("gpus", "gaps", "launches", "collectives"):
+        assert_error(cli(command, fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")),
+                     "kernels were not traced", "--trace=cuda")
+    assert_error(cli("ranges", fx("vecadd_t4_nsys2022.4.sqlite"), "--instances"),
+                 "--trace=nvtx")
 
 
 def test_bad_rules_file(tmp_path, synth_export, cli):

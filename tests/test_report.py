@@ -143,7 +143,9 @@ def test_report_of_a_real_fixture(tmp_path, cli, fx):
     assert "memcpy Host-to-Device" in text and "NVIDIA GeForce RTX 2070 SUPER" in text
     assert "2022.1.3.3" in text and "python3" in text
     imgs = [a for t, a in tags.tags if t == "img"]
-    assert len(imgs) == 1 and "kernel category" in (imgs[0]["alt"] or "")
+    assert len(imgs) == 2 and "kernel category" in (imgs[0]["alt"] or "")
+    assert (imgs[1]["alt"] or "").startswith("Timeline of one measured window per device")
+    assert ">GPU utilization</h2>" in page
 
 
 def test_report_of_a_gpu_model_profile(tmp_path, cli):
@@ -168,7 +170,8 @@ def test_report_of_a_gpu_model_profile(tmp_path, cli):
     assert "computing softmax: 5.24 MFLOP and 56.000 µs per instance (GPU time)" in text
     assert ">Forward vs step: kernel-category mix</h2>" in page
     assert [a["alt"][:20] for t, a in tags.tags if t == "img"] == [
-        "Stacked bars: the sh", "Bars: each attention"]
+        "Stacked bars: the sh", "Timeline of one meas", "Bars: each attention"]
+    assert "pid 1, device 0: busy 94.2% of 1 'measure' instance(s)" in text
     assert "nsys profile --trace=cuda,nvtx,osrt" in text
 
 
@@ -234,12 +237,12 @@ def test_report_markdown_writes_pngs_beside_it(tmp_path, cli):
     text = md.read_text()
     links = [line.split("](")[1].rstrip(")") for line in text.splitlines()
              if line.startswith("![")]
-    assert links == ["page-category-shares.png", "page-attention.png"]
+    assert links == ["page-category-shares.png", "page-timeline.png", "page-attention.png"]
     for name in links:
         nonblank((md.parent / name).read_bytes())
     assert "## Attention: runtime vs FLOPs" in text
     assert "| computing softmax |" in text
-    assert "and 2 PNG file(s) beside it" in res.stderr
+    assert "and 3 PNG file(s) beside it" in res.stderr
 
 
 def test_report_shows_the_module_tree(tmp_path, cli):

@@ -182,8 +182,7 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
         out.emit(render_object(report.obj, out.format, title=report.title, width=out.width,
                                human=report.obj_for_people, notes=report.notes))
     else:
-        emit_report(report, report.columns or list(a.columns), report.view or a.view, out,
-                    title=report.title)
+        emit_report(report, report.columns, report.view, out, title=report.title)
     code = a.exit_code(report, params) if a.exit_code is not None else 0
     if code:
         raise typer.Exit(code)
@@ -197,14 +196,15 @@ def _emit_many(a: Analysis, paths: list[Path], options: AnalysisOptions,
     from reports.multi import TOP_EACH, ask_each, combine
     from reports.render import HUMAN_FORMATS
 
-    assert a.view is not None
+    columns, view = a.shaped(params)
+    assert view is not None
     targets = export_targets(paths)
     answers, skipped = ask_each(targets, lambda s: a.answer(s, **params),
                                 opener=lambda p: open_session(p, options))
     human = out.format in HUMAN_FORMATS
     top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    columns = list(dict.fromkeys([*a.columns, *(c for x in answers for c in x.report.columns)]))
-    report, people = combine(answers, columns, a.view, skipped=skipped, top_each=top_each)
+    columns = list(dict.fromkeys([*columns, *(c for x in answers for c in x.report.columns)]))
+    report, people = combine(answers, columns, view, skipped=skipped, top_each=top_each)
     if options.within is None and all(t.config for t in targets):
         report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
                             "their warmup steps out (as profile and sweep do).")

@@ -14,6 +14,9 @@ export) and exactly ONE assertion:
     max_regression_pct = 10                 vs --baseline: diff's noise-aware verdict on the
                                             GPU (or CPU) time per instance; fails only on a
                                             significant regression past this many percent
+    max_idle_pct = 20                       GPU idle inside the range's instances (gpus
+                                            --within), on the worst (process, device)
+    max_exposed_comm_pct = 30               communication no compute hides, worst device
 
 Status per rule: ``pass`` or ``fail`` (a rule whose range is missing fails, saying so).
 """

@@ -11,6 +11,9 @@ Rows (all times in ns per instance of the thing named):
   Instances that launched no kernel count in the time per instance but are no samples of the
   noise test (they say nothing about how fast kernels ran; trimmed captures have many).
 - ``kernel``: every kernel family (``compare.kernel_family``): its GPU time per scope instance.
+- ``gpu`` (with a scope range): ``idle_pct``, how much of the scope's instances their devices
+  are idle, and ``exposed_comm_pct``, how much of their communication no compute hides
+  (``gpus``); in ``base_pct``/``cand_pct``, tested on each (instance, device) window.
 
 Verdicts: ``reports.stats.judge`` on samples: range and overall rows on per-instance values;
 kernel rows on per-scope-instance totals when the scope has enough instances, else on the
@@ -39,13 +42,13 @@ from reports.stats import MIN_SAMPLES, VERDICTS, judge
 
 DIFF_COLUMNS = [
     "level", "key", "base_per_instance_ns", "cand_per_instance_ns", "change_pct", "p_value",
-    "verdict", "base_instances", "cand_instances", "reason",
+    "verdict", "base_instances", "cand_instances", "reason", "base_pct", "cand_pct",
 ]
 DIFF_VIEW = View(
     columns=["level", "verdict", "change_pct", "base_per_instance_ns", "cand_per_instance_ns",
-             "p_value", "base_instances", "cand_instances", "key"],
+             "base_pct", "cand_pct", "p_value", "base_instances", "cand_instances", "key"],
     drop=("reason", ("base_instances", "cand_instances"), "p_value"),
-    noun="rows", pinned=1,
+    noun="rows", pinned=1, hide_if_zero=("base_pct", "cand_pct"),
     headers={"base_per_instance_ns": "base per inst", "cand_per_instance_ns": "cand per inst",
              "base_instances": "base inst", "cand_instances": "cand inst"})
 SEVERITY = {v: i for i, v in enumerate(VERDICTS)}  # regression first
@@ -140,7 +143,7 @@ def diff_report(base: Session, cand: Session, *, threshold_pct: float = 5.0, alp
                 "change_pct": r1(v.change_pct) if v.change_pct is not None else None,
                 "p_value": float(f"{v.p_value:.3g}") if v.p_value is not None else None,
                 "verdict": v.verdict, "base_instances": nb, "cand_instances": nc,
-                "reason": v.reason}
+                "reason": v.reason, "base_pct": None, "cand_pct": None}
 
     # overall
     if scope is not None:
@@ -185,6 +188,9 @@ def diff_report(base: Session, cand: Session, *, threshold_pct: float = 5.0, alp
         only = len(set(nb.names) ^ set(nc.names))
         if only:
             notes.append(f"{only} range name(s) exist in one export only: not diffed.")
+    # GPU utilization per scope instance (a range: per step)
+    if gpu and scope is not None:
+        rows += _utilization_rows(base, cand, scope, verdict_row)
     # kernels
     if gpu:
         rows += _kernel_rows(base, cand, scope, verdict_row)
@@ -199,6 +205,28 @@ def diff_report(base: Session, cand: Session, *, threshold_pct: float = 5.0, alp
                  f"docs/CI.md)")
     return Report(rows=head + rest, columns=DIFF_COLUMNS, notes=notes,
                   sentences=[_sentence(r) for r in head + rest])
+
+
+def _utilization_rows(base: Any, cand: Any, scope: str, verdict_row: Any
+                      ) -> list[dict[str, Any]]:
+    """``gpu`` rows: the idle share of the scope's instances on their devices and the
+    exposed share of their communication (``gpus``), tested on the (instance, device)
+    windows. Percentages, in ``base_pct``/``cand_pct``."""
+    from reports.analyses.gpus import instance_utilization
+
+    ub, uc = instance_utilization(base, scope), instance_utilization(cand, scope)
+    rows = []
+    for key, b, c, bv, cv in (
+            ("idle_pct", ub.idle_pct, uc.idle_pct, ub.idle_total_pct, uc.idle_total_pct),
+            ("exposed_comm_pct", ub.exposed_comm_pct, uc.exposed_comm_pct,
+             ub.exposed_total_pct, uc.exposed_total_pct)):
+        if bv is None or cv is None:
+            continue
+        row = verdict_row("gpu", key, b, c, bv, cv, b.size, c.size)
+        row.update(base_per_instance_ns=None, cand_per_instance_ns=None, base_pct=r1(bv),
+                   cand_pct=r1(cv))
+        rows.append(row)
+    return rows
 
 
 def _mean(values: np.ndarray) -> float:

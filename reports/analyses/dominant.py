@@ -24,11 +24,12 @@ from nsys_parsers.arrays import distinct_pairs, group_ids
 from nsys_parsers.attribution import Pairs
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
-from nsys_parsers.ranges import Ranges
+from nsys_parsers.ranges import Ranges, pid_of
 from nsys_parsers.schema import NVTX_TABLE
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.analyses.nvtx_kernels import ATTRIBUTION
 from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
+from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, merge_notes
 from reports.categories import CATEGORIES, categorize_many
 from reports.module_tree import as_tree, tree_section
 from reports.render import View, human_ns, shorten
@@ -153,12 +154,15 @@ def sentence(row: dict[str, Any]) -> str:
 
 
 def dominant(s: Session, range_names: list[str] | None = None,
-             attribution: str = "all") -> Report:
-    """The dominant kernel of the whole export and of each (shown) range name."""
+             attribution: str = "all", by: str | None = None) -> Report:
+    """The dominant kernel of the whole export and of each (shown) range name; ``by``: per
+    device, process or stream (``reports.by``)."""
     s.require_kernels("the dominant-kernel report")
     range_names = list(range_names or []) or None
     if range_names and not s.has_ranges:
         s.export.require(NVTX_TABLE, "per-range dominant kernels")
+    if by is not None:
+        return _by_key(s, by, range_names, attribution)
     if s.ranges is None:
         return dominant_report(s.kernels, None, None, None, range_names=None, rules=s.rules,
                                notes=s.notes)
@@ -174,6 +178,52 @@ def dominant(s: Session, range_names: list[str] | None = None,
         report = as_tree(report, tree, DOMINANT_TREE_VIEW, pinned=1,
                          weight=lambda r: r["range_kernel_ns"])
     return report
+
+
+def _by_key(s: Session, by: str, range_names: list[str] | None, attribution: str) -> Report:
+    """``dominant`` per device, process or stream: each key's kernels and the instances that
+    launched them (``--by process``: every instance of the process)."""
+    s.load("kernel_ids")
+    k = s.kernels
+    assert k is not None
+    key_code, keys = kernel_keys(k, by)
+    has_ranges = s.ranges is not None
+    if has_ranges:
+        s.keep_calls_for(range_names)
+        names = s.names()
+        p = s.shown_pairs(s.pairs(attribution))
+        r_pid = pid_of(s.ranges.tid) if s.ranges is not None else None
+    rows, notes = [], []
+    for c, key in enumerate(keys):
+        mine = np.flatnonzero(key_code == c)
+        pos = np.full(len(k), -1, dtype=np.int64)
+        pos[mine] = np.arange(mine.size)
+        if not has_ranges:
+            rep = dominant_report(k.take(mine), None, None, None, rules=s.rules, notes=s.notes)
+        else:
+            sel = pos[p.kernel_idx] >= 0
+            sub = Pairs(range_idx=p.range_idx[sel], kernel_idx=pos[p.kernel_idx[sel]])
+            if by == "process" and r_pid is not None:
+                shown = s.shown()
+                own = (r_pid == key["pid"]) & (shown if shown is not None else True)
+                inst = np.bincount(names.code[own & (names.code >= 0)],
+                                   minlength=len(names.names))
+            else:
+                launched = np.unique(sub.range_idx)
+                inst = np.bincount(names.code[launched][names.code[launched] >= 0],
+                                   minlength=len(names.names))
+            rep = dominant_report(k.take(mine), s.ranges, names, sub, range_names=range_names,
+                                  attribution=attribution, rules=s.rules, instances=inst,
+                                  filtered=s.options.filtered, notes=s.notes)
+        rows += [{**key, **row} for row in rep.rows]
+        notes.append(rep.notes)
+    extra = key_notes(by) + (s.merge_notes() + s.filter_notes() if has_ranges else [])
+    key_cols = KEY_COLUMNS[by]
+    return Report(rows=rows, columns=key_cols + DOMINANT_COLUMNS,
+                  notes=merge_notes(*notes) + extra,
+                  sentences=[", ".join(f"{c} {row[c]}" for c in key_cols) + f": {sentence(row)}"
+                             for row in rows],
+                  title=f"Dominant kernel per range, by {by}")
 
 
 def dominant_report(k: Kernels | None, r: Ranges | None, names: RangeNames | None,
@@ -363,8 +413,9 @@ ANALYSIS = Analysis(
              "cache", "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(Param("range_names", ("--range",), "Only these ranges (repeat the option for "
-                  "several).", metavar="NAME", multiple=True), ATTRIBUTION),
+                  "several).", metavar="NAME", multiple=True), ATTRIBUTION, BY),
     columns=DOMINANT_COLUMNS, view=DOMINANT_VIEW, title="Dominant kernel per range",
+    shape=lambda params: by_shape(DOMINANT_COLUMNS, DOMINANT_VIEW, params["by"]),
     order=50,
     checks=(
         CheckKey("dominant_category", "category", _dominant_check, order=2,

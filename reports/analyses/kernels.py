@@ -16,6 +16,7 @@ import numpy as np
 from nsys_parsers.arrays import group_ids, sorted_unique
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
+from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes
 from reports.categories import categorize_many
 from reports.render import View
 from reports.report import Report, check_range_names, group_stats, r1
@@ -51,13 +52,16 @@ def summarize_kernels(names: list[str], name_code: np.ndarray, durations: np.nda
     return rows
 
 
-def kernel_summary(s: Session, range_name: str | None = None) -> Report:
+def kernel_summary(s: Session, range_name: str | None = None, by: str | None = None) -> Report:
     """The kernel summary of the whole export (within ``within``), or of the kernels
-    launched inside the shown instances of ranges named ``range_name``."""
+    launched inside the shown instances of ranges named ``range_name``; ``by``: per device,
+    process or stream (``reports.by``)."""
     s.require_kernels("the kernel summary")
     if range_name is not None:
         s.export.require(NVTX_TABLE, f"kernels in range {range_name!r}")
         s.load("kernels", "launches", "ranges")
+    if by is not None:
+        s.load("kernels", "kernel_ids")
     k = s.kernels
     assert k is not None
     notes = s.notes
@@ -75,9 +79,23 @@ def kernel_summary(s: Session, range_name: str | None = None) -> Report:
             notes.append(f"no kernel was launched inside a range named {range_name!r}.")
         durations, codes = durations[select], codes[select]
         notes += s.filter_notes(f"kernels in {range_name!r} instances")
-    return Report(rows=summarize_kernels(k.names, codes, durations, s.rules),
-                  columns=KERNEL_COLUMNS, notes=notes,
-                  title="CUDA kernels" + (f" in range {range_name!r}" if range_name else ""))
+    else:
+        select = np.arange(len(k))
+    title = "CUDA kernels" + (f" in range {range_name!r}" if range_name else "")
+    if by is None:
+        return Report(rows=summarize_kernels(k.names, codes, durations, s.rules),
+                      columns=KERNEL_COLUMNS, notes=notes, title=title)
+    key_code, keys = kernel_keys(k, by)
+    key_code = key_code[select]
+    rows = []
+    for c, key in enumerate(keys):
+        mine = key_code == c
+        rows += [{**key, **r} for r in summarize_kernels(k.names, codes[mine], durations[mine],
+                                                         s.rules)]
+    key_cols = KEY_COLUMNS[by]
+    rows.sort(key=lambda r: (-r["total_ns"], *(r[c] for c in key_cols), r["name"]))
+    return Report(rows=rows, columns=key_cols + KERNEL_COLUMNS, notes=notes + key_notes(by),
+                  title=f"{title} by {by}")
 
 
 def _page(ctx: Any) -> list[Any]:
@@ -103,7 +121,8 @@ ANALYSIS = Analysis(
     options=("within", "name_kind", "rules", "depth", "match", "nsys", "cache",
              "graph_attribution"),
     params=(Param("range_name", ("--range",), "Only kernels launched inside NVTX ranges of "
-                  "this name.", metavar="NAME"),),
+                  "this name.", metavar="NAME"), BY),
     columns=KERNEL_COLUMNS, view=KERNEL_VIEW, title="CUDA kernels", order=20,
+    shape=lambda params: by_shape(KERNEL_COLUMNS, KERNEL_VIEW, params["by"]),
     page=_page, page_order=40,
 )

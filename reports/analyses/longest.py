@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_parsers.schema import KERNEL_TABLE
 from reports.analysis import Analysis, Param
 from reports.render import View
 from reports.report import Report, r1
@@ -19,7 +18,7 @@ VIEW = View(columns=["share_pct", "duration_ns", "device", "stream", "range", "k
 
 
 def longest(s: Session, count: int = 100) -> Report:
-    s.export.require(KERNEL_TABLE, "the longest kernel runs")
+    s.require_kernels("the longest kernel runs")
     k = s.kernels
     assert k is not None and k.device is not None and k.stream is not None and k.pid is not None
     order = np.argsort(-k.duration, kind="stable")[:count]

@@ -18,14 +18,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nsys_parsers.arrays import distinct_pairs, group_ids, is_sorted
-from nsys_parsers.attribution import Pairs, innermost
+from nsys_parsers.arrays import distinct_pairs, group_ids, is_sorted, sorted_unique
+from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.errors import BadOption
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
-from nsys_parsers.ranges import Ranges
-from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
-from reports.analysis import Analysis, CheckKey, Rule, Verdict
+from nsys_parsers.nesting import nesting_depth
+from nsys_parsers.ranges import Ranges, pid_of, tid_of
+from nsys_parsers.schema import NVTX_TABLE
+from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
+from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, merge_notes
 from reports.module_tree import as_tree
 from reports.render import View, human_ns
 from reports.report import Report, group_stats, rows_of
@@ -53,9 +55,18 @@ RANGE_COLUMNS = [
 ]
 
 
-def range_summary(s: Session) -> Report:
-    """The NVTX range summary of a session (nsys nvtx_sum, plus GPU time)."""
+def range_summary(s: Session, instances: bool = False, by: str | None = None) -> Report:
+    """The NVTX range summary of a session (nsys nvtx_sum, plus GPU time); ``instances``:
+    one row per range instance with its GPU projection; ``by``: per device, process or
+    stream (``reports.by``)."""
     s.export.require(NVTX_TABLE, "the NVTX range summary")
+    if instances:
+        if by is not None:
+            raise BadOption("--by does not apply to --instances: each row is one instance, "
+                            "with its pid and tid.")
+        return range_instances(s)
+    if by is not None:
+        return _by_key(s, by)
     k = s.kernels
     p = inner = None
     if k is not None and len(k):
@@ -68,6 +79,156 @@ def range_summary(s: Session) -> Report:
         key = "gpu_inclusive_ns" if any(r["gpu_inclusive_ns"] for r in report.rows) else "total_ns"
         report = as_tree(report, tree, RANGE_TREE_VIEW, weight=lambda r: r[key])
     return report
+
+
+def _by_key(s: Session, by: str) -> Report:
+    """The range summary per device, process or stream: the instances of each key value,
+    with the kernels of that key they launched."""
+    k = s.kernels
+    r = s.ranges
+    assert r is not None
+    names = s.names()
+    shown = s.shown()
+    key_cols = KEY_COLUMNS[by]
+    if by != "process" and (k is None or not len(k)):
+        s.require_kernels(f"ranges by {by}")
+    p = inner = None
+    if k is not None and len(k):
+        s.load("kernel_ids")
+        k, r = s.kernels, s.ranges
+        assert k is not None and r is not None
+        p, inner = s.pairs("all"), s.pairs("innermost")
+    parts: list[tuple[dict[str, Any], np.ndarray, Pairs | None, Pairs | None]] = []
+    if by == "process":
+        r_pid = pid_of(r.tid)
+        for value in sorted_unique(r_pid).tolist():
+            mine = np.flatnonzero(r_pid == value)
+            parts.append(({"pid": value}, mine, *_pairs_of(p, inner, mine, len(r))))
+    else:
+        assert k is not None and p is not None and inner is not None
+        k_code, keys = kernel_keys(k, by)
+        pair_code = k_code[p.kernel_idx]
+        for c, key in enumerate(keys):
+            mine = sorted_unique(p.range_idx[pair_code == c])
+            kp, ki = _pairs_of(p, inner, mine, len(r), kernels=k_code == c)
+            parts.append((key, mine, kp, ki))
+        launched = np.zeros(len(r), dtype=bool)
+        launched[p.range_idx] = True
+        none = np.flatnonzero(~launched)
+        if none.size:
+            parts.append(({c: None for c in key_cols}, none, None, None))
+    rows: list[dict[str, Any]] = []
+    notes: list[list[str]] = []
+    for key, mine, kp, ki in parts:
+        rep = range_report(r.take(mine), k, names.take(mine), kp,
+                           shown=shown[mine] if shown is not None else None, inner=ki,
+                           notes=s.notes)
+        rows += [{**key, **row} for row in rep.rows]
+        notes.append(rep.notes)
+    rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"],
+                             *((x[c] is None, x[c] or 0) for c in key_cols)))
+    if by == "process":
+        extra = ["one row per range and process: a range instance counts for the process of "
+                 "its thread."]
+    else:
+        extra = [f"one row per range and {by}: a range instance counts for the {by}s of the "
+                 f"kernels it launched; instances that launched no kernel have no {by}."]
+    return Report(rows=rows, columns=key_cols + RANGE_COLUMNS,
+                  notes=merge_notes(*notes) + extra + s.merge_notes() + s.filter_notes(),
+                  title=f"NVTX ranges by {by}")
+
+
+def _pairs_of(p: Pairs | None, inner: Pairs | None, mine: np.ndarray, n: int,
+              kernels: np.ndarray | None = None) -> tuple[Pairs | None, Pairs | None]:
+    """The pairs of the ranges ``mine`` (renumbered in that order), of the ``kernels`` (a
+    mask) when given."""
+    if p is None or inner is None:
+        return None, None
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[mine] = np.arange(mine.size)
+
+    def sub(x: Pairs) -> Pairs:
+        sel = pos[x.range_idx] >= 0
+        if kernels is not None:
+            sel &= kernels[x.kernel_idx]
+        return Pairs(range_idx=pos[x.range_idx[sel]], kernel_idx=x.kernel_idx[sel])
+    return sub(p), sub(inner)
+
+
+INSTANCE_COLUMNS = [
+    "range", "style", "pid", "tid", "start_ns", "duration_ns", "gpu_start_ns",
+    "gpu_duration_ns", "gpu_ops", "depth",
+]
+INSTANCE_VIEW = View(
+    columns=["start_ns", "duration_ns", "gpu_start_ns", "gpu_duration_ns", "gpu_ops", "depth",
+             "pid", "tid", "style", "range"],
+    drop=("depth", "style", "tid", "gpu_start_ns"), noun="range instances",
+    hide_if_constant=("pid", "tid", "style"),
+    headers={"gpu_start_ns": "gpu start", "gpu_duration_ns": "gpu time",
+             "gpu_ops": "gpu ops", "duration_ns": "cpu time"})
+
+
+def range_instances(s: Session) -> Report:
+    """One row per (shown) range instance: its CPU-side start and duration and its GPU
+    projection (nsys nvtxgpuproj): the first start to the last end of the GPU operations
+    (kernels, memcpy, memset) launched inside it, and how many launch calls made them."""
+    r = s.ranges
+    assert r is not None
+    names = s.names()
+    notes = list(s.notes)
+    n = len(r)
+    first = np.full(n, -1, dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    ops = s.gpu_ops(launches=True)
+    if ops is None:
+        notes.append("no CUDA kernels, memcpy or memset were traced: no GPU projection; "
+                     "profile with `nsys profile --trace=cuda,nvtx`.")
+    else:
+        assert ops.launch_tid is not None
+        p = attribute(ops.as_launched(), r, "all")
+        if len(p):
+            lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(lo, p.range_idx, ops.start[p.kernel_idx])
+            np.maximum.at(last, p.range_idx, ops.end[p.kernel_idx])
+            # launch calls, not operations (nsys counts distinct correlationIds)
+            _, (call_range, _) = group_ids(p.range_idx, ops.correlation[p.kernel_idx])
+            count = np.bincount(call_range, minlength=n).astype(np.int64)
+            has = count > 0
+            first[has] = lo[has]
+        no_launch = int((ops.launch_tid < 0).sum())
+        if no_launch:
+            notes.append(f"{no_launch:,} of {len(ops):,} GPU operations have no launch record "
+                         f"(trimmed export): they are in no range's projection.")
+    shown = s.shown()
+    rows_idx = np.arange(n) if shown is None else np.flatnonzero(shown)
+    depth = nesting_depth(r)
+    order = rows_idx[np.lexsort((depth[rows_idx], r.start[rows_idx]))]
+    has = count[order] > 0
+    rows = rows_of({
+        "range": [names.names[c] if c >= 0 else None for c in names.code[order].tolist()],
+        "style": ["PushPop" if x else "StartEnd" for x in r.pushpop[order].tolist()],
+        "pid": pid_of(r.tid[order]).tolist(), "tid": tid_of(r.tid[order]).tolist(),
+        "start_ns": r.start[order].tolist(),
+        "duration_ns": (r.end - r.start)[order].tolist(),
+        "gpu_start_ns": [v if h else None for v, h in zip(first[order].tolist(),
+                                                          has.tolist())],
+        "gpu_duration_ns": [v if h else None for v, h in zip(
+            (last - first)[order].tolist(), has.tolist())],
+        "gpu_ops": count[order].tolist(),
+        "depth": depth[order].tolist(),
+    })
+    notes.append(f"{int(has.sum()):,} of {order.size:,} instances launched GPU operations: "
+                 f"gpu start and time run from the first one's start to the last one's end "
+                 f"(the GPU projection of nsys's nvtxgpuproj); gpu ops counts their launch "
+                 f"calls.")
+    cross = int(r.cross_thread[order].sum())
+    if cross:
+        notes.append(f"{cross} start/end ranges ended on another thread: no GPU projection "
+                     f"(as nsys).")
+    return Report(rows=rows, columns=INSTANCE_COLUMNS,
+                  notes=notes + s.merge_notes() + s.filter_notes(),
+                  title="NVTX range instances")
 
 
 def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pairs | None,
@@ -175,7 +336,7 @@ def _min_instances(s: Session, rule: Rule, baseline: Session | None, alpha: floa
 def _max_gpu(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
     k = s.kernels
     if k is None:
-        s.export.require(KERNEL_TABLE, "GPU time per instance")
+        s.require_kernels("GPU time per instance")
         raise AssertionError("unreachable")
     if rule.range is None:
         per = float(k.duration.sum())
@@ -235,7 +396,12 @@ ANALYSIS = Analysis(
     needs=("kernels", "launches", "ranges", "names"),
     options=("within", "merge_op_ids", "depth", "match", "nsys", "cache",
              "graph_attribution"),
+    params=(Param("instances", ("--instances",), "One row per range instance: its start, "
+                  "CPU time and GPU projection (first to last GPU operation launched inside, "
+                  "as nsys nvtxgpuproj).", type=bool, default=False), BY),
     columns=RANGE_COLUMNS, view=RANGE_VIEW, title="NVTX ranges", order=30,
+    shape=lambda params: ((INSTANCE_COLUMNS, INSTANCE_VIEW) if params["instances"] else
+                          by_shape(RANGE_COLUMNS, RANGE_VIEW, params["by"])),
     page=_page, page_order=50,
     checks=(
         CheckKey("min_instances", "count", _min_instances, needs_range=True, order=1,

@@ -23,11 +23,18 @@ def _plain(column: str, value: Any) -> Any:
 
 
 def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """CSV of the rows (``csv.writer``): raw values, a missing value empty."""
+    """CSV of the rows (``csv.writer``), column by column: raw values, a missing value empty;
+    only a column that holds a NaN, a dict or a list is converted value by value."""
+    values = [[r.get(c) for r in rows] for c in columns]
+    for i, (column, col) in enumerate(zip(columns, values)):
+        types = set(map(type, col))
+        if types & {dict, list, tuple} or (float in types and any(
+                type(v) is float and v != v for v in col)):
+            values[i] = [_plain(column, v) for v in col]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows([_plain(c, r.get(c)) for c in columns] for r in rows)
+    writer.writerows(zip(*values))
     return buf.getvalue()
 
 

@@ -1,5 +1,5 @@
-"""The kernel summary (``kernels``): against nsys's gpukernsum on every fixture, and golden
-numbers of real exports."""
+"""The kernel summary (``kernels``): against nsys's gpukernsum on every fixture, golden
+numbers of real exports, CUDA graph launches as kernels, and ``--by``."""
 
 from __future__ import annotations
 
@@ -116,3 +116,31 @@ def test_compiled_runs_against_gpukernsum(graphs, nsys_bin, tmp_path):
         assert ours == theirs and len(ours) == 5
     else:
         assert ours == {**theirs, "CUDA graph 1": (2, 248_000)}
+
+
+@pytest.mark.parametrize("by,keys", [("device", ["device"]), ("process", ["pid"]),
+                                     ("stream", ["device", "stream"])])
+def test_kernels_by_key_add_up_to_the_whole(by, keys, fx):
+    export = fx("cs336_lizhieffe_ddp53_profile.sqlite")
+    whole = {r["name"]: r for r in ask("kernels", [export]).rows}
+    rows = ask("kernels", [export], by=by).rows
+    assert all(list(r)[:len(keys)] == keys for r in rows)
+    for name, row in whole.items():
+        mine = [r for r in rows if r["name"] == name]
+        assert sum(r["instances"] for r in mine) == row["instances"], name
+        assert sum(r["total_ns"] for r in mine) == row["total_ns"], name
+        assert min(r["min_ns"] for r in mine) == row["min_ns"], name
+    for value in {tuple(r[k] for k in keys) for r in rows}:  # shares per key value
+        share = sum(r["time_pct"] for r in rows if tuple(r[k] for k in keys) == value)
+        assert abs(share - 100) < 0.1 * len(rows)
+    expected = {"device": {(0,), (1,)}, "process": {(13096,), (13097,)},
+                "stream": {(0, 7), (0, 17), (1, 7), (1, 17)}}[by]
+    assert {tuple(r[k] for k in keys) for r in rows} == expected
+
+
+def test_kernels_by_device_in_csv_has_the_key_column(cli, fx):
+    res = cli("kernels", fx("cs336_lizhieffe_ddp53_profile.sqlite"), "--by", "device",
+              "--top", "2", "-f", "csv")
+    assert res.exit_code == 0, res.stderr
+    header, first, _ = res.stdout.splitlines()
+    assert header.startswith("device,name,category,instances") and first.startswith("0,nccl")

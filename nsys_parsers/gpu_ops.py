@@ -1,0 +1,114 @@
+"""GPU operations: everything a GPU runs that nsys records as one interval, in one value.
+
+Kernels, memcpy and memset rows today (what nsys's ``gpu-starv`` rule and ``nvtxgpuproj``
+report count as GPU operations); another kind (CUDA graph launches) joins here, and every
+question about GPU time (``gpus``, ``gaps``, ``ranges --instances``, the timeline) takes its
+operations from ``gpu_ops``.
+
+Each operation keeps its process (pid, not globalPid), device, stream, kind, its row in its
+source (``Kernels`` or ``MemOps``), the kernel's name code (-1 for others), its correlationId
+and, when asked for, the API call that launched it (thread, start, end; -1 without one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from nsys_parsers.kernels import Kernels, join_launches
+from nsys_parsers.schema import LOW24
+from nsys_parsers.trace import Trace
+
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+KIND_NAMES = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class GpuOps:
+    """GPU operations as columns (kernels first, then memcpy, then memset, each in table
+    order). ``launch_*`` are None unless the launches were loaded."""
+
+    start: np.ndarray
+    end: np.ndarray
+    pid: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    kind: np.ndarray
+    row: np.ndarray  # the row in its source (Kernels or MemOps)
+    name_code: np.ndarray  # a kernel's name code (Kernels.names); -1 for other kinds
+    correlation: np.ndarray  # -1 for kernels unless their launches (or ids) were loaded
+    launch_tid: np.ndarray | None = None
+    launch_start: np.ndarray | None = None
+    launch_end: np.ndarray | None = None
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def take(self, keep: np.ndarray) -> GpuOps:
+        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
+                                if getattr(self, f.name) is not None})
+
+    def as_launched(self) -> Kernels:
+        """The operations shaped as ``Kernels`` (no names), for the attribution of
+        ``nsys_parsers.attribution``, which looks only at the launches."""
+        assert self.launch_tid is not None, "load the operations with launches=True"
+        return Kernels(start=self.start, end=self.end, name_code=self.name_code, names=[],
+                       name_kind="", launch_tid=self.launch_tid,
+                       launch_start=self.launch_start, launch_end=self.launch_end)
+
+
+def pid_of_global(global_id: np.ndarray) -> np.ndarray:
+    """The process id of a globalPid or globalTid."""
+    return (global_id >> 24) & LOW24
+
+
+def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
+    """Every GPU operation of the export (None: neither kernels nor memory operations were
+    traced); ``launches``: with the API call that launched each."""
+    # where each kernel ran; with its launch, its correlationId too (kernel_ids)
+    groups = ["kernels", "kernel_ids" if launches else "kernel_places", "memops"]
+    if launches:
+        groups += ["launches", "api"]
+    trace.load(*groups)
+    k, m = trace.kernels, trace.memops
+    if k is None and m is None:
+        return None
+    parts: list[dict[str, np.ndarray]] = []
+    if k is not None:
+        assert k.pid is not None and k.device is not None and k.stream is not None
+        part = {"start": k.start, "end": k.end, "pid": k.pid, "device": k.device,
+                "stream": k.stream, "kind": np.full(len(k), KERNEL, dtype=np.int64),
+                "row": np.arange(len(k), dtype=np.int64), "name_code": k.name_code,
+                "correlation": (k.correlation if k.correlation is not None
+                                else np.full(len(k), -1, dtype=np.int64))}
+        if launches:
+            assert k.launch_tid is not None and k.launch_start is not None \
+                and k.launch_end is not None
+            part.update(launch_tid=k.launch_tid, launch_start=k.launch_start,
+                        launch_end=k.launch_end)
+        parts.append(part)
+    if m is not None:
+        part = {"start": m.start, "end": m.end, "pid": m.pid, "device": m.device,
+                "stream": m.stream,
+                "kind": np.where(m.memset, MEMSET, MEMCPY).astype(np.int64),
+                "row": np.arange(len(m), dtype=np.int64),
+                "name_code": np.full(len(m), -1, dtype=np.int64), "correlation": m.correlation}
+        if launches:
+            api = trace.api
+            if api is None:
+                none = np.full(len(m), -1, dtype=np.int64)
+                tid, ls, le = none, none, none
+            else:
+                tid, ls, le = join_launches(m.pid, m.correlation, api.start, api.end, api.tid,
+                                            api.correlation)
+            part.update(launch_tid=tid, launch_start=ls, launch_end=le)
+        parts.append(part)
+    cols = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    gpid = cols["pid"]
+    cols["pid"] = np.where(gpid < 0, -1, pid_of_global(gpid))  # -1: no globalPid column
+    return GpuOps(**cols)

@@ -1,0 +1,179 @@
+"""Interval arithmetic on GPU operations, per group (a process and device): how long the union
+of the intervals lasts, and where it has holes.
+
+The holes are found as nsys's ``gpu-starv`` rule finds them: within a group, the starts and the
+ends sorted apart; the j-th smallest end and the (j+1)-th smallest start bound a hole when the
+end comes first (then exactly j intervals have started and j have ended: none is running).
+The union lasts from the first start to the last end, less its holes. Every length here is an
+exact integer; intersections come from unions (``|A ∩ B| = |A| + |B| - |A ∪ B|``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Holes:
+    """The holes of each group's union: the group, the start (an interval's end) and the end
+    (the next interval's start) of each, ordered by group, then time; ``before`` and
+    ``after``: the intervals (indices) that end where a hole starts and start where it ends."""
+
+    group: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    before: np.ndarray
+    after: np.ndarray
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+
+def holes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Holes:
+    """The holes of the union of the intervals ``[start, end)`` of each group (``group``:
+    non-negative codes)."""
+    if group.size < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return Holes(empty, empty, empty, empty, empty)
+    by_start, by_end = np.lexsort((start, group)), np.lexsort((end, group))
+    g = group[by_start]  # the same groups, in the same order, as group[by_end]
+    nxt, prev = start[by_start[1:]], end[by_end[:-1]]
+    keep = np.flatnonzero((g[1:] == g[:-1]) & (prev < nxt))
+    return Holes(group=g[keep], start=prev[keep], end=nxt[keep], before=by_end[:-1][keep],
+                 after=by_start[1:][keep])
+
+
+def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+                 ) -> np.ndarray:
+    """How long the union of each group's intervals lasts (0 for a group without any)."""
+    out = np.zeros(ngroups, dtype=np.int64)
+    if group.size == 0:
+        return out
+    first = np.full(ngroups, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(ngroups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, group, start)
+    np.maximum.at(last, group, end)
+    present = np.flatnonzero(np.bincount(group, minlength=ngroups) > 0)
+    out[present] = last[present] - first[present]
+    h = holes(group, start, end)
+    out -= np.bincount(h.group, weights=h.duration, minlength=ngroups).astype(np.int64)
+    return out
+
+
+def span(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """(first start, last end) of each group (-1, -1 for a group without intervals)."""
+    first = np.full(ngroups, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(ngroups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, group, start)
+    np.maximum.at(last, group, end)
+    empty = np.bincount(group, minlength=ngroups) == 0
+    first[empty], last[empty] = -1, -1
+    return first, last
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Intervals of several groups, to combine into unions (``|``) and measure."""
+
+    group: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    def __or__(self, other: Intervals) -> Intervals:
+        return Intervals(*(np.concatenate([a, b]) for a, b in
+                           ((self.group, other.group), (self.start, other.start),
+                            (self.end, other.end))))
+
+    def length(self, ngroups: int) -> np.ndarray:
+        """The length of each group's union."""
+        return union_length(self.group, self.start, self.end, ngroups)
+
+    def take(self, keep: np.ndarray) -> Intervals:
+        return Intervals(self.group[keep], self.start[keep], self.end[keep])
+
+
+def intersection(a: Intervals, b: Intervals, ngroups: int) -> np.ndarray:
+    """``|A ∩ B|`` per group."""
+    return a.length(ngroups) + b.length(ngroups) - (a | b).length(ngroups)
+
+
+def intersection3(a: Intervals, b: Intervals, c: Intervals, ngroups: int) -> np.ndarray:
+    """``|A ∩ B ∩ C|`` per group (inclusion and exclusion)."""
+    return (a.length(ngroups) + b.length(ngroups) + c.length(ngroups)
+            - (a | b).length(ngroups) - (a | c).length(ngroups) - (b | c).length(ngroups)
+            + (a | b | c).length(ngroups))
+
+
+def open_at(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time of ``t``, the interval ``[start, end)`` open then that started last
+    (ties: the one that ends first), as an index; -1 where none is open. Intervals may nest
+    or overlap in any way.
+
+    Sorted by start, the answer for ``t`` is the last interval that started by ``t`` if it
+    has not ended, else the first one with a later end on the chain of "previous interval
+    that ends later" links from there (every interval between two links ends earlier). The
+    links are found by pointer jumping and the chains walked by binary lifting: numpy
+    passes, no Python loop over intervals."""
+    out = np.full(t.size, -1, dtype=np.int64)
+    if start.size == 0 or t.size == 0:
+        return out
+    # only intervals open at one of the times can be an answer: few, for a few times
+    times = np.sort(t)
+    useful = np.flatnonzero(np.searchsorted(times, end, side="left")
+                            > np.searchsorted(times, start, side="left"))
+    if useful.size == 0:
+        return out
+    start, end = start[useful], end[useful]
+    n = start.size
+    order = np.lexsort((-end, start))
+    s, e = start[order], end[order]
+    link = np.arange(n, dtype=np.int64) - 1  # every interval between link[i] and i ends by e[i]
+    while True:
+        has = np.flatnonzero(link >= 0)
+        jump = has[e[link[has]] <= e[has]]
+        if jump.size == 0:
+            break
+        link[jump] = link[link[jump]]
+    ups = [link]
+    while True:  # 2^k links up
+        last = ups[-1]
+        nxt = np.where(last >= 0, last[np.maximum(last, 0)], -1)
+        if (nxt < 0).all():
+            break
+        ups.append(nxt)
+    p = np.searchsorted(s, t, side="right") - 1
+    ok = p >= 0
+    done = ok & (e[np.maximum(p, 0)] > t)
+    walk = ok & ~done
+    q = p.copy()
+    for up in reversed(ups):  # go up while the interval reached has still ended by t
+        cand = np.where(walk & (q >= 0), up[np.maximum(q, 0)], -1)
+        move = walk & (cand >= 0) & (e[np.maximum(cand, 0)] <= t)
+        q = np.where(move, cand, q)
+    found = np.where(walk, link[np.maximum(q, 0)], -1)
+    found = np.where(done, p, found)
+    hit = found >= 0
+    out[hit] = useful[order[found[hit]]]
+    return out
+
+
+def open_at_grouped(group: np.ndarray, start: np.ndarray, end: np.ndarray,
+                    t_group: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``open_at`` within groups: for each time ``t`` of group ``t_group``, the interval of
+    that group open then that started last (-1: none). Groups are non-negative codes."""
+    if start.size == 0 or t.size == 0:
+        return np.full(t.size, -1, dtype=np.int64)
+    lo = int(min(start.min(), t.min()))
+    width = int(max(end.max(), t.max())) - lo + 1
+    if width * (int(max(group.max(), t_group.max())) + 2) >= 2**62:  # pragma: no cover
+        raise OverflowError("time span too large to pack with group codes")
+    # each group gets its own stretch of the clock: intervals of other groups never contain t
+    return open_at(group * width + (start - lo), group * width + (end - lo),
+                   t_group * width + (t - lo))

@@ -1,0 +1,298 @@
+"""Idle GPU gaps: where each (process, device) ran nothing, as nsys's ``gpu-starv`` rule finds
+them, and what the host was doing then.
+
+A gap is a hole in the union of the GPU operations of one (process, device) (kernels, memcpy
+and memset, ``nsys_parsers.gpu_ops``) between its first start and last end, longer than
+``--min-gap-ms`` (strictly, as gpu-starv: ``gap=<ms>``). As gpu-starv, the CUDA profiling
+overhead (``PROFILER_OVERHEAD``: "CUDA profiling data flush overhead" ...) inside that span
+counts as busy: those gaps are nsys's, not the program's. Rows by duration (longest first),
+then start.
+
+What people need to act on one, at the moment the gap starts, on the process's launching
+threads (those that launched any GPU operation; all its threads where no launch is known):
+
+    before_kernel, after_kernel   the operations (a kernel, ``memcpy Host-to-Device``,
+           ``memset``) that end where the gap starts and start where it ends
+
+    range  the innermost NVTX range open (the one that started last)
+    api    the CUDA API call in flight (the one that started last)
+    cause  sync: that call waits on the device (a synchronize, a blocking memcpy or memset,
+           a free): the host waits, then works; api: another CUDA call (allocation, module
+           load...); cpu: no CUDA call in flight, the CPU is not launching work; unknown:
+           no CUDA API record covers that moment (a trimmed export, or no runtime trace)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from nsys_parsers import queries as Q
+from nsys_parsers.arrays import group_ids, sorted_unique
+from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps, pid_of_global
+from nsys_parsers.intervals import holes, open_at_grouped, span
+from nsys_parsers.kernels import api_base_name
+from nsys_parsers.ranges import pid_of
+from nsys_parsers.schema import NVTX_TABLE
+from reports.analyses.gpus import require_gpu_ops
+from reports.analysis import Analysis, Param
+from reports.render import View, human_ns
+from reports.report import Report, rows_of
+from reports.session import Session
+
+GAPS_COLUMNS = [
+    "pid", "device", "start_ns", "end_ns", "duration_ns", "cause", "api", "range",
+    "before_kernel", "after_kernel",
+]
+GAPS_VIEW = View(
+    columns=["duration_ns", "pid", "device", "start_ns", "cause", "api", "range",
+             "before_kernel", "after_kernel"],
+    drop=("after_kernel", "before_kernel", "start_ns"), noun="gaps", rank_by=(),
+    hide_if_zero=("api", "range"),
+    hide_if_constant=("pid", "device"),
+    headers={"before_kernel": "before", "after_kernel": "after"})
+CAUSES = ("sync", "api", "cpu", "unknown")
+# Calls that wait for the device: synchronizations, blocking copies and sets, frees.
+WAITS = re.compile(r"Synchroniz|^cu(da)?Memcpy(?!.*Async)|^cu(da)?Memset(?!.*Async)|"
+                   r"^cu(da)?(Mem)?Free")
+OVERHEAD = "CUDA profiling overhead"
+DEFAULT_MIN_GAP_MS = 1.0
+
+
+def cause_of(api: str | None, covered: bool) -> str:
+    if not covered:
+        return "unknown"
+    if api is None:
+        return "cpu"
+    return "sync" if WAITS.search(api) else "api"
+
+
+def _causes(api: list[str | None], covered: np.ndarray) -> list[str]:
+    """``cause_of`` of every gap (each API name judged once)."""
+    seen: dict[tuple[str | None, bool], str] = {}
+    return [seen.setdefault((a, c), cause_of(a, c)) if (a, c) not in seen else seen[(a, c)]
+            for a, c in zip(api, covered.tolist())]
+
+
+def _overhead(s: Session, pids: np.ndarray, first: np.ndarray, last: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, start, end) of the CUDA profiling overhead strictly inside each group's span
+    (a process's overhead counts on each of its devices), as gpu-starv adds it."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not s.export.has_table("PROFILER_OVERHEAD"):
+        return empty, empty, empty
+    rows = np.array(s.export.db.execute(Q.CUDA_PROFILER_OVERHEAD.sql(s.export)).fetchall(),
+                    dtype=np.int64).reshape(-1, 3)
+    if rows.size == 0:
+        return empty, empty, empty
+    o_pid = pid_of_global(rows[:, 2])
+    groups, starts, ends = [], [], []
+    for g, p in enumerate(pids.tolist()):
+        inside = (o_pid == p) & (rows[:, 0] > first[g]) & (rows[:, 1] < last[g])
+        groups.append(np.full(int(inside.sum()), g, dtype=np.int64))
+        starts.append(rows[inside, 0])
+        ends.append(rows[inside, 1])
+    return np.concatenate(groups), np.concatenate(starts), np.concatenate(ends)
+
+
+def op_labels(s: Session, ops: GpuOps) -> tuple[np.ndarray, list[str]]:
+    """A label code per operation (one more, past the operations: the profiling overhead)
+    and the labels: kernel names, ``memcpy Host-to-Device``..., ``memset``."""
+    k, m = s.trace.kernels, s.trace.memops
+    labels = list(k.names) if k is not None else []
+    code = np.where(ops.kind == KERNEL, ops.name_code, -1)
+    if m is not None and len(m):
+        kinds = sorted_unique(m.kind)
+        copy_row = np.where(ops.kind == MEMCPY, ops.row, 0)
+        copy_code = len(labels) + np.searchsorted(kinds, m.kind[copy_row])
+        labels += [f"memcpy {m.kind_labels.get(c, f'kind {c}')}" for c in kinds.tolist()]
+        code = np.where(ops.kind == MEMCPY, copy_code, code)
+        labels.append("memset")
+        code = np.where(ops.kind == MEMSET, len(labels) - 1, code)
+    labels.append(OVERHEAD)
+    return np.append(code, len(labels) - 1), labels
+
+
+def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
+    """The gaps of every (process, device) longer than ``min_gap_ms``, with what the host was
+    doing when each started."""
+    has_api = s.trace.has_api
+    ops = require_gpu_ops(s, "GPU gaps")
+    ops = s.gpu_ops(launches=has_api) or ops
+    notes: list[str] = []
+    recorded = ops.start > 0
+    if not recorded.all():
+        notes.append(f"{int((~recorded).sum())} GPU operations without a timestamp are left "
+                     f"out (as nsys's gpu-starv does).")
+    keep = np.flatnonzero(recorded)
+    sub = ops.take(keep)
+    gid, (pids, devices) = group_ids(sub.pid, sub.device)
+    n = pids.size
+    first, last = span(gid, sub.start, sub.end, n)
+    o_group, o_start, o_end = _overhead(s, pids, first, last)
+    h = holes(np.concatenate([gid, o_group]), np.concatenate([sub.start, o_start]),
+              np.concatenate([sub.end, o_end]))
+    threshold = int(round(min_gap_ms * 1e6))
+    big = np.flatnonzero(h.duration > threshold)
+    if s.within is not None:
+        big = big[_starts_inside(s, pids[h.group[big]], h.start[big])]
+    order = big[np.lexsort((h.start[big], -h.duration[big]))]
+    g, t = h.group[order], h.start[order]
+    # at each gap's start: the CUDA call in flight and the NVTX range open
+    gap_pid = pids[g]
+    launch_tids = _launching_threads(sub)
+    api, covered = _api_in_flight(s, gap_pid, t, launch_tids)
+    rng = _range_open(s, gap_pid, t, launch_tids)
+    code, labels = op_labels(s, sub)  # h.before/after past the operations: the overhead
+    before = code[np.minimum(h.before[order], len(sub))]
+    after = code[np.minimum(h.after[order], len(sub))]
+    rows = rows_of({
+        "pid": gap_pid.tolist(), "device": devices[g].tolist(), "start_ns": t.tolist(),
+        "end_ns": h.end[order].tolist(), "duration_ns": h.duration[order].tolist(),
+        "cause": _causes(api, covered), "api": api,
+        "range": rng, "before_kernel": [labels[c] for c in before.tolist()],
+        "after_kernel": [labels[c] for c in after.tolist()],
+    })
+    where = (f" that start inside {s.within!r} instances" if s.within is not None else "")
+    total = int(h.duration[order].sum())
+    idle = int(h.duration.sum())
+    notes.insert(0, f"{len(rows):,} gaps longer than {min_gap_ms:g} ms{where}: "
+                    f"{human_ns(total)} in all, of {human_ns(idle)} idle between the first "
+                    f"and last GPU operation of each (process, device).")
+    notes += _cause_notes(s, sub, covered, has_api)
+    return Report(rows=rows, columns=GAPS_COLUMNS, notes=notes,
+                  sentences=[gap_sentence(r) for r in rows])
+
+
+def _launching_threads(ops: GpuOps) -> np.ndarray:
+    """The globalTids that launched any GPU operation."""
+    if ops.launch_tid is None:
+        return np.zeros(0, dtype=np.int64)
+    return sorted_unique(ops.launch_tid[ops.launch_tid >= 0])
+
+
+def _thread_filter(tid: np.ndarray, launch_tids: np.ndarray) -> np.ndarray:
+    """Which of ``tid`` are launching threads, or threads of a process none of whose
+    launches is known."""
+    if tid.size == 0:
+        return np.zeros(0, dtype=bool)
+    pos = np.minimum(np.searchsorted(launch_tids, tid), max(launch_tids.size - 1, 0))
+    launching = (launch_tids[pos] == tid) if launch_tids.size else np.zeros(tid.size, bool)
+    known_pids = sorted_unique(pid_of(launch_tids))
+    p = pid_of(tid)
+    ppos = np.minimum(np.searchsorted(known_pids, p), max(known_pids.size - 1, 0))
+    pid_known = (known_pids[ppos] == p) if known_pids.size else np.zeros(tid.size, bool)
+    return launching | ~pid_known
+
+
+def _api_in_flight(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: np.ndarray
+                   ) -> tuple[list[str | None], np.ndarray]:
+    """The CUDA call in flight at each gap start on the launching threads (None: none), and
+    whether the API records cover that moment in the process."""
+    calls = s.trace.api
+    if calls is None or not len(calls) or t.size == 0:
+        return [None] * t.size, np.zeros(t.size, dtype=bool)
+    c_pid = pid_of(calls.tid)
+    codes = sorted_unique(np.concatenate([c_pid, gap_pid]))
+    c_code, t_code = np.searchsorted(codes, c_pid), np.searchsorted(codes, gap_pid)
+    lo, hi = span(c_code, calls.start, calls.end, codes.size)
+    covered = (lo[t_code] >= 0) & (lo[t_code] <= t) & (t < hi[t_code])
+    use = np.flatnonzero(_thread_filter(calls.tid, launch_tids))
+    hit = open_at_grouped(c_code[use], calls.start[use], calls.end[use], t_code, t)
+    names = [api_base_name(n) for n in calls.names]
+    return [names[int(calls.name_code[use[i]])] if i >= 0 else None for i in hit.tolist()], \
+        covered
+
+
+def _range_open(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: np.ndarray
+                ) -> list[str | None]:
+    """The innermost NVTX range open at each gap start on the launching threads."""
+    r = s.ranges
+    if r is None or not len(r) or t.size == 0:
+        return [None] * t.size
+    use = np.flatnonzero(_thread_filter(r.tid, launch_tids) & ~r.cross_thread)
+    r_pid = pid_of(r.tid[use])
+    codes = sorted_unique(np.concatenate([r_pid, gap_pid]))
+    hit = open_at_grouped(np.searchsorted(codes, r_pid), r.start[use], r.end[use],
+                          np.searchsorted(codes, gap_pid), t)
+    rows = use[hit[hit >= 0]]
+    names = s.names(rows=sorted_unique(rows)) if rows.size else None
+    out: list[str | None] = []
+    for i in hit.tolist():
+        if i < 0 or names is None:
+            out.append(None)
+            continue
+        code = int(names.code[use[i]])
+        out.append(names.names[code] if code >= 0 else None)
+    return out
+
+
+def _starts_inside(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Which gaps start inside an instance of ``within`` in their process."""
+    r = s.ranges
+    assert r is not None and s.within is not None
+    inst = s.instances_of(s.within)
+    i_pid = pid_of(r.tid[inst])
+    codes = sorted_unique(np.concatenate([i_pid, gap_pid]))
+    hit = open_at_grouped(np.searchsorted(codes, i_pid), r.start[inst], r.end[inst],
+                          np.searchsorted(codes, gap_pid), t)
+    return hit >= 0
+
+
+def _cause_notes(s: Session, ops: GpuOps, covered: np.ndarray, has_api: bool) -> list[str]:
+    notes = []
+    if not has_api:
+        notes.append("CUDA API calls were not traced (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
+                     "no cause or API call; profile with `nsys profile --trace=cuda`.")
+    elif ops.launch_tid is not None:
+        missing = int((ops.launch_tid < 0).sum())
+        if missing:
+            notes.append(f"{missing:,} of {len(ops):,} GPU operations have no launch record "
+                         f"(trimmed export): the launching threads are known from the others.")
+        unknown = int((~covered).sum())
+        if unknown:
+            notes.append(f"{unknown:,} gaps start where no CUDA API call was recorded in "
+                         f"their process (trimmed export): cause unknown.")
+    if not s.export.has_table(NVTX_TABLE):
+        notes.append("NVTX was not traced: no range column; profile with `nsys profile "
+                     "--trace=cuda,nvtx` and NVTX ranges to see where each gap starts.")
+    notes.append("cause at the gap's start, on the threads that launch GPU work: sync = the "
+                 "host waits in a synchronize/blocking copy/free, api = inside another CUDA "
+                 "call, cpu = no CUDA call (the CPU is not launching work).")
+    return notes
+
+
+def gap_sentence(row: dict[str, Any]) -> str:
+    text = (f"pid {row['pid']}, device {row['device']}: idle {human_ns(row['duration_ns'])} "
+            f"from {human_ns(row['start_ns'])}")
+    if row["cause"] == "sync" or row["cause"] == "api":
+        text += f", the host in {row['api']}"
+    elif row["cause"] == "cpu":
+        text += ", no CUDA call in flight"
+    if row["range"] is not None:
+        text += f", in range {row['range']}"
+    return text
+
+
+ANALYSIS = Analysis(
+    name="gaps",
+    help="""Idle GPU gaps per process and device (as nsys analyze's gpu-starv), and their cause.
+
+    Holes in each (process, device)'s GPU operations (kernels, memcpy, memset) longer than
+    --min-gap-ms, longest first, with what the host was doing when each started: the CUDA
+    call in flight (sync: it waits on the device; api: another call; cpu: none, the CPU is not
+    launching work) and the innermost NVTX range open. `--within RANGE`: only gaps that start
+    inside its instances.
+
+    Examples: `nsys-mine gaps ddp.sqlite` · `nsys-mine gaps run.sqlite --min-gap-ms 500 -f csv`
+    """,
+    run=gaps_report, needs=("kernels", "kernel_places", "memops"),
+    options=("within", "name_kind", "nsys", "cache"),
+    params=(Param("min_gap_ms", ("--min-gap-ms",), "Only gaps longer than this many "
+                  "milliseconds (nsys's gpu-starv rule: its gap option, 500 by default "
+                  "there).", type=float,
+                  default=DEFAULT_MIN_GAP_MS, minimum=0.0, metavar="MS"),),
+    columns=GAPS_COLUMNS, view=GAPS_VIEW, title="Idle GPU gaps", order=64,
+)

@@ -1,0 +1,374 @@
+"""Per-device GPU time: how long each (process, device) was busy and idle, and how much of its
+communication (NCCL) ran while compute ran too.
+
+One row per (process, device) of the GPU operations (``nsys_parsers.gpu_ops``: kernels,
+memcpy, memset; those with a timestamp of 0 or less, never recorded, are left out, as nsys's
+``gpu-starv`` does):
+
+    span_ns          first operation start to last operation end (as gpu-starv's window)
+    busy_ns          the union of all operations; idle_ns = span - busy
+    comm_ns          the union of the communication kernels (category ``communication``:
+                     NCCL and other collectives; ``--rules`` may add more)
+    compute_ns       the union of every other kernel (memcpy and memset are neither)
+    overlap_ns       communication time during which compute runs too
+    exposed_comm_ns  comm - overlap: the communication nothing hides
+
+With ``--within RANGE`` the window is no longer the span: it is the instances of RANGE in the
+process (their CPU-side start to end, the union of them), and every length is measured inside
+it: per training step, how much of ``step`` the GPU is idle. Lengths are exact integers
+(``nsys_parsers.intervals``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nsys_parsers.arrays import group_ids
+from nsys_parsers.errors import MissingData
+from nsys_parsers.gpu_ops import KERNEL, GpuOps
+from nsys_parsers.intervals import Intervals, intersection, intersection3, span
+from nsys_parsers.ranges import pid_of
+from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
+from reports.analysis import Analysis, CheckKey, Rule, Verdict
+from reports.categories import categorize_many
+from reports.render import View, human_ns
+from reports.report import Report, r1, rows_of
+from reports.session import Session
+
+COMMUNICATION = "communication"
+GPUS_COLUMNS = [
+    "pid", "device", "windows", "span_ns", "busy_ns", "idle_ns", "comm_ns", "compute_ns",
+    "overlap_ns", "exposed_comm_ns", "busy_pct", "idle_pct", "exposed_comm_pct", "kernels",
+    "memops", "streams",
+]
+GPUS_VIEW = View(
+    columns=["pid", "device", "windows", "span_ns", "busy_pct", "idle_pct", "busy_ns",
+             "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "exposed_comm_pct",
+             "streams"],
+    drop=("streams", "overlap_ns", "busy_ns", "compute_ns"), noun="devices",
+    hide_if_zero=("windows", "comm_ns", "overlap_ns", "exposed_comm_ns", "exposed_comm_pct"),
+    headers={"exposed_comm_ns": "exposed comm", "exposed_comm_pct": "exposed comm %",
+             "comm_ns": "comm"})
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Per (process, device) group: its key, window count and lengths (ns)."""
+
+    pid: np.ndarray
+    device: np.ndarray
+    windows: np.ndarray | None  # range instances per group (None: the whole span)
+    span: np.ndarray
+    busy: np.ndarray
+    comm: np.ndarray
+    compute: np.ndarray
+    overlap: np.ndarray
+    kernels: np.ndarray
+    memops: np.ndarray
+    streams: np.ndarray
+    notes: list[str]
+
+    def __len__(self) -> int:
+        return int(self.pid.size)
+
+
+def require_gpu_ops(s: Session, purpose: str) -> GpuOps:
+    """The session's GPU operations (MissingData naming the trace option when the export has
+    neither kernels nor memory operations)."""
+    ops = s.gpu_ops()
+    if ops is None:
+        if not (s.export.has_table(MEMCPY_TABLE) or s.export.has_table(MEMSET_TABLE)):
+            s.require_kernels(purpose)
+        raise MissingData(f"{s.export.label}: no GPU operations for {purpose}.")
+    return ops
+
+
+def communication_mask(s: Session, ops: GpuOps) -> np.ndarray:
+    """Which operations are communication kernels (the ``communication`` category)."""
+    k = s.trace.kernels
+    if k is None or not len(k.names):
+        return np.zeros(len(ops), dtype=bool)
+    is_comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)])
+    return (ops.kind == KERNEL) & is_comm[np.maximum(ops.name_code, 0)]
+
+
+def _windows(s: Session, range_name: str, pids: np.ndarray) -> tuple[Intervals, np.ndarray]:
+    """The instances of ``range_name`` as windows of each group (the groups' processes:
+    ``pids``), and how many instances each group has."""
+    r = s.ranges
+    assert r is not None
+    inst = s.instances_of(range_name)
+    w_pid = pid_of(r.tid[inst])
+    groups, starts, ends = [], [], []
+    counts = np.zeros(pids.size, dtype=np.int64)
+    for g, p in enumerate(pids.tolist()):
+        mine = inst[w_pid == p]
+        counts[g] = mine.size
+        groups.append(np.full(mine.size, g, dtype=np.int64))
+        starts.append(r.start[mine])
+        ends.append(r.end[mine])
+    empty = np.zeros(0, dtype=np.int64)
+    return Intervals(np.concatenate(groups) if groups else empty,
+                     np.concatenate(starts) if starts else empty,
+                     np.concatenate(ends) if ends else empty), counts
+
+
+def utilization(s: Session, window_range: str | None = None) -> Utilization:
+    """Busy, idle, communication and overlap per (process, device), over each group's span or
+    inside the instances of ``window_range``."""
+    ops = require_gpu_ops(s, "per-device GPU time")
+    notes: list[str] = []
+    recorded = ops.start > 0
+    if not recorded.all():
+        notes.append(f"{int((~recorded).sum())} GPU operations without a timestamp are left "
+                     f"out (as nsys's gpu-starv does).")
+        ops = ops.take(recorded)
+    comm_mask = communication_mask(s, ops)
+    gid, (pid, device) = group_ids(ops.pid, ops.device)
+    n = pid.size
+    every = Intervals(gid, ops.start, ops.end)
+    comm = every.take(comm_mask)
+    compute = every.take((ops.kind == KERNEL) & ~comm_mask)
+    windows = None
+    if window_range is None:
+        first, last = span(gid, ops.start, ops.end, n)
+        length = last - first
+        busy, c_len, k_len = every.length(n), comm.length(n), compute.length(n)
+        overlap = intersection(comm, compute, n)
+        inside = np.ones(len(ops), dtype=bool)
+    else:
+        w, windows = _windows(s, window_range, pid)
+        length = w.length(n)
+        busy = intersection(every, w, n)
+        c_len, k_len = intersection(comm, w, n), intersection(compute, w, n)
+        overlap = intersection3(comm, compute, w, n)
+        inside = _overlaps(every, w)
+    kinds = np.bincount(gid[inside] * 2 + (ops.kind[inside] != KERNEL), minlength=2 * n)
+    streams = np.bincount(group_ids(gid, ops.stream)[1][0], minlength=n) if n else \
+        np.zeros(0, dtype=np.int64)
+    u = Utilization(pid=pid, device=device, windows=windows, span=length, busy=busy,
+                    comm=c_len, compute=k_len, overlap=overlap, kernels=kinds[0::2],
+                    memops=kinds[1::2], streams=streams, notes=notes)
+    if windows is not None:
+        keep = windows > 0
+        if not keep.all():
+            notes.append(f"{int((~keep).sum())} (process, device) pairs have no "
+                         f"{window_range!r} instance in their process: left out.")
+            u = Utilization(**{f: (getattr(u, f)[keep] if isinstance(getattr(u, f), np.ndarray)
+                                   else getattr(u, f)) for f in u.__dataclass_fields__})
+    return u
+
+
+def _overlaps(ops: Intervals, windows: Intervals) -> np.ndarray:
+    """Which intervals of ``ops`` overlap one of their group's ``windows``."""
+    out = np.zeros(ops.start.size, dtype=bool)
+    for g in np.unique(windows.group).tolist():
+        w = windows.group == g
+        ws, we = np.sort(windows.start[w]), np.sort(windows.end[w])
+        mine = np.flatnonzero(ops.group == g)
+        # an op [s, e) overlaps a window [ws, we) when some window starts before e and ends
+        # after s: fewer windows end by s than start before e
+        out[mine] = (np.searchsorted(ws, ops.end[mine], side="left")
+                     > np.searchsorted(we, ops.start[mine], side="right"))
+    return out
+
+
+def _pct(part: np.ndarray, whole: np.ndarray) -> list[float | None]:
+    return [r1(100.0 * p / w) if w else None for p, w in zip(part.tolist(), whole.tolist())]
+
+
+def gpus_report(s: Session) -> Report:
+    """The rows of GPUS_COLUMNS for a session (``within``: inside its instances)."""
+    u = utilization(s, s.within)
+    idle = u.span - u.busy
+    exposed = u.comm - u.overlap
+    rows = rows_of({
+        "pid": u.pid.tolist(), "device": u.device.tolist(),
+        "windows": u.windows.tolist() if u.windows is not None else [None] * len(u),
+        "span_ns": u.span.tolist(), "busy_ns": u.busy.tolist(), "idle_ns": idle.tolist(),
+        "comm_ns": u.comm.tolist(), "compute_ns": u.compute.tolist(),
+        "overlap_ns": u.overlap.tolist(), "exposed_comm_ns": exposed.tolist(),
+        "busy_pct": _pct(u.busy, u.span), "idle_pct": _pct(idle, u.span),
+        "exposed_comm_pct": _pct(exposed, u.comm),
+        "kernels": u.kernels.tolist(), "memops": u.memops.tolist(),
+        "streams": u.streams.tolist(),
+    })
+    notes = list(u.notes)  # `within` means windows here: said below
+    where = (f"inside the {s.within!r} instances of each process (their CPU-side start to "
+             f"end)" if s.within else "first GPU operation start to last end")
+    notes.append(f"span: {where}; busy: the union of kernels, memcpy and memset; comm: "
+                 f"communication kernels (NCCL); compute: every other kernel; exposed comm: "
+                 f"comm while no compute runs.")
+    if not u.comm.any():
+        notes.append("no communication kernels (category `communication`: NCCL and other "
+                     "collectives) ran: comm columns are 0.")
+    if not s.has_kernels:
+        notes.append("no CUDA kernels were traced: busy time is memcpy and memset only.")
+    return Report(rows=rows, columns=GPUS_COLUMNS, notes=notes,
+                  sentences=[gpu_sentence(r, s.within) for r in rows])
+
+
+def gpu_sentence(row: dict[str, Any], within: str | None = None) -> str:
+    """``pid 13096, device 0: busy 14.6% of 1.623 s; communication 209.017 ms, 94.3% of it
+    exposed``."""
+    where = f"of {row['windows']} {within!r} instance(s), " if within else "of "
+    text = (f"pid {row['pid']}, device {row['device']}: busy {row['busy_pct']}% "
+            f"{where}{human_ns(row['span_ns'])} (idle {human_ns(row['idle_ns'])})")
+    if row["comm_ns"]:
+        text += (f"; communication {human_ns(row['comm_ns'])}, {row['exposed_comm_pct']}% "
+                 f"of it exposed")
+    return text
+
+
+# -- check rules -------------------------------------------------------------------------
+
+
+def _worst(s: Session, rule: Rule, column: str) -> tuple[dict[str, Any] | None, int]:
+    """The row with the largest ``column`` (of the rule's range, or the whole export) and
+    how many rows there are."""
+    u = utilization(s, rule.range)
+    idle, exposed = u.span - u.busy, u.comm - u.overlap
+    values = _pct(idle, u.span) if column == "idle_pct" else _pct(exposed, u.comm)
+    best: dict[str, Any] | None = None
+    for i, v in enumerate(values):
+        if v is not None and (best is None or v > best["value"]):
+            best = {"value": v, "pid": int(u.pid[i]), "device": int(u.device[i])}
+    return best, len(u)
+
+
+def _limit_check(column: str, what: str) -> Any:
+    def evaluate(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+        limit = rule.values["limit"]
+        where = f"of {rule.range!r}" if rule.range else "of the span"
+        worst, n = _worst(s, rule, column)
+        if worst is None:
+            return Verdict(True, 0.0, f"<= {limit:g}%", f"no {what} on any of {n} device(s)")
+        v = worst["value"]
+        return Verdict(v <= limit, v, f"<= {limit:g}%",
+                       f"{what} {v:g}% {where} on device {worst['device']} (pid "
+                       f"{worst['pid']}), the most of {n} device(s)")
+    return evaluate
+
+
+def _page(ctx: Any) -> list[Any]:
+    from reports.page.model import Section, Sentences, Table
+
+    s = ctx.session
+    if s.gpu_ops() is None:
+        return []
+    report = ctx.answer("gpus")
+    blocks: list[Any] = [Sentences(report.sentences),
+                         Table(report.rows, GPUS_VIEW, notes=report.notes, top=0)]
+    blocks += timeline_blocks(s)
+    return [Section("GPU utilization", "gpus", blocks)]
+
+
+def timeline_blocks(s: Session) -> list[Any]:
+    from reports.page.timeline import timeline_figures
+
+    return timeline_figures(s)
+
+
+ANALYSIS = Analysis(
+    name="gpus",
+    help="""Per-device GPU time: busy, idle, communication (NCCL) and how much of it is exposed.
+
+    One row per (process, device): span (first GPU operation to last), busy (the union of
+    kernels, memcpy and memset), idle, communication kernels, compute kernels, their overlap
+    and the exposed communication (no compute runs meanwhile). `--within RANGE`: inside the
+    instances of RANGE only (per training step). Several exports: one table with a `config`
+    column.
+
+    Examples: `nsys-mine gpus ddp.sqlite` · `nsys-mine gpus run.sqlite --within step`
+    """,
+    run=gpus_report, inputs="exports", needs=("kernels", "kernel_places", "memops"),
+    options=("within", "rules", "nsys", "cache"),
+    columns=GPUS_COLUMNS, view=GPUS_VIEW, title="GPU time per device", order=62,
+    page=_page, page_order=15,
+    checks=(
+        CheckKey("max_idle_pct", "limit", _limit_check("idle_pct", "idle"), order=8,
+                 describe=lambda where, v: f"{where}: GPU idle <= {v['limit']:g}%"),
+        CheckKey("max_exposed_comm_pct", "limit",
+                 _limit_check("exposed_comm_pct", "exposed communication"), order=9,
+                 describe=lambda where, v: f"{where}: exposed communication <= "
+                                           f"{v['limit']:g}%"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class InstanceUtilization:
+    """Idle and exposed-communication shares of each (range instance, device) window, and
+    over all of them."""
+
+    idle_pct: np.ndarray  # per window
+    exposed_comm_pct: np.ndarray  # per window with communication
+    idle_total_pct: float | None
+    exposed_total_pct: float | None
+
+
+def instance_utilization(s: Session, range_name: str | None) -> InstanceUtilization:
+    """Per instance of ``range_name`` (None: the whole span) and device of its process: how
+    much of it the device is idle and how much of its communication is exposed."""
+    ops = require_gpu_ops(s, "GPU utilization")
+    ops = ops.take(np.flatnonzero(ops.start > 0))
+    comm = communication_mask(s, ops)
+    gid, (pids, _) = group_ids(ops.pid, ops.device)
+    if range_name is None:
+        first, last = span(gid, ops.start, ops.end, pids.size)
+        w_group, w_start, w_end = np.arange(pids.size), first, last
+        op_idx, op_win = np.arange(len(ops)), gid
+    else:
+        r = s.ranges
+        assert r is not None
+        inst = s.instances_of(range_name)
+        i_pid = pid_of(r.tid[inst])
+        w_group_l: list[int] = []
+        w_start_l: list[int] = []
+        w_end_l: list[int] = []
+        idx_l: list[np.ndarray] = []
+        win_l: list[np.ndarray] = []
+        order = np.argsort(ops.start, kind="stable")
+        longest = int((ops.end - ops.start).max(initial=0))
+        for g, p in enumerate(pids.tolist()):
+            mine = order[gid[order] == g]
+            starts = ops.start[mine]
+            for i in inst[i_pid == p].tolist():
+                a, b = int(r.start[i]), int(r.end[i])
+                lo, hi = np.searchsorted(starts, [a - longest, b])
+                cand = mine[lo:hi]
+                cand = cand[ops.end[cand] > a]
+                w = len(w_group_l)
+                w_group_l.append(g)
+                w_start_l.append(a)
+                w_end_l.append(b)
+                idx_l.append(cand)
+                win_l.append(np.full(cand.size, w, dtype=np.int64))
+        w_group = np.array(w_group_l, dtype=np.int64)
+        w_start = np.array(w_start_l, dtype=np.int64)
+        w_end = np.array(w_end_l, dtype=np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        op_idx = np.concatenate(idx_l) if idx_l else empty
+        op_win = np.concatenate(win_l) if win_l else empty
+    nw = w_group.size
+    windows = Intervals(np.arange(nw), w_start, w_end)
+    every = Intervals(op_win, ops.start[op_idx], ops.end[op_idx])
+    is_comm = comm[op_idx]
+    c = every.take(is_comm)
+    k = every.take((ops.kind[op_idx] == KERNEL) & ~is_comm)
+    length = w_end - w_start
+    busy = intersection(every, windows, nw)
+    c_len = intersection(c, windows, nw)
+    exposed = c_len - intersection3(c, k, windows, nw)
+    ok = length > 0
+    with_comm = c_len > 0
+    total = float(length.sum())
+    comm_total = float(c_len.sum())
+    return InstanceUtilization(
+        idle_pct=100.0 * (length - busy)[ok] / length[ok],
+        exposed_comm_pct=100.0 * exposed[with_comm] / c_len[with_comm],
+        idle_total_pct=100.0 * float((length - busy).sum()) / total if total else None,
+        exposed_total_pct=100.0 * float(exposed.sum()) / comm_total if comm_total else None)

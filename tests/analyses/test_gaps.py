@@ -1,0 +1,157 @@
+"""Idle GPU gaps (``gaps``): against nsys analyze's gpu-starv rule on every fixture (every
+gap, ``gap=0:rows=-1``), its threshold and profiling-overhead rules on synthetic exports, and
+the causes (API call in flight, NVTX range open) on real and synthetic ones."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from nsys_parsers.errors import MissingData
+from reports.ask import ask
+from tests.conftest import CS336, KNOWN
+from tests.nsys_stats import gpu_starv
+from tests.synth import Synth, gtid
+
+DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
+
+
+def _theirs(rows: list[dict]) -> list[tuple[int, int, int, int]]:
+    return sorted((int(r["PID"]), int(r["Device ID"]), int(r["Start (ns)"]),
+                   int(r["Duration (ns)"])) for r in rows)
+
+
+def _ours(rows: list[dict]) -> list[tuple[int, int, int, int]]:
+    return sorted((r["pid"], r["device"], r["start_ns"], r["duration_ns"]) for r in rows)
+
+
+@pytest.mark.parametrize("name", KNOWN + CS336)
+def test_gaps_match_gpu_starv(name, fx, nsys_bin, tmp_path):
+    export = fx(name)
+    ref, reason = gpu_starv(nsys_bin, export, tmp_path, gap_ms=0)
+    if ref is None:  # no GPU operations: nsys skips, we say which trace records them
+        assert "does not contain the required data" in reason
+        with pytest.raises(MissingData, match="--trace=cuda"):
+            ask("gaps", [export], min_gap_ms=0)
+        return
+    ours = ask("gaps", [export], min_gap_ms=0).rows
+    assert ref and _ours(ours) == _theirs(ref)
+    # nsys's order: longest first, then earliest
+    assert [(-r["duration_ns"], r["start_ns"]) for r in ours] == sorted(
+        (-r["duration_ns"], r["start_ns"]) for r in ours)
+    assert all(r["end_ns"] - r["start_ns"] == r["duration_ns"] for r in ours)
+
+
+def test_threshold_is_strict_as_gpu_starv(fx, nsys_bin, tmp_path):
+    """gap=<ms> keeps gaps longer than the threshold: the DDP capture's at 100 ms."""
+    export = fx(DDP)
+    ref, _ = gpu_starv(nsys_bin, export, tmp_path, gap_ms=100)
+    ours = ask("gaps", [export], min_gap_ms=100).rows
+    assert _ours(ours) == _theirs(ref) and len(ours) == 4
+
+
+def _gap_export(path, *, overhead: bool) -> Synth:
+    """Two kernels 10 ms apart on one device (a gap), and a synchronize in flight when it
+    starts; optionally a CUDA profiling overhead inside the gap, written as nsys does."""
+    s = Synth()
+    s.range("train", 0, 40_000_000)
+    s.kernel("k1", 1_000_000, 2_000_000, launch=(500_000, 600_000))
+    s.call("cudaStreamSynchronize_v3020", 700_000, 2_100_000)
+    s.kernel("k2", 12_000_000, 13_000_000, launch=(11_000_000, 11_100_000))
+    s.kernel("k3", 30_000_000, 31_000_000, launch=(29_000_000, 29_100_000))
+    s.write(path)
+    if overhead:
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("CREATE TABLE PROFILER_OVERHEAD (start INTEGER, end INTEGER, "
+                         "globalTid INTEGER, nameId INTEGER)")
+            name = len(s.strings)
+            conn.execute("INSERT INTO StringIds VALUES (?, "
+                         "'CUDA profiling data flush overhead')", (name,))
+            conn.execute("INSERT INTO PROFILER_OVERHEAD VALUES (?, ?, ?, ?)",
+                         (15_000_000, 20_000_000, gtid(1, 3), name))
+        conn.close()
+    return s
+
+
+@pytest.mark.parametrize("overhead", [False, True])
+def test_profiling_overhead_is_busy_as_gpu_starv(overhead, nsys_bin, tmp_path):
+    export = tmp_path / "gap.sqlite"
+    _gap_export(export, overhead=overhead)
+    ref, _ = gpu_starv(nsys_bin, export, tmp_path, gap_ms=1)
+    ours = ask("gaps", [export], min_gap_ms=1).rows
+    assert _ours(ours) == _theirs(ref)
+    if overhead:  # the 17 ms gap is cut in two by nsys's flush: 3 ms and 10 ms
+        assert [(r["start_ns"], r["duration_ns"]) for r in ours] == [
+            (2_000_000, 10_000_000), (20_000_000, 10_000_000), (13_000_000, 2_000_000)]
+        assert ours[1]["before_kernel"] == "CUDA profiling overhead"
+    else:
+        assert [r["duration_ns"] for r in ours] == [17_000_000, 10_000_000]
+
+
+def test_causes_on_a_synthetic_export(tmp_path):
+    export = tmp_path / "gap.sqlite"
+    _gap_export(export, overhead=False)
+    rows = {r["start_ns"]: r for r in ask("gaps", [export], min_gap_ms=1).rows}
+    sync = rows[2_000_000]
+    assert (sync["cause"], sync["api"], sync["range"]) == ("sync", "cudaStreamSynchronize",
+                                                           "train")
+    assert (sync["before_kernel"], sync["after_kernel"]) == ("k1", "k2")
+    idle = rows[13_000_000]
+    assert (idle["cause"], idle["api"], idle["range"]) == ("cpu", None, "train")
+
+
+def test_gaps_outside_the_api_records_have_no_cause(tmp_path):
+    """A trimmed export: kernels without launch rows, and a gap where no CUDA API call was
+    recorded in the process; the answer says so."""
+    s = Synth()
+    s.kernel("k1", 1_000_000, 2_000_000, launch=None)
+    s.kernel("k2", 5_000_000, 6_000_000, launch=None)
+    s.kernel("k3", 9_000_000, 10_000_000, launch=(8_000_000, 8_100_000))
+    report = ask("gaps", [s.write(tmp_path / "t.sqlite")], min_gap_ms=1)
+    assert [(r["start_ns"], r["cause"]) for r in report.rows] == [
+        (2_000_000, "unknown"), (6_000_000, "unknown")]
+    notes = " ".join(report.notes)
+    assert "2 of 3 GPU operations have no launch record" in notes
+    assert "2 gaps start where no CUDA API call was recorded" in notes
+
+
+def test_ddp_gaps_and_their_causes(fx):
+    """The issue's 909 ms gap on device 1, and where the two processes were."""
+    report = ask("gaps", [fx(DDP)], min_gap_ms=100)
+    top = report.rows[0]
+    assert (top["pid"], top["device"], top["duration_ns"], top["start_ns"]) == (
+        13097, 1, 909201923, 4904305219)
+    assert (top["cause"], top["api"], top["range"]) == ("cpu", None, "warmup")
+    assert top["before_kernel"].startswith("ncclDevKernel_AllReduce_Sum_u64")
+    assert [(r["device"], r["duration_ns"]) for r in report.rows] == [
+        (1, 909201923), (0, 769718246), (1, 136273394), (0, 123454128)]
+    assert report.notes[0].startswith("4 gaps longer than 100 ms: 1.939 s in all")
+    within = ask("gaps", [fx(DDP)], min_gap_ms=100, within="forward pass").rows
+    assert [r["duration_ns"] for r in within] == [136273394, 123454128]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_gaps_read_at_80_and_120_columns(width, cli, fx, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(width))
+    res = cli("gaps", fx(DDP), "--top", "3")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert all(len(ln) <= width for ln in lines)
+    assert "909.202 ms" in res.stdout and "3 of 126 gaps" in res.stdout
+
+
+def test_without_runtime_or_nvtx_the_answer_says_so(tmp_path):
+    s = Synth()
+    s.kernel("k1", 1_000_000, 2_000_000, launch=None)
+    s.kernel("k2", 5_000_000, 6_000_000, launch=None)
+    path = s.write(tmp_path / "k.sqlite")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    conn.close()
+    report = ask("gaps", [path], min_gap_ms=1)
+    assert [r["cause"] for r in report.rows] == ["unknown"]
+    notes = " ".join(report.notes)
+    assert "--trace=cuda" in notes and "--trace=cuda,nvtx" in notes
