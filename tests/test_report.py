@@ -258,8 +258,8 @@ def test_report_shows_the_module_tree(tmp_path, cli):
     page = out.read_text()
     tags = assert_self_contained(page)
     assert [a["href"] for t, a in tags.tags if t == "a"][:3] == [
-        "#headline", "#modules", "#kernels"]
-    section = page[page.index('<section id="modules">'):page.index('<section id="kernels">')]
+        "#headline", "#modules", "#gpus"]
+    section = page[page.index('<section id="modules">'):page.index('<section id="gpus">')]
     assert "<h2>Module tree</h2>" in section
     heads = [h for h in parse(section).text if h.strip()]
     assert heads[heads.index("range"):heads.index("range") + 7] == [

@@ -1,5 +1,6 @@
 """Per-device GPU time (``gpus``): against interval arithmetic written here, independently (a
-sweep over sorted start/end events in plain Python), on every fixture with GPU operations;
+sweep over sorted start/end events in plain Python), on every fixture with GPU operations
+(kernels, memory operations and whole CUDA graph launches);
 the DDP capture's numbers; ``--within`` windows; the check rules; the report page's section."""
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ OPS_SQL = {  # (start, end, pid, device, kernel name or None) of every GPU opera
     "CUPTI_ACTIVITY_KIND_MEMSET":
         "SELECT start, end, (globalPid >> 24) & 16777215, deviceId, NULL "
         "FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    # a launch of a whole CUDA graph is GPU work too: a kernel named after its graph
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE":
+        "SELECT start, end, (globalPid >> 24) & 16777215, deviceId, 'CUDA graph ' || graphId "
+        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
 }
 
 
