@@ -1,9 +1,9 @@
 """GPU operations: everything a GPU runs that nsys records as one interval, in one value.
 
-Kernels, memcpy and memset rows today (what nsys's ``gpu-starv`` rule and ``nvtxgpuproj``
-report count as GPU operations); another kind (CUDA graph launches) joins here, and every
-question about GPU time (``gpus``, ``gaps``, ``ranges --instances``, the timeline) takes its
-operations from ``gpu_ops``.
+Kernels, memcpy and memset rows (what nsys's ``gpu-starv`` rule and ``nvtxgpuproj`` report
+count as GPU operations), and the launches of whole CUDA graphs, which the trace counts as
+kernels (``nsys_parsers.graphs``; nsys's rules leave them out). Every question about GPU time
+(``gpus``, ``gaps``, ``ranges --instances``, the timeline) takes its operations from here.
 
 Each operation keeps its process (pid, not globalPid), device, stream, kind, its row in its
 source (``Kernels`` or ``MemOps``), the kernel's name code (-1 for others), its correlationId
