@@ -210,6 +210,22 @@ def test_bad_rules_file(tmp_path, synth_export, cli):
     assert_error(res, "nonsense")
 
 
+def test_output_goes_into_new_folders_or_says_why_not(tmp_path, synth_export, cli):
+    """-o results/run1/x.csv makes the folders; a path that cannot be written is an error
+    naming it (no traceback), for the tables and for the report page with its PNGs."""
+    out = tmp_path / "results" / "run1" / "kernels.csv"
+    assert cli("kernels", synth_export, "-f", "csv", "-o", out).exit_code == 0
+    assert out.read_text().startswith("name,")
+    page = tmp_path / "pages" / "run.md"
+    assert cli("report", synth_export, "-o", page).exit_code == 0
+    assert page.is_file() and any(p.suffix == ".png" for p in page.parent.iterdir())
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for command in ("kernels", "report"):
+        res = cli(command, synth_export, "-o", blocked / "x.html")
+        assert_error(res, f"cannot create the folder of --output {blocked / 'x.html'}")
+
+
 def test_commands_never_modify_the_export(tmp_path, cli, fx):
     src = fx("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")
     copy = tmp_path / "copy.sqlite"

@@ -27,7 +27,9 @@ from profile_cli.commands.output import (
     emit_report,
     open_session,
     option_group,
+    output_folder,
     output_options,
+    write_bytes,
 )
 from reports.analysis import Analysis, Param
 from reports.options import GRAPH_ATTRIBUTIONS, MERGE_MODES, AnalysisOptions
@@ -256,7 +258,7 @@ def _report(
     from reports.render import Rendered
 
     fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")
-    output = output or Path(f"report.{fmt}")
+    output = output_folder(output or Path(f"report.{fmt}"))
     page = build_report(target, analysis, AttentionShape(**shape), top=top,
                         opener=open_session)
     if fmt == "html":
@@ -268,9 +270,9 @@ def _report(
         from reports.page.model import page_markdown
 
         text, files = page_markdown(page, output.stem)
-        for name, data in files.items():
-            (output.parent / name).write_bytes(data)
         emit(Rendered(text=text), output)
+        for name, data in files.items():
+            write_bytes(output.parent / name, data)
         extra = f" and {len(files)} PNG file(s) beside it"
     sys.stderr.write(f"wrote {output}{extra} ({len(page.figures())} plot(s))\n")
 

@@ -85,8 +85,46 @@ def output_width(output: Path | None = None) -> int:
     return PIPE_WIDTH
 
 
+def output_folder(output: Path) -> Path:
+    """Make the folder ``output`` goes in (``-o results/run1/kernels.csv``); BadOption when
+    that cannot be done or ``output`` is a folder."""
+    from nsys_parsers.errors import BadOption
+
+    if output.is_dir():
+        raise BadOption(f"--output {output} is a folder: give a file name inside it.")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadOption(f"cannot create the folder of --output {output}: {exc.strerror}; "
+                        f"choose a writable path.") from None
+    return output
+
+
 def emit(rendered: Rendered, output: Path | None) -> None:
     """Write rendered output to stdout or a file; the only place commands print results."""
+    from nsys_parsers.errors import BadOption
+
+    if output is None:
+        _write(rendered, None)
+        return
+    try:
+        _write(rendered, output_folder(output))
+    except OSError as exc:
+        raise BadOption(f"cannot write --output {output}: {exc.strerror}; choose a writable "
+                        f"path.") from None
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write a file beside the output (the PNGs of a markdown page)."""
+    from nsys_parsers.errors import BadOption
+
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise BadOption(f"cannot write {path}: {exc.strerror}; choose a writable path.") from None
+
+
+def _write(rendered: Rendered, output: Path | None) -> None:
     from rich.console import Console
 
     if rendered.text is not None:
@@ -186,6 +224,10 @@ class OutputSpec:
     output: Optional[Path] = None
     top: Optional[int] = None
     wide: bool = False
+
+    def __post_init__(self) -> None:
+        if self.output is not None:  # before the work, not after it
+            output_folder(self.output)
 
     @property
     def width(self) -> int:

@@ -532,7 +532,7 @@ def test_fixture_kernel_names() -> None:
 
 
 def test_docs_example_loads(tmp_path: Path) -> None:
-    doc = Path(__file__).resolve().parents[1] / "docs" / "CATEGORIES.md"
+    doc = Path(__file__).resolve().parents[2] / "docs" / "CATEGORIES.md"
     if not doc.is_file():
         pytest.skip("docs/CATEGORIES.md not present")
     example = doc.read_text(encoding="utf-8").split("```toml\n", 1)[1].split("```", 1)[0]
