@@ -623,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="shallow (the fastvideo fixture), nested (nested_export.py), ddp "
                          "(ddp_export.py)")
     ap.add_argument("--questions", default="nvtx,kernels,ranges,dominant",
-                    help="nvtx, kernels, ranges, dominant (default: all)")
+                    help="nvtx, kernels, ranges, dominant (default), and issue 28's gpus, "
+                         "gaps, launches, instances, collectives")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs per nsys-mine command and gpukernsum (default 3)")
     ap.add_argument("--nvtxkernsum-repeat", type=int, default=0,
