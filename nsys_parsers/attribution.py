@@ -28,7 +28,7 @@ from nsys_parsers.kernels import Kernels
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import ATTRIBUTIONS
 
-__all__ = ["ATTRIBUTIONS", "Pairs", "attribute", "innermost", "pairs"]
+__all__ = ["ATTRIBUTIONS", "Pairs", "attribute", "innermost", "launching_share", "pairs"]
 
 
 @dataclass
@@ -89,6 +89,16 @@ def pairs(kernels: Kernels, ranges: Ranges, chunk: int = 1 << 20) -> Pairs:
     if not out_r:
         return empty
     return Pairs(range_idx=np.concatenate(out_r), kernel_idx=np.concatenate(out_k))
+
+
+def launching_share(kernels: Kernels, ranges: Ranges, sample: int = 2048) -> float:
+    """The share of ``ranges`` that launch a kernel (have attribution pairs), estimated on
+    ``sample`` ranges evenly spaced in table order: known before the pairs of all ranges."""
+    n = len(ranges)
+    if n == 0:
+        return 0.0
+    pick = sorted_unique(np.linspace(0, n - 1, num=min(sample, n)).astype(np.int64))
+    return sorted_unique(pairs(kernels, ranges.take(pick)).range_idx).size / pick.size
 
 
 def innermost(p: Pairs, ranges: Ranges) -> Pairs:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,7 @@ class ColumnCache:
         self.limit = cache_limit_bytes() if limit_bytes is None else limit_bytes
         name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         self.dir = self.root / name
+        self._writer: threading.Thread | None = None
 
     @classmethod
     def for_export(cls, export: Any) -> ColumnCache | None:
@@ -148,10 +150,32 @@ class ColumnCache:
         self._touch()
         return Item(array=array, strings=strings, meta=entry.get("meta") or {})
 
-    def put(self, items: dict[str, Item]) -> None:
-        """Store items (under new file names), then the manifest that names them."""
+    def put(self, items: dict[str, Item], background: bool = False) -> None:
+        """Store items (under new file names), then the manifest that names them;
+        ``background``: on a writer thread while the caller goes on (one write at a time,
+        in order; ``flush()`` waits for them)."""
         if not items:
             return
+        if not background:
+            self.flush()
+            self._write(items)
+            return
+        previous = self._writer
+
+        def write() -> None:
+            if previous is not None:
+                previous.join()
+            self._write(items)
+        self._writer = threading.Thread(target=write, name="nsys-mine-cache")
+        self._writer.start()
+
+    def flush(self) -> None:
+        """Wait until every ``put`` is written."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+
+    def _write(self, items: dict[str, Item]) -> None:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             token = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -182,8 +206,8 @@ class ColumnCache:
                         (self.dir / f).unlink(missing_ok=True)
             self._touch()
             evict(self.root, self.limit, keep=self.dir)
-        except OSError:
-            return  # an unwritable cache folder means no caching, never a failed report
+        except Exception:  # an unwritable cache folder means no caching, never a failure
+            return
 
     def _touch(self) -> None:
         try:

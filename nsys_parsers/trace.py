@@ -39,7 +39,13 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import factorize, sorted_unique
-from nsys_parsers.attribution import ATTRIBUTIONS, Pairs, attribute, innermost
+from nsys_parsers.attribution import (
+    ATTRIBUTIONS,
+    Pairs,
+    attribute,
+    innermost,
+    launching_share,
+)
 from nsys_parsers.cache import ColumnCache, Item
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
@@ -111,6 +117,7 @@ class Trace:
         self._ranges: Ranges | None = None
         self._pairs: dict[str, Pairs] = {}
         self._reader: Reader | None = None
+        self._names_scan: TextColumn | None = None  # every range's name key, being read
 
     # -- what the export holds -------------------------------------------------------------
     @property
@@ -250,7 +257,7 @@ class Trace:
         if "ranges" in want:
             need("nvtx", *NVTX)
         scan_names = "names" in want and not self._complete_names()
-        if scan_names:
+        if scan_names and self._names_scan is None:
             reads.setdefault("nvtx", set()).add("key")
         if "memops" in want:
             for prefix, table in (("memcpy", MEMCPY_TABLE), ("memset", MEMSET_TABLE)):
@@ -283,10 +290,13 @@ class Trace:
             names, codes = kernel_names(strings, ids)
             self._keep("api.name_code", codes, names, stored)
         if scan_names:
+            if self._names_scan is not None:  # started by pairs(): read meanwhile
+                self._cols["nvtx.key"], self._strings["nvtx.key"] = self._names_scan.result()
+                self._names_scan = None
             codes, keys = self._cols.pop("nvtx.key"), self._strings.pop("nvtx.key")
             self._set_names(self._names_from_keys(codes, keys), stored)
         if self.cache is not None:
-            self.cache.put(stored)
+            self.cache.put(stored, background=True)
 
     def _item(self, name: str) -> np.ndarray | None:
         """A column held, or taken from the cache (None: neither)."""
@@ -410,7 +420,7 @@ class Trace:
         stored: dict[str, Item] = {}
         self._keep("capture_end", np.array([max(ends)], dtype=np.int64), None, stored)
         if self.cache is not None:
-            self.cache.put(stored)
+            self.cache.put(stored, background=True)
         return max(ends)
 
     @property
@@ -486,13 +496,24 @@ class Trace:
         stored: dict[str, Item] = {}
         self._set_names(union(have, names) if have is not None else names, stored)
         if self.cache is not None:
-            self.cache.put(stored)
+            self.cache.put(stored, background=True)
         assert self._names is not None
         return self._names
 
     def _set_names(self, names: RangeNames, stored: dict[str, Item]) -> None:
         self._names = names
         self._keep("nvtx.names", names.code, names.names, stored)
+
+    def _scan_names_ahead(self, kernels: Kernels, ranges: Ranges) -> None:
+        """Start reading every range's name on the reader threads while the pairs are
+        computed, when the names of the ranges that launch kernels, asked next, will come
+        from one scan anyway (more than FULL_SCAN_SHARE of a sample of ranges launch one)."""
+        if (self._names_scan is not None or self._held_names() is not None
+                or launching_share(kernels, ranges) <= FULL_SCAN_SHARE):
+            return
+        self._names_scan = self.reader().text_column(
+            Q.NVTX_ROWS.sql(self.export, ["key"]), Q.alias("key"),
+            rowid_chunks(self.export.db, Q.NVTX_ROWS.table))
 
     def _names_from_keys(self, codes: np.ndarray, keys: list[str]) -> RangeNames:
         """Names of every range from the key code of every NVTX row read."""
@@ -563,13 +584,15 @@ class Trace:
                 ranges = self.ranges
                 kernels = self.kernels if graphs == "launch" else self.capture_kernels()
                 assert kernels is not None and ranges is not None
+                if mode != "innermost":
+                    self._scan_names_ahead(kernels, ranges)
                 p = (innermost(self.pairs("all", graphs), ranges) if mode == "innermost"
                      else attribute(kernels, ranges, mode))
                 stored: dict[str, Item] = {}
                 self._keep(f"pairs.{key}.range", p.range_idx, None, stored)
                 self._keep(f"pairs.{key}.kernel", p.kernel_idx, None, stored)
                 if self.cache is not None:
-                    self.cache.put(stored)
+                    self.cache.put(stored, background=True)
                 self._pairs[key] = p
         return self._pairs[key]
 
@@ -614,3 +637,5 @@ class Trace:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        if self.cache is not None:
+            self.cache.flush()
