@@ -165,7 +165,10 @@ class ColumnCache:
         def write() -> None:
             if previous is not None:
                 previous.join()
-            self._write(items)
+            try:
+                self._write(items)
+            except Exception:  # a failed write means no caching, never a traceback
+                pass
         self._writer = threading.Thread(target=write, name="nsys-mine-cache")
         self._writer.start()
 
@@ -206,8 +209,8 @@ class ColumnCache:
                         (self.dir / f).unlink(missing_ok=True)
             self._touch()
             evict(self.root, self.limit, keep=self.dir)
-        except Exception:  # an unwritable cache folder means no caching, never a failure
-            return
+        except OSError:
+            return  # an unwritable cache folder means no caching, never a failed report
 
     def _touch(self) -> None:
         try:

@@ -291,9 +291,9 @@ class Trace:
             self._keep("api.name_code", codes, names, stored)
         if scan_names:
             if self._names_scan is not None:  # started by pairs(): read meanwhile
-                self._cols["nvtx.key"], self._strings["nvtx.key"] = self._names_scan.result()
-                self._names_scan = None
-            codes, keys = self._cols.pop("nvtx.key"), self._strings.pop("nvtx.key")
+                (codes, keys), self._names_scan = self._names_scan.result(), None
+            else:
+                codes, keys = self._cols.pop("nvtx.key"), self._strings.pop("nvtx.key")
             self._set_names(self._names_from_keys(codes, keys), stored)
         if self.cache is not None:
             self.cache.put(stored, background=True)
