@@ -53,6 +53,10 @@ class GpuOps:
         return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
                                 if getattr(self, f.name) is not None})
 
+    def recorded(self) -> GpuOps:
+        """The operations with a timestamp: nsys's gpu-starv leaves out those at 0."""
+        return self.take(np.flatnonzero(self.start > 0))
+
     def as_launched(self) -> Kernels:
         """The operations shaped as ``Kernels`` (no names), for the attribution of
         ``nsys_parsers.attribution``, which looks only at the launches."""

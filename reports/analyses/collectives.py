@@ -128,8 +128,7 @@ def _payload_sizes(s: Session, rowids: np.ndarray) -> list[int | None]:
 def collectives_report(s: Session) -> Report:
     """One row per collective kind with kernels or calls, by kernel time."""
     s.require_kernels("NCCL collectives")
-    ops = require_gpu_ops(s, "NCCL collectives")
-    ops = ops.take(np.flatnonzero(ops.start > 0))
+    ops = require_gpu_ops(s, "NCCL collectives").recorded()
     comm = communication_mask(s, ops)
     k = s.trace.kernels
     assert k is not None

@@ -36,7 +36,7 @@ from nsys_parsers.intervals import holes, open_at_grouped, span
 from nsys_parsers.kernels import api_base_name
 from nsys_parsers.ranges import pid_of
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analyses.gpus import require_gpu_ops
+from reports.analyses.gpus import recorded_ops, require_gpu_ops
 from reports.analysis import Analysis, Param
 from reports.render import View, human_ns
 from reports.report import Report, rows_of
@@ -122,12 +122,7 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     ops = require_gpu_ops(s, "GPU gaps")
     ops = s.gpu_ops(launches=has_api) or ops
     notes: list[str] = []
-    recorded = ops.start > 0
-    if not recorded.all():
-        notes.append(f"{int((~recorded).sum())} GPU operations without a timestamp are left "
-                     f"out (as nsys's gpu-starv does).")
-    keep = np.flatnonzero(recorded)
-    sub = ops.take(keep)
+    sub = recorded_ops(ops, notes)
     gid, (pids, devices) = group_ids(sub.pid, sub.device)
     n = pids.size
     first, last = span(gid, sub.start, sub.end, n)

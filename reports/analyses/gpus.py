@@ -86,6 +86,15 @@ def require_gpu_ops(s: Session, purpose: str) -> GpuOps:
     return ops
 
 
+def recorded_ops(ops: GpuOps, notes: list[str]) -> GpuOps:
+    """``ops`` with a timestamp (``GpuOps.recorded``); ``notes`` gets how many were left out."""
+    kept = ops.recorded()
+    if len(kept) < len(ops):
+        notes.append(f"{len(ops) - len(kept)} GPU operations without a timestamp are left "
+                     f"out (as nsys's gpu-starv does).")
+    return kept
+
+
 def communication_mask(s: Session, ops: GpuOps) -> np.ndarray:
     """Which operations are communication kernels (the ``communication`` category)."""
     k = s.trace.kernels
@@ -119,13 +128,8 @@ def _windows(s: Session, range_name: str, pids: np.ndarray) -> tuple[Intervals, 
 def utilization(s: Session, window_range: str | None = None) -> Utilization:
     """Busy, idle, communication and overlap per (process, device), over each group's span or
     inside the instances of ``window_range``."""
-    ops = require_gpu_ops(s, "per-device GPU time")
     notes: list[str] = []
-    recorded = ops.start > 0
-    if not recorded.all():
-        notes.append(f"{int((~recorded).sum())} GPU operations without a timestamp are left "
-                     f"out (as nsys's gpu-starv does).")
-        ops = ops.take(recorded)
+    ops = recorded_ops(require_gpu_ops(s, "per-device GPU time"), notes)
     comm_mask = communication_mask(s, ops)
     gid, (pid, device) = group_ids(ops.pid, ops.device)
     n = pid.size
@@ -313,8 +317,7 @@ class InstanceUtilization:
 def instance_utilization(s: Session, range_name: str | None) -> InstanceUtilization:
     """Per instance of ``range_name`` (None: the whole span) and device of its process: how
     much of it the device is idle and how much of its communication is exposed."""
-    ops = require_gpu_ops(s, "GPU utilization")
-    ops = ops.take(np.flatnonzero(ops.start > 0))
+    ops = require_gpu_ops(s, "GPU utilization").recorded()
     comm = communication_mask(s, ops)
     gid, (pids, _) = group_ids(ops.pid, ops.device)
     if range_name is None:

@@ -77,7 +77,7 @@ def timeline_panels(s: Any) -> tuple[list[Panel], int]:
     ops = s.gpu_ops(launches=bool(s.trace.has_api))
     if ops is None or not len(ops):
         return [], 0
-    ops = ops.take(np.flatnonzero(ops.start > 0))
+    ops = ops.recorded()
     gid, (pids, devices) = group_ids(ops.pid, ops.device)
     busy = np.bincount(gid, weights=ops.end - ops.start, minlength=pids.size)
     chosen = sorted(np.argsort(-busy, kind="stable")[:MAX_PANELS].tolist())
