@@ -28,23 +28,21 @@ shape, so ``nsys stats`` 2022.4 reads the result. Deterministic for a given seed
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import sqlite3
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nested_export import (  # noqa: E402
-    ACTIVITY,
     TEMPLATE,
     VM,
     Capture,
     Op,
-    _short,
     backward_layer,
+    finish,
     forward_layer,
+    open_copy,
+    write_calls,
 )
 
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm *, unsigned long, ncclWork *)"
@@ -94,23 +92,7 @@ class DdpCapture(Capture):
 def build(dst: Path, *, steps: int, layers: int, seed: int,
           template: Path = TEMPLATE) -> dict[str, int]:
     dst = Path(dst)
-    tmp = dst.with_name(dst.name + ".partial")
-    tmp.unlink(missing_ok=True)
-    src = sqlite3.connect(f"file:{quote(str(template.resolve()))}?mode=ro", uri=True)
-    out = sqlite3.connect(tmp, isolation_level=None)
-    src.backup(out)
-    src.close()
-    out.execute("PRAGMA journal_mode = OFF")
-    out.execute("PRAGMA synchronous = OFF")
-    out.execute("BEGIN")
-    tables = {r[0] for r in out.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    k_template = dict(zip([d[1] for d in out.execute(
-        "PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")], out.execute(
-        "SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone(), strict=True))
-    for t in ACTIVITY:
-        if t in tables:
-            out.execute(f"DELETE FROM {t}")
-    strings = {v: i for i, v in out.execute("SELECT id, value FROM StringIds")}
+    out, tmp, k_template, strings = open_copy(template, dst)
     cap = DdpCapture(random.Random(seed), strings, max(strings.values()) + 1)
     cap.streams = {}
     domains = []
@@ -167,44 +149,18 @@ def build(dst: Path, *, steps: int, layers: int, seed: int,
                              VM | pid << 24 | main, 0))
             t = max(t, cap.gpu_free.get(pid, 0)) + 50_000
 
-    kcols = list(k_template)
-    rows = []
-    by_id = {i: v for v, i in cap.strings.items()}
-    for i, (start, end, pid, corr, nid) in enumerate(cap.kernels):
-        row = dict(k_template, start=start, end=end, correlationId=corr,
-                   globalPid=VM | pid << 24, deviceId=pid - 4_001, demangledName=nid,
-                   shortName=cap.string(_short(by_id[nid])), mangledName=nid,
-                   streamId=cap.streams.get(i, COMPUTE_STREAM))
-        for c in ("qmdBulkReleaseDone", "qmdPreexitDone", "qmdLastCtaDone"):
-            if c in row:
-                row[c] = None
-        rows.append(tuple(row[c] for c in kcols))
-    out.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(kcols)}) "
-                    f"VALUES ({', '.join('?' * len(kcols))})", rows)
-    out.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, \"end\", eventClass, "
-                    "globalTid, correlationId, nameId, returnValue) VALUES (?, ?, 0, ?, ?, ?, 0)",
-                    cap.runtime)
+    write_calls(out, cap, k_template, first_pid=4_001, streams={
+        i: cap.streams.get(i, COMPUTE_STREAM) for i in range(len(cap.kernels))})
     nvtx = [r if len(r) == 7 else (*r, 0) for r in cap.nvtx]  # the model's ranges: no domain
     nvtx += [(t, None, 75, "NCCL", None, gtid, NCCL_DOMAIN) for t, gtid in domains]
     out.executemany("INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, textId, "
                     "globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?, ?)", sorted(
                         nvtx, key=lambda r: (r[0], r[2])))
-    out.execute("DELETE FROM StringIds")
-    out.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)",
-                    [(i, v) for v, i in cap.strings.items()])
-    out.execute("COMMIT")
-    out.execute("VACUUM")
-    counts = {t: out.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                        "NVTX_EVENTS")}
-    counts["NCCL-domain ranges"] = out.execute(
-        "SELECT count(*) FROM NVTX_EVENTS WHERE domainId = ? AND eventType = 59",
-        (NCCL_DOMAIN,)).fetchone()[0]
-    counts["launching threads"] = out.execute(
-        "SELECT count(DISTINCT globalTid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    out.close()
-    os.replace(tmp, dst)
-    return counts
+    return finish(out, tmp, dst, cap, {
+        "NCCL-domain ranges": ("SELECT count(*) FROM NVTX_EVENTS WHERE domainId = ? "
+                               "AND eventType = 59", (NCCL_DOMAIN,)),
+        "launching threads": ("SELECT count(DISTINCT globalTid) FROM "
+                              "CUPTI_ACTIVITY_KIND_RUNTIME", ())})
 
 
 def main(argv: list[str] | None = None) -> int:

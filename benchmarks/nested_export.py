@@ -36,6 +36,7 @@ import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,9 +194,11 @@ class Capture:
         return t
 
 
-def build(dst: Path, *, steps: int, layers: int, seed: int,
-          template: Path = TEMPLATE) -> dict[str, int]:
-    dst = Path(dst)
+def open_copy(template: Path, dst: Path) -> tuple[sqlite3.Connection, Path, dict[str, Any],
+                                                 dict[str, int]]:
+    """``DST.partial``: a copy of ``template`` with its activity tables emptied, in an open
+    transaction. Returns it, its path, a kernel row of the template (column -> value) and the
+    template's strings (value -> id)."""
     tmp = dst.with_name(dst.name + ".partial")
     tmp.unlink(missing_ok=True)
     src = sqlite3.connect(f"file:{quote(str(template.resolve()))}?mode=ro", uri=True)
@@ -213,6 +216,56 @@ def build(dst: Path, *, steps: int, layers: int, seed: int,
         if t in tables:
             out.execute(f"DELETE FROM {t}")
     strings = {v: i for i, v in out.execute("SELECT id, value FROM StringIds")}
+    return out, tmp, k_template, strings
+
+
+def write_calls(out: sqlite3.Connection, cap: Capture, k_template: dict[str, Any],
+                first_pid: int, streams: dict[int, int] | None = None) -> None:
+    """The capture's kernels (on device ``pid - first_pid``; on stream ``streams[i]`` of the
+    i-th kernel where given, else the template's) and its runtime calls."""
+    kcols = list(k_template)
+    rows = []
+    by_id = {i: v for v, i in cap.strings.items()}
+    for i, (start, end, pid, corr, nid) in enumerate(cap.kernels):
+        row = dict(k_template, start=start, end=end, correlationId=corr,
+                   globalPid=VM | pid << 24, deviceId=pid - first_pid, demangledName=nid,
+                   shortName=cap.string(_short(by_id[nid])), mangledName=nid)
+        if streams is not None:
+            row["streamId"] = streams[i]
+        for c in ("qmdBulkReleaseDone", "qmdPreexitDone", "qmdLastCtaDone"):
+            if c in row:
+                row[c] = None
+        rows.append(tuple(row[c] for c in kcols))
+    out.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(kcols)}) "
+                    f"VALUES ({', '.join('?' * len(kcols))})", rows)
+    out.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, \"end\", eventClass, "
+                    "globalTid, correlationId, nameId, returnValue) VALUES (?, ?, 0, ?, ?, ?, 0)",
+                    cap.runtime)
+
+
+def finish(out: sqlite3.Connection, tmp: Path, dst: Path, cap: Capture,
+           extra: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[str, int]:
+    """Write the strings, commit, compact and rename to ``dst``. Returns the row counts of the
+    activity tables and of ``extra`` (label -> a counting query and its parameters)."""
+    out.execute("DELETE FROM StringIds")
+    out.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)",
+                    [(i, v) for v, i in cap.strings.items()])
+    out.execute("COMMIT")
+    out.execute("VACUUM")
+    counts = {t: out.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                        "NVTX_EVENTS")}
+    for label, (sql, params) in extra.items():
+        counts[label] = out.execute(sql, params).fetchone()[0]
+    out.close()
+    os.replace(tmp, dst)
+    return counts
+
+
+def build(dst: Path, *, steps: int, layers: int, seed: int,
+          template: Path = TEMPLATE) -> dict[str, int]:
+    dst = Path(dst)
+    out, tmp, k_template, strings = open_copy(template, dst)
     cap = Capture(random.Random(seed), strings, max(strings.values()) + 1)
 
     base = 155_000_000_000
@@ -243,37 +296,11 @@ def build(dst: Path, *, steps: int, layers: int, seed: int,
                              VM | pid << 24 | main))
             t = max(t, cap.gpu_free.get(pid, 0)) + 50_000
 
-    kcols = list(k_template)
-    rows = []
-    by_id = {i: v for v, i in cap.strings.items()}
-    for start, end, pid, corr, nid in cap.kernels:
-        row = dict(k_template, start=start, end=end, correlationId=corr,
-                   globalPid=VM | pid << 24, deviceId=pid - 3_001, demangledName=nid,
-                   shortName=cap.string(_short(by_id[nid])), mangledName=nid)
-        for c in ("qmdBulkReleaseDone", "qmdPreexitDone", "qmdLastCtaDone"):
-            if c in row:
-                row[c] = None
-        rows.append(tuple(row[c] for c in kcols))
-    out.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(kcols)}) "
-                    f"VALUES ({', '.join('?' * len(kcols))})", rows)
-    out.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, \"end\", eventClass, "
-                    "globalTid, correlationId, nameId, returnValue) VALUES (?, ?, 0, ?, ?, ?, 0)",
-                    cap.runtime)
+    write_calls(out, cap, k_template, first_pid=3_001)
     out.executemany("INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, textId, "
                     "globalTid) VALUES (?, ?, ?, ?, ?, ?)", sorted(cap.nvtx))
-    out.execute("DELETE FROM StringIds")
-    out.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)",
-                    [(i, v) for v, i in cap.strings.items()])
-    out.execute("COMMIT")
-    out.execute("VACUUM")
-    counts = {t: out.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                        "NVTX_EVENTS")}
-    counts["distinct NVTX names"] = out.execute(
-        "SELECT count(DISTINCT ifnull(text, textId)) FROM NVTX_EVENTS").fetchone()[0]
-    out.close()
-    os.replace(tmp, dst)
-    return counts
+    return finish(out, tmp, dst, cap, {"distinct NVTX names": (
+        "SELECT count(DISTINCT ifnull(text, textId)) FROM NVTX_EVENTS", ())})
 
 
 def _short(name: str) -> str:
