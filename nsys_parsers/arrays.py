@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+from typing import Any, TypeVar
+
 import numpy as np
+
+T = TypeVar("T")
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -17,6 +22,16 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def take_rows(value: T, keep: np.ndarray, whole: tuple[str, ...] = ()) -> T:
+    """A dataclass of per-row columns with only the rows at indices (or where the mask is
+    true) ``keep``: every numpy field is taken, but those named in ``whole``; other fields
+    (names, labels, None) are kept as they are. A new value."""
+    obj: Any = value
+    cols = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    return replace(obj, **{k: v[keep] for k, v in cols.items()
+                           if isinstance(v, np.ndarray) and k not in whole})
 
 
 def is_sorted(values: np.ndarray) -> bool:

@@ -12,10 +12,11 @@ and, when asked for, the API call that launched it (thread, start, end; -1 witho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_parsers.arrays import take_rows
 from nsys_parsers.kernels import Kernels, join_launches
 from nsys_parsers.schema import LOW24
 from nsys_parsers.trace import Trace
@@ -50,8 +51,7 @@ class GpuOps:
         return int(self.start.size)
 
     def take(self, keep: np.ndarray) -> GpuOps:
-        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
-                                if getattr(self, f.name) is not None})
+        return take_rows(self, keep)
 
     def recorded(self) -> GpuOps:
         """The operations with a timestamp: nsys's gpu-starv leaves out those at 0."""

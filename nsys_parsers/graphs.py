@@ -13,10 +13,11 @@ counts through its kernels only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_parsers.arrays import take_rows
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.schema import LOW24
 
@@ -52,7 +53,7 @@ class GraphLaunches:
         return int(self.start.size)
 
     def take(self, keep: np.ndarray) -> GraphLaunches:
-        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)})
+        return take_rows(self, keep)
 
 
 def not_recorded_as_nodes(g_pid: np.ndarray, g_corr: np.ndarray, k_pid: np.ndarray | None,

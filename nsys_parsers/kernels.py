@@ -11,11 +11,11 @@ Kernels without a launch row (trimmed exports) are kept, with ``launch_tid == -1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.arrays import sorted_unique, take_rows
 from nsys_parsers.errors import BadOption
 from nsys_parsers.schema import KERNEL_TABLE, LOW24, NAME_COLUMN, NAME_KINDS, Schema
 
@@ -58,9 +58,7 @@ class Kernels:
 
     def take(self, keep: np.ndarray) -> Kernels:
         """The kernels at indices (or where the mask is true) ``keep``: a new value."""
-        arrays = {f.name: getattr(self, f.name)[keep] for f in fields(self)
-                  if isinstance(getattr(self, f.name), np.ndarray)}
-        return replace(self, **arrays)
+        return take_rows(self, keep)
 
 
 def kernel_name_column(export: Schema, name_kind: str) -> tuple[str, list[str]]:
@@ -144,5 +142,4 @@ class ApiCalls:
         return int(self.start.size)
 
     def take(self, keep: np.ndarray) -> ApiCalls:
-        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
-                                if f.name != "names"})
+        return take_rows(self, keep)

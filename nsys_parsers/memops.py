@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
+
+from nsys_parsers.arrays import take_rows
 
 # CUPTI memcpy kinds, for exports without ENUM_CUDA_MEMCPY_OPER (older nsys).
 MEMCPY_KINDS = {
@@ -38,5 +40,4 @@ class MemOps:
         return int(self.start.size)
 
     def take(self, keep: np.ndarray) -> MemOps:
-        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
-                                if f.name != "kind_labels"})
+        return take_rows(self, keep)

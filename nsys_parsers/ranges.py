@@ -12,10 +12,11 @@ start/end range ended on another thread (bit 8) and the domain id (bits 9-48).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_parsers.arrays import take_rows
 from nsys_parsers.schema import LOW24, NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTXT_PUSHPOP
 
 
@@ -38,8 +39,7 @@ class Ranges:
 
     def take(self, keep: np.ndarray) -> Ranges:
         """The ranges at indices (or where the mask is true) ``keep``: a new value."""
-        return replace(self, **{f.name: getattr(self, f.name)[keep] for f in fields(self)
-                                if f.name != "domains"})
+        return take_rows(self, keep, whole=("domains",))
 
 
 def pid_of(global_tid: np.ndarray) -> np.ndarray:
