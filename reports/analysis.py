@@ -22,7 +22,7 @@ from reports.report import Report
 if TYPE_CHECKING:
     from reports.session import Session
 
-INPUTS = ("none", "export", "exports", "two")
+INPUTS = ("none", "export", "exports", "two", "paths")
 # The help panels parameters are shown in.
 READING = "Reading the export"
 VERDICTS = "Verdicts"
@@ -91,7 +91,8 @@ class CheckKey:
 class Analysis:
     """One question (see the module docstring). ``inputs``: ``none`` (no export),
     ``export`` (one), ``exports`` (one or several: one table with a ``config`` column) or
-    ``two`` (``run(a, b, ...)``, b may be None). ``title`` (or ``Report.title``) heads the
+    ``two`` (``run(a, b, ...)``, b may be None) or ``paths`` (``run(paths, options, ...)``:
+    the analysis opens its exports itself, e.g. on Dask workers). ``title`` (or ``Report.title``) heads the
     table; ``exit_code(report, params)`` and ``outputs(report, params, source)`` (files a
     CI gate writes) are for gates."""
 
@@ -153,7 +154,11 @@ class Analysis:
             if s is not None and self.needs:
                 s.load(*self.needs)
         params = self.fill(params)
-        report = self.run(*sessions, **params)
+        return self.finish(self.run(*sessions, **params), params)
+
+    def finish(self, report: Report, params: dict[str, Any]) -> Report:
+        """``report`` with the title, columns and view the declaration gives it."""
+        params = self.fill(params)
         if report.title is None:
             report.title = self.title
         if report.obj is None and (not report.columns or report.view is None):

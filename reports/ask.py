@@ -52,6 +52,8 @@ def ask(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]],
                       **{k: v for k, v in kwargs.items() if k in fields})
     params = {**(params or {}), **{k: v for k, v in kwargs.items() if k not in fields}}
     paths = [Path(s) for s in sources]
+    if a.inputs == "paths":
+        return a.finish(a.run(paths, options, **a.fill(params)), params)
     notes: list[str] = []
     if a.prepare is not None and paths:
         options, notes = a.prepare(options, paths[0])

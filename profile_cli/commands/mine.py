@@ -139,7 +139,7 @@ def analysis_command(a: Analysis) -> Callable[..., None]:
     inputs: list[tuple[str, Any]] = []
     if a.inputs in ("export", "two"):
         inputs = [(a.input_name, ExportArg)]
-    elif a.inputs == "exports":
+    elif a.inputs in ("exports", "paths"):
         inputs = [("exports", ExportsArg)]
 
     def command(**kwargs: Any) -> None:
