@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_parsers.arrays import take_rows
+from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels, join_launches
-from nsys_parsers.schema import LOW24
 from nsys_parsers.trace import Trace
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -66,11 +66,6 @@ class GpuOps:
                        launch_start=self.launch_start, launch_end=self.launch_end)
 
 
-def pid_of_global(global_id: np.ndarray) -> np.ndarray:
-    """The process id of a globalPid or globalTid."""
-    return (global_id >> 24) & LOW24
-
-
 def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
     """Every GPU operation of the export (None: neither kernels nor memory operations were
     traced); ``launches``: with the API call that launched each."""
@@ -114,5 +109,5 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
         parts.append(part)
     cols = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     gpid = cols["pid"]
-    cols["pid"] = np.where(gpid < 0, -1, pid_of_global(gpid))  # -1: no globalPid column
+    cols["pid"] = np.where(gpid < 0, -1, pid_of(gpid))  # -1: no globalPid column
     return GpuOps(**cols)

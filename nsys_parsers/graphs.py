@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_parsers.arrays import take_rows
+from nsys_parsers.ids import global_pid
 from nsys_parsers.kernels import Kernels
-from nsys_parsers.schema import LOW24
 
 GRAPH_NAME_PREFIX = "CUDA graph "
 
@@ -123,7 +123,7 @@ def creation_points(pid: np.ndarray, ids: np.ndarray, rec: dict[str, np.ndarray]
         return out
     table: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     order = np.argsort(rec["start"], kind="stable")[::-1]  # the earliest record written last
-    r_pid = (rec["tid"] & ~np.int64(LOW24)).tolist()
+    r_pid = global_pid(rec["tid"]).tolist()
     for i in order.tolist():
         table[(r_pid[i], int(rec["id"][i]))] = (int(rec["original"][i]), int(rec["tid"][i]),
                                                  int(rec["start"][i]), int(rec["end"][i]))

@@ -17,7 +17,8 @@ import numpy as np
 
 from nsys_parsers.arrays import sorted_unique, take_rows
 from nsys_parsers.errors import BadOption
-from nsys_parsers.schema import KERNEL_TABLE, LOW24, NAME_COLUMN, NAME_KINDS, Schema
+from nsys_parsers.ids import global_pid
+from nsys_parsers.schema import KERNEL_TABLE, NAME_COLUMN, NAME_KINDS, Schema
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def launch_rows(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
     out = np.full(n, -1, dtype=np.int64)
     if n == 0 or r_corr.size == 0:
         return out
-    r_pid = r_tid & ~np.int64(LOW24)
+    r_pid = global_pid(r_tid)
     # small codes for processes, so that (process, correlationId) packs in one int64
     pids = sorted_unique(np.concatenate([sorted_unique(r_pid), sorted_unique(k_pid)]))
     r_code, k_code = np.searchsorted(pids, r_pid), np.searchsorted(pids, k_pid)

@@ -12,6 +12,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
+from nsys_parsers.ids import global_pid
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE, Schema
 
 _VERSION_IN_PATH = re.compile(
@@ -118,7 +119,7 @@ def probe_capture(conn: sqlite3.Connection, schema: Schema) -> tuple[str | None,
             gpid = row[0] if row else None
         if gpid is None and schema.has_column(NVTX_TABLE, "globalTid"):
             row = conn.execute(Q_FIRST_NVTX_TID).fetchone()
-            gpid = (row[0] >> 24) << 24 if row else None
+            gpid = global_pid(int(row[0])) if row else None
         if gpid is not None:
             row = conn.execute(Q_PROCESS_NAME, (gpid,)).fetchone()
             if row and row[0]:

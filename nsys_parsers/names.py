@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.schema import LOW24
+from nsys_parsers.ids import global_pid
 
 # PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
 # "aten::mm, op_id = 318133", "..., sizes = [[4, 64], [64, 64]]".
@@ -148,7 +148,7 @@ def _with_domains(ranges, resolved: list[str], codes: np.ndarray, dom_codes: np.
             seen[key] = len(dom_names)
             dom_names.append(resolved[int(dom_codes[i])])
     domain_of = np.full(len(ranges), -1, dtype=np.int64)
-    pidkey = ranges.tid & ~np.int64(LOW24)
+    pidkey = global_pid(ranges.tid)
     for (did, pk), j in seen.items():
         domain_of[(ranges.domain == did) & (pidkey == pk)] = j
     base = len(resolved) + 1

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_parsers.arrays import take_rows
-from nsys_parsers.schema import LOW24, NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTXT_PUSHPOP
+from nsys_parsers.ids import global_pid
+from nsys_parsers.schema import NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTXT_PUSHPOP
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,6 @@ class Ranges:
         return take_rows(self, keep, whole=("domains",))
 
 
-def pid_of(global_tid: np.ndarray) -> np.ndarray:
-    return (global_tid >> 24) & LOW24
-
-
-def tid_of(global_tid: np.ndarray) -> np.ndarray:
-    return global_tid & LOW24
-
-
 def is_domain_row(flags: np.ndarray) -> np.ndarray:
     """Which NVTX rows read (by their flags) are domain-create rows, not ranges."""
     return (flags & 0xFF) == NVTX_DOMAIN_CREATE
@@ -61,7 +54,7 @@ def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.
     is -1 where a range was never closed)."""
     is_domain = is_domain_row(flags)
     dom = np.flatnonzero(is_domain)
-    domains = np.stack([rowid[dom], flags[dom] >> 9, tid[dom] & ~np.int64(LOW24),
+    domains = np.stack([rowid[dom], flags[dom] >> 9, global_pid(tid[dom]),
                         start[dom]], axis=1)
     if dom.size:
         keep = np.flatnonzero(~is_domain)

@@ -36,9 +36,6 @@ NAME_COLUMN = {"short": "shortName", "demangled": "demangledName", "mangled": "m
 # (nsys nvtx_kern_sum), or only in the deepest one.
 ATTRIBUTIONS = ("all", "innermost")
 
-# The low 24 bits of a globalTid are the thread id, the next 24 the process id.
-LOW24 = 0xFFFFFF
-
 # Which `nsys profile` option produces each table: used in MissingData messages.
 TRACE_HINTS = {
     KERNEL_TABLE: "CUDA kernels were not traced: profile with `nsys profile --trace=cuda`",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.arrays import group_ids
-from nsys_parsers.gpu_ops import pid_of_global
+from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels
 from reports.analysis import Param
 from reports.render import View
@@ -49,7 +49,7 @@ def kernel_keys(k: Kernels, by: str) -> tuple[np.ndarray, list[dict[str, Any]]]:
         code, (dev,) = group_ids(k.device)
         return code, [{"device": d} for d in dev.tolist()]
     if by == "process":
-        pid = np.where(k.pid < 0, -1, pid_of_global(k.pid))
+        pid = np.where(k.pid < 0, -1, pid_of(k.pid))
         code, (p,) = group_ids(pid)
         return code, [{"pid": v} for v in p.tolist()]
     code, (dev, stream) = group_ids(k.device, k.stream)

@@ -22,9 +22,10 @@ import numpy as np
 
 from nsys_parsers.arrays import distinct_pairs, group_ids
 from nsys_parsers.attribution import Pairs
+from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
-from nsys_parsers.ranges import Ranges, pid_of
+from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.analyses.nvtx_kernels import ATTRIBUTION

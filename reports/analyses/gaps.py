@@ -31,10 +31,10 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
-from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps, pid_of_global
+from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps
+from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped, span
 from nsys_parsers.kernels import api_base_name
-from nsys_parsers.ranges import pid_of
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analyses.gpus import recorded_ops, require_gpu_ops
 from reports.analysis import Analysis, Param
@@ -87,7 +87,7 @@ def _overhead(s: Session, pids: np.ndarray, first: np.ndarray, last: np.ndarray
                     dtype=np.int64).reshape(-1, 3)
     if rows.size == 0:
         return empty, empty, empty
-    o_pid = pid_of_global(rows[:, 2])
+    o_pid = pid_of(rows[:, 2])
     groups, starts, ends = [], [], []
     for g, p in enumerate(pids.tolist()):
         inside = (o_pid == p) & (rows[:, 0] > first[g]) & (rows[:, 1] < last[g])

@@ -29,8 +29,8 @@ import numpy as np
 from nsys_parsers.arrays import group_ids
 from nsys_parsers.errors import MissingData
 from nsys_parsers.gpu_ops import KERNEL, GpuOps
+from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import Intervals, intersection, intersection3, span
-from nsys_parsers.ranges import pid_of
 from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
 from reports.analysis import Analysis, CheckKey, Rule, Verdict
 from reports.categories import categorize_many

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.arrays import factorize, group_ids
+from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import api_base_name, launch_rows
-from nsys_parsers.ranges import pid_of, tid_of
 from nsys_parsers.schema import RUNTIME_TABLE
 from reports.analysis import Analysis
 from reports.render import View, human_ns, shorten

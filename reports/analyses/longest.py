@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nsys_parsers.ids import pid_of
 from reports.analysis import Analysis, Param
 from reports.render import View
 from reports.report import Report, r1
@@ -34,7 +35,7 @@ def longest(s: Session, count: int = 100) -> Report:
         r = int(where[i])
         rows.append({"kernel": k.names[k.name_code[i]], "duration_ns": int(k.duration[i]),
                      "start_ns": int(k.start[i]), "device": int(k.device[i]),
-                     "stream": int(k.stream[i]), "pid": int(k.pid[i] >> 24 & 0xFFFFFF),
+                     "stream": int(k.stream[i]), "pid": int(pid_of(k.pid[i])),
                      "range": names.names[names.code[r]] if names and r >= 0 else None,
                      "share_pct": r1(100.0 * k.duration[i] / total) if total else 0.0})
     return Report(rows=rows, columns=COLUMNS, notes=s.notes)

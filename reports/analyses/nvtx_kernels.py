@@ -18,9 +18,10 @@ import numpy as np
 
 from nsys_parsers.arrays import distinct_count, group_ids, sorted_unique
 from nsys_parsers.attribution import ATTRIBUTIONS, Pairs
+from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
-from nsys_parsers.ranges import Ranges, pid_of, tid_of
+from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.render import View

@@ -21,10 +21,11 @@ import numpy as np
 from nsys_parsers.arrays import distinct_pairs, group_ids, is_sorted, sorted_unique
 from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.errors import BadOption
+from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.nesting import nesting_depth
-from nsys_parsers.ranges import Ranges, pid_of, tid_of
+from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, merge_notes

@@ -18,9 +18,9 @@ import numpy as np
 
 from nsys_parsers.arrays import group_ids, sorted_unique
 from nsys_parsers.gpu_ops import KERNEL, GpuOps
+from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.intervals import holes
 from nsys_parsers.nesting import nesting_depth
-from nsys_parsers.ranges import pid_of, tid_of
 from reports.render import shorten
 
 MAX_PANELS = 4
