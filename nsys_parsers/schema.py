@@ -35,6 +35,9 @@ NAME_COLUMN = {"short": "shortName", "demangled": "demangledName", "mangled": "m
 # How kernels are attributed to ranges (nsys_parsers.attribution): in every enclosing range
 # (nsys nvtx_kern_sum), or only in the deepest one.
 ATTRIBUTIONS = ("all", "innermost")
+# Where the kernels of CUDA graphs count: in the ranges around the graph's launch (as nsys),
+# or in those open when the graph (or its node) was captured.
+GRAPH_ATTRIBUTIONS = ("launch", "capture")
 
 # Which `nsys profile` option produces each table: used in MissingData messages.
 TRACE_HINTS = {

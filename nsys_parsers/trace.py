@@ -75,7 +75,13 @@ from nsys_parsers.reads import (
     rowid_span,
     strings_by_id,
 )
-from nsys_parsers.schema import KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE
+from nsys_parsers.schema import (
+    GRAPH_ATTRIBUTIONS,
+    KERNEL_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    NVTX_TABLE,
+)
 
 GROUPS = ("kernels", "kernel_ids", "kernel_places", "launches", "ranges", "names", "memops",
           "api", "graphs", "graph_capture")
@@ -89,9 +95,6 @@ GRAPHS = ("start", "end", "device", "stream", "context", "pid", "correlation", "
           "graph_exec")
 GRAPH_NODES = ("start", "end", "tid", "node", "original")
 GRAPH_EVENTS = ("start", "end", "tid", "graph", "original", "exec")
-# How kernels of CUDA graphs are attributed to ranges: through the call that launched the
-# graph (as nsys), or where the graph or its nodes were captured.
-GRAPH_ATTRIBUTIONS = ("launch", "capture")
 # Names of more than this share of the ranges are read by one scan of the NVTX table, which
 # costs less per row than seeking each one by its rowid.
 FULL_SCAN_SHARE = 0.35

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 INPUTS = ("none", "export", "exports", "two", "paths")
 # The help panels parameters are shown in.
-READING = "Reading the export"
-VERDICTS = "Verdicts"
+READING_PANEL = "Reading the export"
+VERDICTS_PANEL = "Verdicts"
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,13 @@ class Param:
     multiple: bool = False  # repeatable: a list of values
     minimum: float | None = None
     maximum: float | None = None
-    panel: str = READING
+    panel: str = READING_PANEL
     argument: bool = False
     required: bool = False
 
 
 @dataclass
-class Rule:
+class CheckRule:
     """One rule of a ``check`` rules file: its assertion (a ``CheckKey``'s key), the range it
     is about (None: the whole export), its name and its validated values."""
 
@@ -61,7 +61,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RuleOutcome:
     """How an export fares against one rule."""
 
     ok: bool
@@ -76,11 +76,11 @@ class CheckKey:
     validated (``kind``: count, category, regex, share or limit), whether the rule needs a
     range or a baseline, how it is described when it has no name (``describe(range,
     values)``) and how an export is judged by it (``evaluate(session, rule, baseline,
-    alpha) -> Verdict``). ``order``: its place in check's messages."""
+    alpha) -> RuleOutcome``). ``order``: its place in check's messages."""
 
     key: str
     kind: str
-    evaluate: Callable[..., Verdict]
+    evaluate: Callable[..., RuleOutcome]
     describe: Callable[[str, dict[str, Any]], str]
     order: int = 100
     needs_range: bool = False

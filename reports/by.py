@@ -63,7 +63,7 @@ def key_notes(by: str) -> list[str]:
     return [f"one row per kernel and {what}; shares are of that {what}'s time."]
 
 
-def merge_notes(*note_lists: list[str]) -> list[str]:
+def notes_once(*note_lists: list[str]) -> list[str]:
     """Notes of several answers, each once, in order."""
     out: list[str] = []
     for notes in note_lists:

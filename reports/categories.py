@@ -76,7 +76,7 @@ __all__ = [
     "CATEGORIES",
     "CATEGORY_DESCRIPTIONS",
     "BUILTIN_SOURCE",
-    "Rule",
+    "CategoryRule",
     "builtin_rules",
     "load_rules",
     "categorize",
@@ -121,7 +121,7 @@ _FLAGS = re.IGNORECASE
 
 
 @dataclass(frozen=True)
-class Rule:
+class CategoryRule:
     """One rule: kernels whose name matches ``pattern`` belong to ``category``.
 
     ``source`` is ``"builtin"`` or the path of the TOML file the rule came from.
@@ -285,11 +285,11 @@ _BUILTIN: list[tuple[str, str]] = [
 
 
 @functools.lru_cache(maxsize=1)
-def _builtin_rules() -> tuple[Rule, ...]:
-    return tuple(Rule(c, p, BUILTIN_SOURCE) for c, p in _BUILTIN)
+def _builtin_rules() -> tuple[CategoryRule, ...]:
+    return tuple(CategoryRule(c, p, BUILTIN_SOURCE) for c, p in _BUILTIN)
 
 
-def builtin_rules() -> list[Rule]:
+def builtin_rules() -> list[CategoryRule]:
     """The built-in rules, in order."""
     return list(_builtin_rules())
 
@@ -345,7 +345,7 @@ def _check_pattern(pattern: object, where: str) -> str:
     return pattern
 
 
-def _read_rules_file(path: str | os.PathLike) -> list[Rule]:
+def _read_rules_file(path: str | os.PathLike) -> list[CategoryRule]:
     name = os.fspath(path)
     label = f"rules file {name!r}"
     if not os.path.exists(name):
@@ -376,7 +376,7 @@ def _read_rules_file(path: str | os.PathLike) -> list[Rule]:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise BadOption(f"{label}: 'rule' must be an array of tables written [[rule]]; {_HOW_TO}")
 
-    rules: list[Rule] = []
+    rules: list[CategoryRule] = []
     for index, entry in enumerate(entries, start=1):
         desc = ", ".join(f"{k} = {_short(v, 60)}" for k, v in entry.items())
         where = f"{label}, [[rule]] #{index} ({desc or 'empty'})"
@@ -390,11 +390,11 @@ def _read_rules_file(path: str | os.PathLike) -> list[Rule]:
             raise BadOption(f"{where}: missing {' and '.join(missing)}; {_HOW_TO}")
         category = _check_category(entry["category"], where)
         pattern = _check_pattern(entry["pattern"], where)
-        rules.append(Rule(category, pattern, name))
+        rules.append(CategoryRule(category, pattern, name))
     return rules
 
 
-def load_rules(path: str | os.PathLike | None = None) -> list[Rule]:
+def load_rules(path: str | os.PathLike | None = None) -> list[CategoryRule]:
     """Rules to use: the user's rules from the TOML file at ``path`` first, then the built-ins.
 
     ``path=None`` gives the built-in rules alone. Raises ``BadOption`` for a missing or
@@ -446,7 +446,7 @@ class _Matcher:
 
     __slots__ = ("steps", "needs_lower")
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[CategoryRule]) -> None:
         runs: list[tuple[str, list[str], bool]] = []  # (category, patterns, mergeable)
         for rule in rules:
             ok = _mergeable(rule.pattern)
@@ -465,7 +465,7 @@ class _Matcher:
         for category, patterns, _ in runs:
             try:
                 regex, lowered = _compile("|".join(patterns))
-            except re.error:  # a Rule built by hand, not through load_rules: which one?
+            except re.error:  # a CategoryRule built by hand, not through load_rules: which one?
                 for pattern in patterns:
                     try:
                         _compile(pattern)
@@ -487,11 +487,11 @@ class _Matcher:
 
 
 @functools.lru_cache(maxsize=64)
-def _matcher(rules: tuple[Rule, ...]) -> _Matcher:
+def _matcher(rules: tuple[CategoryRule, ...]) -> _Matcher:
     return _Matcher(rules)
 
 
-def _get_matcher(rules: Iterable[Rule] | None) -> _Matcher:
+def _get_matcher(rules: Iterable[CategoryRule] | None) -> _Matcher:
     if rules is None:
         return _matcher(_builtin_rules())
     rules = tuple(rules)
@@ -504,7 +504,7 @@ def _get_matcher(rules: Iterable[Rule] | None) -> _Matcher:
     return _matcher(rules)
 
 
-def compile_rules(rules: list[Rule] | None = None) -> None:
+def compile_rules(rules: list[CategoryRule] | None = None) -> None:
     """Compile ``rules`` now (kept for the next ``categorize`` calls), e.g. while a reader
     waits for SQLite."""
     _get_matcher(rules)
@@ -520,7 +520,7 @@ def _as_text(name: object) -> str:
     return str(name)
 
 
-def categorize(name: str, rules: list[Rule] | None = None) -> str:
+def categorize(name: str, rules: list[CategoryRule] | None = None) -> str:
     """The category of the kernel called ``name`` (first matching rule; ``other`` if none).
 
     ``rules=None`` uses the built-in rules; pass ``load_rules(path)`` to add user rules.
@@ -528,7 +528,7 @@ def categorize(name: str, rules: list[Rule] | None = None) -> str:
     return _get_matcher(rules)(_as_text(name))
 
 
-def categorize_many(names: Iterable[str], rules: list[Rule] | None = None) -> list[str]:
+def categorize_many(names: Iterable[str], rules: list[CategoryRule] | None = None) -> list[str]:
     """``[categorize(n, rules) for n in names]``, matching each distinct name once."""
     match = _get_matcher(rules)
     seen: dict[object, str] = {}
@@ -544,7 +544,7 @@ def categorize_many(names: Iterable[str], rules: list[Rule] | None = None) -> li
     return out
 
 
-def rules_table(rules: list[Rule]) -> list[dict]:
+def rules_table(rules: list[CategoryRule]) -> list[dict]:
     """Rows ``{"order", "category", "pattern", "source"}`` (order is 1-based) for display."""
     return [
         {"order": i, "category": r.category, "pattern": r.pattern, "source": r.source}

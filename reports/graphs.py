@@ -17,7 +17,7 @@ from reports.options import AnalysisOptions
 from reports.render import human_ns
 
 
-class Session(Protocol):
+class SessionView(Protocol):
     """What these notes use of a ``reports.session.Session`` (which calls them)."""
 
     options: AnalysisOptions
@@ -41,7 +41,7 @@ def _n(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
-def graph_notes(s: Session) -> list[str]:
+def graph_notes(s: SessionView) -> list[str]:
     """Notes on the graph launches and graph kernels of the session's kernels."""
     if not s.has_kernels:
         return []
@@ -86,7 +86,7 @@ def graph_notes(s: Session) -> list[str]:
     return notes
 
 
-def _outside_ranges(s: Session, rows: np.ndarray) -> int:
+def _outside_ranges(s: SessionView, rows: np.ndarray) -> int:
     """How many of the kernels at ``rows`` that have a launch record lie in no range."""
     k = s.kernels
     if rows.size == 0 or k is None or k.launch_tid is None or s.ranges is None:
@@ -96,7 +96,7 @@ def _outside_ranges(s: Session, rows: np.ndarray) -> int:
     return int(((k.launch_tid[rows] >= 0) & ~inside[rows]).sum())
 
 
-def _capture_note(s: Session, launches: np.ndarray, nodes: np.ndarray) -> str:
+def _capture_note(s: SessionView, launches: np.ndarray, nodes: np.ndarray) -> str:
     """What capture-time attribution did with the graph kernels of the session."""
     if launches.size == 0 and nodes.size == 0:
         return ("--graph-attribution capture: this export has no kernels of CUDA graphs; "
@@ -130,7 +130,7 @@ def _capture_note(s: Session, launches: np.ndarray, nodes: np.ndarray) -> str:
     return text + (": " + "; ".join(parts) if parts else "") + "."
 
 
-def _outside_window(s: Session, view: Kernels, rows: np.ndarray) -> int:
+def _outside_window(s: SessionView, view: Kernels, rows: np.ndarray) -> int:
     """How many of ``rows`` (capture points of ``view``) lie outside every instance of the
     session's ``within`` range."""
     from nsys_parsers.window import inside_range

@@ -6,11 +6,9 @@ import os
 from dataclasses import dataclass
 
 from nsys_parsers.errors import BadOption
+from nsys_parsers.schema import GRAPH_ATTRIBUTIONS
 
 MERGE_MODES = ("off", "on", "auto")
-# Where the kernels of CUDA graphs count: in the ranges around the graph's launch (as nsys),
-# or in those open when the graph (node) was captured (nsys_parsers.trace.GRAPH_ATTRIBUTIONS).
-GRAPH_ATTRIBUTIONS = ("launch", "capture")
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ class Session:
                 and any(OP_ID_SUFFIX.search(n) for n in range_names)):
             self._merge = False
 
-    def merge_notes(self) -> list[str]:
+    def operator_notes(self) -> list[str]:
         if self.options.merge_op_ids == "auto" and self.merges_op_ids():
             return ["PyTorch operator calls are grouped per operator (an emit_nvtx capture: "
                     "`aten::mm, seq = 7` counts as `aten::mm`); --merge-op-ids off lists "

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
-from nsys_parsers.schema import NAME_KINDS
+from nsys_parsers.schema import GRAPH_ATTRIBUTIONS, NAME_KINDS
 from profile_cli.commands.output import (
     ExportArg,
     ExportsArg,
@@ -32,7 +32,7 @@ from profile_cli.commands.output import (
     write_bytes,
 )
 from reports.analysis import Analysis, Param
-from reports.options import GRAPH_ATTRIBUTIONS, MERGE_MODES, AnalysisOptions
+from reports.options import MERGE_MODES, AnalysisOptions
 
 # -- the analysis options every export command shares (reports.options.AnalysisOptions) ----
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.analysis import Analysis, Param
-from reports.categories import CATEGORY_VIEW, Rule, load_rules, rules_table
+from reports.categories import CATEGORY_VIEW, CategoryRule, load_rules, rules_table
 from reports.report import Report
 
 
-def rules_report(rules: list[Rule]) -> Report:
+def rules_report(rules: list[CategoryRule]) -> Report:
     """The rule table as a Report (rows of ``rules_table``)."""
     return Report(rows=rules_table(rules), columns=list(CATEGORY_VIEW.columns))
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nsys_parsers.errors import BadOption, NsysMineError, closest_names
-from reports.analysis import VERDICTS, Analysis, CheckKey, Param, Rule
+from reports.analysis import VERDICTS_PANEL, Analysis, CheckKey, CheckRule, Param
 from reports.render import View
 from reports.report import Report
 from reports.session import Session
@@ -53,7 +53,7 @@ def check_keys() -> list[CheckKey]:
     return sorted((k for a in all_analyses() for k in a.checks), key=lambda k: k.order)
 
 
-def load_check_rules(path: str | os.PathLike[str]) -> list[Rule]:
+def load_check_rules(path: str | os.PathLike[str]) -> list[CheckRule]:
     """Parse and validate a rules file; BadRules names the rule and the key at fault."""
     from reports.categories import CATEGORIES
 
@@ -82,7 +82,7 @@ def load_check_rules(path: str | os.PathLike[str]) -> list[Rule]:
 
 
 def _validate(p: Path, i: int, t: Any, keys: dict[str, CheckKey],
-              categories: tuple[str, ...]) -> Rule:
+              categories: tuple[str, ...]) -> CheckRule:
     where = f"{p}: rule {i}"
     if not isinstance(t, dict):
         raise BadRules(f"{where}: must be a table of keys ([[rule]]).")
@@ -155,7 +155,7 @@ def _validate(p: Path, i: int, t: Any, keys: dict[str, CheckKey],
     if spec.needs_range and spec.kind == "count" and "range" not in t:
         raise BadRules(f"{where}: {spec.key} needs a range.")
     rng = t.get("range")
-    return Rule(index=i, assertion=spec.key, range=rng,
+    return CheckRule(index=i, assertion=spec.key, range=rng,
                 name=t.get("name") or spec.describe(rng if rng is not None else "whole export",
                                                     values),
                 values=values)
@@ -167,7 +167,7 @@ def share_bounds(values: dict[str, Any]) -> str:
                         for k in SHARE_KEYS if k in values)
 
 
-def run_checks(session: Session, rules: list[Rule], baseline: Session | None = None, *,
+def run_checks(session: Session, rules: list[CheckRule], baseline: Session | None = None, *,
                alpha: float = 0.05) -> Report:
     """Evaluate every rule (in file order); one row per rule."""
     keys = {k.key: k for k in check_keys()}
@@ -190,13 +190,13 @@ def run_checks(session: Session, rules: list[Rule], baseline: Session | None = N
     failed = sum(r["status"] == "fail" for r in rows)
     notes = [f"{len(rules) - failed} of {len(rules)} rules pass"
              + (f"; {failed} fail" if failed else "")]
-    notes += session.merge_notes()  # what the names mean, when operator calls were grouped
+    notes += session.operator_notes()  # what the names mean, when operator calls were grouped
     return Report(rows=rows, columns=CHECK_COLUMNS, notes=notes,
                   sentences=[f"{r['status'].upper()}: {r['rule']}: {r['message']}"
                              for r in rows])
 
 
-def check(s: Session, rules: Path | list[Rule], baseline: Path | None = None,
+def check(s: Session, rules: Path | list[CheckRule], baseline: Path | None = None,
           junit: Path | None = None, alpha: float = 0.05) -> Report:
     """``check EXPORT --rules FILE [--baseline BASE]`` (the baseline read with the same
     options)."""
@@ -237,14 +237,14 @@ ANALYSIS = Analysis(
     defaults={"merge_op_ids": "auto"},
     params=(
         Param("rules", ("--rules",), "TOML rules file ([[rule]] tables; see docs/CI.md).",
-              type=Path, metavar="FILE", panel=VERDICTS, required=True),
+              type=Path, metavar="FILE", panel=VERDICTS_PANEL, required=True),
         Param("baseline", ("--baseline",), "Baseline export for max_regression_pct rules "
-              "(e.g. main's last run).", type=Path, metavar="EXPORT", panel=VERDICTS),
+              "(e.g. main's last run).", type=Path, metavar="EXPORT", panel=VERDICTS_PANEL),
         Param("junit", ("--junit",), "Also write JUnit XML (one testcase per rule) for CI "
-              "test reporters.", type=Path, metavar="FILE", panel=VERDICTS),
+              "test reporters.", type=Path, metavar="FILE", panel=VERDICTS_PANEL),
         Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a "
               "regression must pass.", type=float, default=0.05, minimum=1e-6, maximum=0.5,
-              panel=VERDICTS),
+              panel=VERDICTS_PANEL),
     ),
     validate=lambda params, sources: {**params, "rules": load_check_rules(params["rules"])},
     columns=CHECK_COLUMNS, view=CHECK_VIEW, order=120, default_top=0,

@@ -25,7 +25,7 @@ import numpy as np
 
 from nsys_parsers.errors import BadOption
 from nvtx_model import nvtx_ranges as nv
-from reports.analysis import READING, Analysis, Param
+from reports.analysis import READING_PANEL, Analysis, Param
 from reports.render import View
 from reports.report import Report, r1
 from reports.session import Session
@@ -277,9 +277,9 @@ ANALYSIS = Analysis(
         Param("other", ("[EXPORT_B]",), "A second export to compare with the first (fp32 vs "
               "bf16, before vs after).", type=Path, argument=True),
         Param("range_a", ("--range",), "Side a: this range (default: the whole export).",
-              metavar="NAME", panel=READING),
+              metavar="NAME", panel=READING_PANEL),
         Param("range_b", ("--vs-range",), "Side b: this range (default: --range of the "
-              "second export, or the whole export).", metavar="NAME", panel=READING),
+              "second export, or the whole export).", metavar="NAME", panel=READING_PANEL),
     ),
     validate=_two_sides, columns=COMPARE_COLUMNS, view=COMPARE_VIEW, order=100,
     page=_page, page_order=30,

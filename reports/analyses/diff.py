@@ -33,8 +33,7 @@ import numpy as np
 from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
 from reports.analyses.compare import kernel_family
-from reports.analysis import VERDICTS as VERDICTS_PANEL
-from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
+from reports.analysis import VERDICTS_PANEL, Analysis, CheckKey, CheckRule, Param, RuleOutcome
 from reports.render import View
 from reports.report import Report, r1
 from reports.session import Session
@@ -293,7 +292,7 @@ def diff(base: Session, cand: Session | None, threshold: float = 5.0, alpha: flo
     return report
 
 
-def _regression(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+def _regression(s: Session, rule: CheckRule, baseline: Session | None, alpha: float) -> RuleOutcome:
     """max_regression_pct: diff's verdict on the GPU (or CPU) time per instance."""
     assert baseline is not None
     k = s.kernels
@@ -317,7 +316,7 @@ def _regression(s: Session, rule: Rule, baseline: Session | None, alpha: float) 
     limit = rule.values["limit"]
     v = judge(b, c, base_value=bv, cand_value=cv, threshold_pct=limit, alpha=alpha)
     change = f"{v.change_pct:+.1f}%" if v.change_pct is not None else "new"
-    return Verdict(v.verdict != "regression",
+    return RuleOutcome(v.verdict != "regression",
                    round(v.change_pct, 1) if v.change_pct is not None else None,
                    f"<= +{limit:g}%", f"{change} vs baseline: {v.verdict} ({v.reason})")
 

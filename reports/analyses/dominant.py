@@ -29,8 +29,8 @@ from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from nvtx_model.nvtx_ranges import HEADLINE_RANGES
 from reports.analyses.nvtx_kernels import ATTRIBUTION
-from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
-from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, merge_notes
+from reports.analysis import Analysis, CheckKey, CheckRule, Param, RuleOutcome
+from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, notes_once
 from reports.categories import CATEGORIES, categorize_many
 from reports.module_tree import as_tree, tree_section
 from reports.render import View, human_ns, shorten
@@ -173,7 +173,7 @@ def dominant(s: Session, range_names: list[str] | None = None,
                              range_names=range_names, attribution=attribution, rules=s.rules,
                              instances=s.shown_instances(names),
                              filtered=s.options.filtered, notes=s.notes)
-    report.notes += s.merge_notes() + s.filter_notes()
+    report.notes += s.operator_notes() + s.filter_notes()
     tree = s.module_tree() if not range_names else None
     if tree is not None:
         report = as_tree(report, tree, DOMINANT_TREE_VIEW, pinned=1,
@@ -218,10 +218,10 @@ def _by_key(s: Session, by: str, range_names: list[str] | None, attribution: str
                                   filtered=s.options.filtered, notes=s.notes)
         rows += [{**key, **row} for row in rep.rows]
         notes.append(rep.notes)
-    extra = key_notes(by) + (s.merge_notes() + s.filter_notes() if has_ranges else [])
+    extra = key_notes(by) + (s.operator_notes() + s.filter_notes() if has_ranges else [])
     key_cols = KEY_COLUMNS[by]
     return Report(rows=rows, columns=key_cols + DOMINANT_COLUMNS,
-                  notes=merge_notes(*notes) + extra,
+                  notes=notes_once(*notes) + extra,
                   sentences=[", ".join(f"{c} {row[c]}" for c in key_cols) + f": {sentence(row)}"
                              for row in rows],
                   title=f"Dominant kernel per range, by {by}")
@@ -294,26 +294,28 @@ def _dominant_row(s: Session, rng: str | None) -> dict[str, Any]:
     return report.rows[1] if rng is not None else report.rows[0]
 
 
-def _dominant_check(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+def _dominant_check(s: Session, rule: CheckRule,
+                    baseline: Session | None, alpha: float) -> RuleOutcome:
     row, v = _dominant_row(s, rule.range), rule.values
     if row.get("kernel") is None:
-        return Verdict(False, None, rule.name.split(": ", 1)[-1], "no kernels attributed")
+        return RuleOutcome(False, None, rule.name.split(": ", 1)[-1], "no kernels attributed")
     kernel = shorten(row["kernel"], 60, signature=True)
     if rule.assertion == "dominant_category":
-        return Verdict(row["category"] == v["category"], row["category"], v["category"],
+        return RuleOutcome(row["category"] == v["category"], row["category"], v["category"],
                        f"dominant kernel {kernel} ({row['category']}, {row['share_pct']:g}%)")
-    return Verdict(bool(v["regex"].search(row["kernel"])), row["kernel"],
+    return RuleOutcome(bool(v["regex"].search(row["kernel"])), row["kernel"],
                    f"/{v['regex'].pattern}/", f"dominant kernel {kernel} "
                    f"({row['share_pct']:g}%)")
 
 
-def _share_check(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+def _share_check(s: Session, rule: CheckRule,
+                 baseline: Session | None, alpha: float) -> RuleOutcome:
     from reports.analyses.check import share_bounds
 
     row, v = _dominant_row(s, rule.range), rule.values
     share = float((row.get("category_shares") or {}).get(v["category"], 0.0))
     ok = share >= v.get("min_share_pct", -1) and share <= v.get("max_share_pct", 101)
-    return Verdict(ok, share, share_bounds(v), f"{v['category']} is {share:g}% of the GPU time")
+    return RuleOutcome(ok, share, share_bounds(v), f"{v['category']} is {share:g}% of the GPU time")
 
 
 def _share_name(where: str, v: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from nsys_parsers.gpu_ops import KERNEL, GpuOps
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import Intervals, intersection, intersection3, span
 from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
-from reports.analysis import Analysis, CheckKey, Rule, Verdict
+from reports.analysis import Analysis, CheckKey, CheckRule, RuleOutcome
 from reports.categories import categorize_many
 from reports.render import View, human_ns
 from reports.report import Report, r1, rows_of
@@ -230,7 +230,7 @@ def gpu_sentence(row: dict[str, Any], within: str | None = None) -> str:
 # -- check rules -------------------------------------------------------------------------
 
 
-def _worst(s: Session, rule: Rule, column: str) -> tuple[dict[str, Any] | None, int]:
+def _worst(s: Session, rule: CheckRule, column: str) -> tuple[dict[str, Any] | None, int]:
     """The row with the largest ``column`` (of the rule's range, or the whole export) and
     how many rows there are."""
     u = utilization(s, rule.range)
@@ -244,14 +244,15 @@ def _worst(s: Session, rule: Rule, column: str) -> tuple[dict[str, Any] | None, 
 
 
 def _limit_check(column: str, what: str) -> Any:
-    def evaluate(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+    def evaluate(s: Session, rule: CheckRule,
+                 baseline: Session | None, alpha: float) -> RuleOutcome:
         limit = rule.values["limit"]
         where = f"of {rule.range!r}" if rule.range else "of the span"
         worst, n = _worst(s, rule, column)
         if worst is None:
-            return Verdict(True, 0.0, f"<= {limit:g}%", f"no {what} on any of {n} device(s)")
+            return RuleOutcome(True, 0.0, f"<= {limit:g}%", f"no {what} on any of {n} device(s)")
         v = worst["value"]
-        return Verdict(v <= limit, v, f"<= {limit:g}%",
+        return RuleOutcome(v <= limit, v, f"<= {limit:g}%",
                        f"{what} {v:g}% {where} on device {worst['device']} (pid "
                        f"{worst['pid']}), the most of {n} device(s)")
     return evaluate

@@ -52,7 +52,7 @@ def kernels_by_range(s: Session, attribution: str = "all") -> Report:
     shown = s.shown_pairs(p)
     names = s.names(rows=sorted_unique(shown.range_idx))
     report = nvtx_kernel_report(s.kernels, s.ranges, names, p, shown=shown, notes=s.notes)
-    report.notes += s.merge_notes() + s.filter_notes()
+    report.notes += s.operator_notes() + s.filter_notes()
     report.title = f"CUDA kernels by NVTX range ({attribution})"
     return report
 

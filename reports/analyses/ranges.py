@@ -27,8 +27,8 @@ from nsys_parsers.names import RangeNames
 from nsys_parsers.nesting import nesting_depth
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, CheckKey, Param, Rule, Verdict
-from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, merge_notes
+from reports.analysis import Analysis, CheckKey, CheckRule, Param, RuleOutcome
+from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, notes_once
 from reports.module_tree import as_tree
 from reports.render import View, human_ns
 from reports.report import Report, group_stats, rows_of
@@ -74,7 +74,7 @@ def range_summary(s: Session, instances: bool = False, by: str | None = None) ->
         p, inner = s.pairs("all"), s.pairs("innermost")
     report = range_report(s.ranges, k, s.names(), p, shown=s.shown(), inner=inner,
                           notes=s.notes)
-    report.notes += s.merge_notes() + s.filter_notes()
+    report.notes += s.operator_notes() + s.filter_notes()
     tree = s.module_tree()
     if tree is not None:  # siblings by GPU time, or CPU time without kernels
         key = "gpu_inclusive_ns" if any(r["gpu_inclusive_ns"] for r in report.rows) else "total_ns"
@@ -135,7 +135,7 @@ def _by_key(s: Session, by: str) -> Report:
         extra = [f"one row per range and {by}: a range instance counts for the {by}s of the "
                  f"kernels it launched; instances that launched no kernel have no {by}."]
     return Report(rows=rows, columns=key_cols + RANGE_COLUMNS,
-                  notes=merge_notes(*notes) + extra + s.merge_notes() + s.filter_notes(),
+                  notes=notes_once(*notes) + extra + s.operator_notes() + s.filter_notes(),
                   title=f"NVTX ranges by {by}")
 
 
@@ -228,7 +228,7 @@ def range_instances(s: Session) -> Report:
         notes.append(f"{cross} start/end ranges ended on another thread: no GPU projection "
                      f"(as nsys).")
     return Report(rows=rows, columns=INSTANCE_COLUMNS,
-                  notes=notes + s.merge_notes() + s.filter_notes(),
+                  notes=notes + s.operator_notes() + s.filter_notes(),
                   title="NVTX range instances")
 
 
@@ -328,13 +328,14 @@ def _span(k: Kernels, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray
                        minlength=ng).astype(np.int64)
 
 
-def _min_instances(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+def _min_instances(s: Session, rule: CheckRule,
+                   baseline: Session | None, alpha: float) -> RuleOutcome:
     n = int(s.instances_of(rule.range or "").size)
-    return Verdict(n >= rule.values["min"], n, f">= {rule.values['min']}",
+    return RuleOutcome(n >= rule.values["min"], n, f">= {rule.values['min']}",
                    f"{n} instance(s) of {rule.range!r}")
 
 
-def _max_gpu(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+def _max_gpu(s: Session, rule: CheckRule, baseline: Session | None, alpha: float) -> RuleOutcome:
     k = s.kernels
     if k is None:
         s.require_kernels("GPU time per instance")
@@ -345,17 +346,17 @@ def _max_gpu(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> 
         each = s.instance_gpu_ns(rule.range, "all")
         per = float(each.mean()) if each.size else 0.0
     limit = rule.values["limit"]
-    return Verdict(per <= limit, per, f"<= {limit:g}", f"{human_ns(per)} of GPU time per "
+    return RuleOutcome(per <= limit, per, f"<= {limit:g}", f"{human_ns(per)} of GPU time per "
                    f"instance")
 
 
-def _max_cpu(s: Session, rule: Rule, baseline: Session | None, alpha: float) -> Verdict:
+def _max_cpu(s: Session, rule: CheckRule, baseline: Session | None, alpha: float) -> RuleOutcome:
     if rule.range is None:
         raise BadOption(f"rule {rule.index}: max_cpu_ns_per_instance needs a range.")
     cpu = s.instance_cpu_ns(rule.range)
     per = float(cpu.mean()) if cpu.size else 0.0
     limit = rule.values["limit"]
-    return Verdict(per <= limit, per, f"<= {limit:g}", f"{human_ns(per)} of CPU time per "
+    return RuleOutcome(per <= limit, per, f"<= {limit:g}", f"{human_ns(per)} of CPU time per "
                    f"instance")
 
 

@@ -11,7 +11,7 @@ import pytest
 from nsys_parsers.errors import BadOption
 from reports.categories import (
     CATEGORIES,
-    Rule,
+    CategoryRule,
     builtin_rules,
     categorize,
     categorize_many,
@@ -247,7 +247,7 @@ def test_categories_exact() -> None:
 
 def test_builtin_rules_are_valid() -> None:
     rules = builtin_rules()
-    assert rules and all(isinstance(r, Rule) for r in rules)
+    assert rules and all(isinstance(r, CategoryRule) for r in rules)
     assert all(r.source == "builtin" for r in rules)
     assert all(r.category in CATEGORIES and r.category != "other" for r in rules)
     assert load_rules() == rules
@@ -462,9 +462,9 @@ def test_error_bad_top_level(tmp_path: Path) -> None:
 
 def test_hand_built_rules_validated() -> None:
     with pytest.raises(BadOption, match="unknown category"):
-        categorize("x", [Rule("matmul", "x", "mine")])
+        categorize("x", [CategoryRule("matmul", "x", "mine")])
     with pytest.raises(BadOption, match="not a valid regular expression"):
-        categorize("x", [Rule("gemm", "(", "mine")])
+        categorize("x", [CategoryRule("gemm", "(", "mine")])
 
 
 def test_rules_table(tmp_path: Path) -> None:
