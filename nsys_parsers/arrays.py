@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,31 @@ def take_rows(value: T, keep: np.ndarray, whole: tuple[str, ...] = ()) -> T:
     cols = {f.name: getattr(obj, f.name) for f in fields(obj)}
     return replace(obj, **{k: v[keep] for k, v in cols.items()
                            if isinstance(v, np.ndarray) and k not in whole})
+
+
+R = TypeVar("R", bound="Rows")
+
+
+class Rows:
+    """The base of the row tables (``Kernels``, ``Ranges``, ``GpuOps``, ...): frozen
+    dataclasses of per-row numpy columns with ``start`` and ``end`` (ns). ``len()`` counts
+    the rows, ``duration`` is ``end - start`` per row, and ``take(keep)`` is a new value with
+    the rows at indices (or where the mask is true) ``keep``: every numpy field is taken,
+    but those named in ``WHOLE`` (tables of their own, such as the ranges' domains)."""
+
+    WHOLE: ClassVar[tuple[str, ...]] = ()
+    start: np.ndarray
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+    def take(self: R, keep: np.ndarray) -> R:
+        return take_rows(self, keep, whole=self.WHOLE)
 
 
 def is_sorted(values: np.ndarray) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import take_rows
+from nsys_parsers.arrays import Rows
 from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels, join_launches
 from nsys_parsers.trace import Trace
@@ -26,7 +26,7 @@ KIND_NAMES = ("kernel", "memcpy", "memset")
 
 
 @dataclass(frozen=True)
-class GpuOps:
+class GpuOps(Rows):
     """GPU operations as columns (kernels first, then memcpy, then memset, each in table
     order). ``launch_*`` are None unless the launches were loaded."""
 
@@ -42,16 +42,6 @@ class GpuOps:
     launch_tid: np.ndarray | None = None
     launch_start: np.ndarray | None = None
     launch_end: np.ndarray | None = None
-
-    @property
-    def duration(self) -> np.ndarray:
-        return self.end - self.start
-
-    def __len__(self) -> int:
-        return int(self.start.size)
-
-    def take(self, keep: np.ndarray) -> GpuOps:
-        return take_rows(self, keep)
 
     def recorded(self) -> GpuOps:
         """The operations with a timestamp: nsys's gpu-starv leaves out those at 0."""

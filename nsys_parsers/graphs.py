@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import take_rows
+from nsys_parsers.arrays import Rows
 from nsys_parsers.ids import global_pid
 from nsys_parsers.kernels import Kernels
 
@@ -30,7 +30,7 @@ def graph_name(graph_id: int) -> str:
 
 
 @dataclass(frozen=True)
-class GraphLaunches:
+class GraphLaunches(Rows):
     """One row per graph launch: its GPU start and end, device, stream, context, process
     (globalPid), the correlationId of its ``cudaGraphLaunch`` call, graphId and graphExecId
     (-1 where the export lacks a column)."""
@@ -44,16 +44,6 @@ class GraphLaunches:
     correlation: np.ndarray
     graph: np.ndarray
     graph_exec: np.ndarray
-
-    @property
-    def duration(self) -> np.ndarray:
-        return self.end - self.start
-
-    def __len__(self) -> int:
-        return int(self.start.size)
-
-    def take(self, keep: np.ndarray) -> GraphLaunches:
-        return take_rows(self, keep)
 
 
 def not_recorded_as_nodes(g_pid: np.ndarray, g_corr: np.ndarray, k_pid: np.ndarray | None,

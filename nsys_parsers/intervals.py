@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_parsers.arrays import Rows
+
 
 @dataclass(frozen=True)
-class Holes:
+class Holes(Rows):
     """The holes of each group's union: the group, the start (an interval's end) and the end
     (the next interval's start) of each, ordered by group, then time; ``before`` and
     ``after``: the intervals (indices) that end where a hole starts and start where it ends."""
@@ -26,13 +28,6 @@ class Holes:
     end: np.ndarray
     before: np.ndarray
     after: np.ndarray
-
-    @property
-    def duration(self) -> np.ndarray:
-        return self.end - self.start
-
-    def __len__(self) -> int:
-        return int(self.start.size)
 
 
 def holes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Holes:

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsys_parsers.arrays import sorted_unique, take_rows
+from nsys_parsers.arrays import Rows, sorted_unique
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import global_pid
 from nsys_parsers.schema import KERNEL_TABLE, NAME_COLUMN, NAME_KINDS, Schema
 
 
 @dataclass(frozen=True)
-class Kernels:
+class Kernels(Rows):
     """Kernels as columns (one row per kernel, in table order unless taken). ``name_code``
     indexes ``names``. The id columns (``pid`` = globalPid, ``correlation``, ``device``,
     ``stream``, ``context``, ``graph``, ``graph_node``) and the launch columns (the launching
@@ -49,17 +49,6 @@ class Kernels:
     # True for the rows that are whole-graph launches (nsys_parsers.graphs); None: the
     # export has no graph trace
     graph_launch: np.ndarray | None = None
-
-    @property
-    def duration(self) -> np.ndarray:
-        return self.end - self.start
-
-    def __len__(self) -> int:
-        return int(self.start.size)
-
-    def take(self, keep: np.ndarray) -> Kernels:
-        """The kernels at indices (or where the mask is true) ``keep``: a new value."""
-        return take_rows(self, keep)
 
 
 def kernel_name_column(export: Schema, name_kind: str) -> tuple[str, list[str]]:
@@ -127,7 +116,7 @@ def api_base_name(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class ApiCalls:
+class ApiCalls(Rows):
     """CUDA runtime and driver API calls that carry a correlationId (launches, copies,
     synchronizations...), runtime rows first: their thread's globalTid, start, end,
     correlationId and name (``name_code`` indexes ``names``)."""
@@ -139,8 +128,4 @@ class ApiCalls:
     name_code: np.ndarray
     names: list[str]
 
-    def __len__(self) -> int:
-        return int(self.start.size)
 
-    def take(self, keep: np.ndarray) -> ApiCalls:
-        return take_rows(self, keep)

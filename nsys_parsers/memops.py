@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import take_rows
+from nsys_parsers.arrays import Rows
 
 # CUPTI memcpy kinds, for exports without ENUM_CUDA_MEMCPY_OPER (older nsys).
 MEMCPY_KINDS = {
@@ -18,7 +18,7 @@ MEMCPY_KINDS = {
 
 
 @dataclass(frozen=True)
-class MemOps:
+class MemOps(Rows):
     """memcpy rows, then memset rows (``memset`` true), in table order."""
 
     start: np.ndarray
@@ -32,12 +32,4 @@ class MemOps:
     correlation: np.ndarray
     kind_labels: dict[int, str]
 
-    @property
-    def duration(self) -> np.ndarray:
-        return self.end - self.start
 
-    def __len__(self) -> int:
-        return int(self.start.size)
-
-    def take(self, keep: np.ndarray) -> MemOps:
-        return take_rows(self, keep)

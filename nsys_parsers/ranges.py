@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import take_rows
+from nsys_parsers.arrays import Rows
 from nsys_parsers.ids import global_pid
 from nsys_parsers.schema import NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTXT_PUSHPOP
 
 
 @dataclass(frozen=True)
-class Ranges:
+class Ranges(Rows):
     """NVTX ranges as columns, one row per range, in table order unless taken."""
 
     start: np.ndarray
@@ -34,13 +34,7 @@ class Ranges:
     rowid: np.ndarray  # NVTX_EVENTS rowid, to fetch names by
     domain: np.ndarray  # domain id (0: the default domain)
     domains: np.ndarray  # NvtxDomainCreate rows: (rowid, domain id, process key, start)
-
-    def __len__(self) -> int:
-        return int(self.start.size)
-
-    def take(self, keep: np.ndarray) -> Ranges:
-        """The ranges at indices (or where the mask is true) ``keep``: a new value."""
-        return take_rows(self, keep, whole=("domains",))
+    WHOLE = ("domains",)  # a table of its own: not taken with the ranges
 
 
 def is_domain_row(flags: np.ndarray) -> np.ndarray:
