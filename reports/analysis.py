@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from reports.options import AnalysisOptions
 from reports.render import View
 from reports.report import Report
+from reports.rules import CheckKey
 
 if TYPE_CHECKING:
     from reports.session import Session
@@ -46,45 +47,6 @@ class Param:
     panel: str = READING_PANEL
     argument: bool = False
     required: bool = False
-
-
-@dataclass
-class CheckRule:
-    """One rule of a ``check`` rules file: its assertion (a ``CheckKey``'s key), the range it
-    is about (None: the whole export), its name and its validated values."""
-
-    index: int  # 1-based, in file order
-    assertion: str
-    range: str | None
-    name: str
-    values: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RuleOutcome:
-    """How an export fares against one rule."""
-
-    ok: bool
-    observed: Any
-    expected: str
-    message: str
-
-
-@dataclass(frozen=True)
-class CheckKey:
-    """A rule key ``check`` accepts (``dominant_category = "gemm"``): how its value is
-    validated (``kind``: count, category, regex, share or limit), whether the rule needs a
-    range or a baseline, how it is described when it has no name (``describe(range,
-    values)``) and how an export is judged by it (``evaluate(session, rule, baseline,
-    alpha) -> RuleOutcome``). ``order``: its place in check's messages."""
-
-    key: str
-    kind: str
-    evaluate: Callable[..., RuleOutcome]
-    describe: Callable[[str, dict[str, Any]], str]
-    order: int = 100
-    needs_range: bool = False
-    needs_baseline: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,51 +7,17 @@ records its arguments; only its ``device`` is the CPU, so that the model can run
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvtx_model import grid, harness  # noqa: E402
+from nvtx_model import harness  # noqa: E402
 from nvtx_model.bench import benchmark  # noqa: E402
 from nvtx_model.memory import profile_memory  # noqa: E402
 from nvtx_model.runtime import CpuRuntime, CudaRuntime, peak_tflops, resolve_runtime  # noqa: E402
 from nvtx_model.workload import WorkloadSpec  # noqa: E402
-
-H100 = "NVIDIA H100 80GB HBM3"
-
-
-
-class FakeCuda:
-    def __init__(self, monkeypatch, tmp_path: Path, bf16: bool = True):
-        self.calls: list[tuple] = []
-        rec = self.calls.append
-        cuda, memory = torch.cuda, torch.cuda.memory
-        monkeypatch.setattr(cuda, "is_available", lambda: True)
-        monkeypatch.setattr(cuda, "current_device", lambda: 0)
-        monkeypatch.setattr(cuda, "get_device_name", lambda index=None: H100)
-        monkeypatch.setattr(cuda, "is_bf16_supported", lambda *a, **k: bf16)
-        monkeypatch.setattr(cuda, "synchronize", lambda device=None: rec(("synchronize",)))
-        monkeypatch.setattr(cuda, "reset_peak_memory_stats",
-                            lambda device=None: rec(("reset_peak_memory_stats",)))
-        monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: 123_000_000)
-        monkeypatch.setattr(cuda, "max_memory_reserved", lambda device=None: 456_000_000)
-        monkeypatch.setattr(cuda, "empty_cache", lambda: rec(("empty_cache",)))
-        monkeypatch.setattr(memory, "_record_memory_history",
-                            lambda *a, **k: rec(("_record_memory_history", a, k)))
-
-        def dump(path):
-            Path(path).write_bytes(b"snapshot")
-            rec(("_dump_snapshot", path))
-
-        monkeypatch.setattr(memory, "_dump_snapshot", dump)
-        self.runtime = CudaRuntime()
-        self.runtime.device = torch.device("cpu")  # tensors stay here; device calls are mocks
-        monkeypatch.setattr(grid, "resolve_runtime", lambda device: self.runtime)
-
-    def names(self) -> list[str]:
-        return [c[0] for c in self.calls]
+from tests.fake_cuda import H100, FakeCuda  # noqa: E402
 
 
 @pytest.fixture

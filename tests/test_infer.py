@@ -334,7 +334,7 @@ def test_hf_model_without_transformers_says_what_to_install(monkeypatch):
 def test_cuda_path_synchronizes_every_token_and_checks_free_gpu_memory(monkeypatch, tmp_path):
     torch = pytest.importorskip("torch")
     from nvtx_model.infer import run_inference
-    from tests.test_bench_cuda import FakeCuda
+    from tests.fake_cuda import FakeCuda
 
     cuda = FakeCuda(monkeypatch, tmp_path)
     free = {"bytes": 80 * 1024**3}

@@ -113,3 +113,25 @@ def test_one_definition_of_each_public_function():
                     clashes.append(f"{node.name}: {seen[node.name]} and {name}")
                 seen.setdefault(node.name, name)
     assert not clashes, clashes
+
+
+def test_analyses_import_no_analyses():
+    """An analysis stands alone: what two analyses share lives in a ``reports`` module named
+    for what it is (``gpu_time``, ``model_ranges``, ``params``, ``rules``, ...); an analysis
+    that needs another's answer asks it through ``reports.ask``."""
+    crossing = sorted(f"{m} imports {d}" for m, deps in GRAPH.items()
+                      if m.startswith("reports.analyses.")
+                      for d in deps if d.startswith("reports.analyses.") and d != m)
+    assert not crossing, crossing
+
+
+def test_tests_import_no_tests():
+    """A test file imports helpers (``tests/synth.py``, ``tests/pages.py``, ...), never
+    another test file."""
+    crossing = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and \
+                    node.module.split(".")[-1].startswith("test_"):
+                crossing.append(f"{path.relative_to(ROOT)} imports {node.module}")
+    assert not crossing, crossing

@@ -8,26 +8,7 @@ import types
 import pytest
 
 from nvtx_model import nvtx_ranges as nv
-
-STEP_PHASES = {"forward": ["forward"], "forward-backward": ["forward", "loss", "backward"],
-               "train": ["forward", "loss", "backward", "optimizer"]}
-
-
-def fine_forward(layers: int, attention: str = "naive") -> list:
-    inner = ([("computing attention scores", []), ("computing softmax", []),
-              ("final matmul", [])] if attention == "naive" else [])
-    block = [("attention", [("scaled dot product attention", inner)]), ("ffn", [])]
-    return block * layers
-
-
-def expected_tree(mode: str, level: str, warmup: int, steps: int, layers: int = 2,
-                  attention: str = "naive") -> list:
-    if level == "off":
-        return []
-    step = ("step", [(phase, fine_forward(layers, attention) if phase == "forward"
-                      and level == "fine" else []) for phase in STEP_PHASES[mode]])
-    tree = [("warmup", [step] * warmup)] if warmup else []
-    return tree + [("measure", [step] * steps)]
+from tests.range_trees import expected_tree
 
 
 # ---- contract (no torch needed) ---------------------------------------------------------------

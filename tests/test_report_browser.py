@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_report import (
+from tests.pages import (
     DLPROF,
     HOSTILE_IMG,
     HOSTILE_RANGE,

@@ -195,14 +195,14 @@ def export_attention(s: Session, shape: AttentionShape,
                      sidecar: dict[str, Any] | None = None) -> Report:
     """The attention rows of a session, with the shape completed from its profile
     sidecar."""
-    from reports.analyses.ranges import range_summary
+    from reports.ask import answer
 
     s.export.require(NVTX_TABLE, "the attention FLOPs vs runtime table")
     full = shape.over((sidecar or {}).get("config"))
     if full.missing:  # say what is missing before reading anything
         return attention_rows([], full, gpu=False)
     s.load("kernels", "launches", "ranges", "names")
-    ranges = range_summary(s)
+    ranges = answer(s, "ranges")
     report = attention_rows(ranges.rows, full, gpu=s.has_kernels)
     report.notes += [n for n in ranges.notes if n not in report.notes]
     return report

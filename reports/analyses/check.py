@@ -31,15 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from nsys_parsers.errors import BadOption, NsysMineError, closest_names
-from reports.analysis import VERDICTS_PANEL, Analysis, CheckKey, CheckRule, Param
+from reports.analysis import VERDICTS_PANEL, Analysis, Param
 from reports.render import View
 from reports.report import Report
+from reports.rules import SHARE_KEYS, CheckKey, CheckRule
 from reports.session import Session
 
 CHECK_COLUMNS = ["rule", "range", "status", "observed", "expected", "message"]
 CHECK_VIEW = View(columns=["status", "rule", "observed", "expected", "message"],
                   drop=("expected", "observed"), noun="rules")
-SHARE_KEYS = ("min_share_pct", "max_share_pct")
 
 
 class BadRules(BadOption):
@@ -161,12 +161,6 @@ def _validate(p: Path, i: int, t: Any, keys: dict[str, CheckKey],
                 values=values)
 
 
-def share_bounds(values: dict[str, Any]) -> str:
-    """``>= 40% and <= 90%``: the bounds of a share rule."""
-    return " and ".join(f"{'>=' if k.startswith('min') else '<='} {values[k]:g}%"
-                        for k in SHARE_KEYS if k in values)
-
-
 def run_checks(session: Session, rules: list[CheckRule], baseline: Session | None = None, *,
                alpha: float = 0.05) -> Report:
     """Evaluate every rule (in file order); one row per rule."""
@@ -252,7 +246,6 @@ ANALYSIS = Analysis(
                                               for r in report.rows) else 0,
     outputs=_ci_outputs,
 )
-
 
 
 # -- CI outputs --------------------------------------------------------------------------

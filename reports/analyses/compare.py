@@ -16,7 +16,6 @@ ranges are compared by CPU time instead, and a note says so.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import numpy as np
 from nsys_parsers.errors import BadOption
 from nvtx_model import nvtx_ranges as nv
 from reports.analysis import READING_PANEL, Analysis, Param
+from reports.families import kernel_family
 from reports.render import View
 from reports.report import Report, r1
 from reports.session import Session
@@ -48,28 +48,6 @@ COMPARE_VIEW = View(
     headers={"a_instance_ns": "a per inst", "b_instance_ns": "b per inst",
              "a_per_instance": "a calls/inst", "b_per_instance": "b calls/inst"})
 NO_RANGE = "(no range)"
-
-_SHAPE_TOKEN = re.compile(r"^(?:[a-z]*\d+x\d+(?:x\d+)*|nn|nt|tn|tt|stage\d+|v\d+)$")
-
-
-def kernel_family(name: str) -> str:
-    """A kernel name without what differs between builds and tile choices: template
-    arguments, the parameter list, the return type, and underscore-separated shape tokens
-    (``128x64``, ``tilesize128x128x8``, ``nn``/``tn``, ``stage3``) and a trailing instance
-    number (``triton_poi_fused_add_0``)."""
-    text = re.sub(r"\((?:anonymous namespace|anonymous)\)::|<unnamed>::", "", name)
-    while True:  # innermost template argument lists first
-        stripped = re.sub(r"<[^<>]*>", "", text)
-        if stripped == text:
-            break
-        text = stripped
-    text = re.sub(r"\(.*\)\s*$", "", text).strip()
-    text = re.sub(r"^(?:void|static|__global__)\s+", "", text)
-    tokens = text.split("_")
-    kept = [t for t in tokens if not _SHAPE_TOKEN.match(t)]
-    while len(kept) > 1 and kept[-1].isdigit():
-        kept.pop()
-    return "_".join(kept) or name
 
 
 @dataclass

@@ -32,10 +32,11 @@ import numpy as np
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
-from reports.analyses.compare import kernel_family
-from reports.analysis import VERDICTS_PANEL, Analysis, CheckKey, CheckRule, Param, RuleOutcome
+from reports.analysis import VERDICTS_PANEL, Analysis, Param
+from reports.families import kernel_family
 from reports.render import View
 from reports.report import Report, r1
+from reports.rules import CheckKey, CheckRule, RuleOutcome
 from reports.session import Session
 from reports.stats import MIN_SAMPLES, VERDICTS, judge
 
@@ -211,7 +212,7 @@ def _utilization_rows(base: Any, cand: Any, scope: str, verdict_row: Any
     """``gpu`` rows: the idle share of the scope's instances on their devices and the
     exposed share of their communication (``gpus``), tested on the (instance, device)
     windows. Percentages, in ``base_pct``/``cand_pct``."""
-    from reports.analyses.gpus import instance_utilization
+    from reports.gpu_time import instance_utilization
 
     ub, uc = instance_utilization(base, scope), instance_utilization(cand, scope)
     rows = []

@@ -27,14 +27,15 @@ from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from nvtx_model.nvtx_ranges import HEADLINE_RANGES
-from reports.analyses.nvtx_kernels import ATTRIBUTION
-from reports.analysis import Analysis, CheckKey, CheckRule, Param, RuleOutcome
+from reports.analysis import Analysis, Param
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, notes_once
 from reports.categories import CATEGORIES, categorize_many
+from reports.model_ranges import headline_ranges, model_order
 from reports.module_tree import as_tree, tree_section
+from reports.params import ATTRIBUTION
 from reports.render import View, human_ns, shorten
 from reports.report import Report, check_range_names, r1
+from reports.rules import CheckKey, CheckRule, RuleOutcome, share_bounds
 from reports.session import Session
 
 DOMINANT_COLUMNS = [
@@ -126,15 +127,6 @@ def _firsts(sorted_groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     start = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
     return sorted_groups[start], start
-
-
-def model_order(names: list[str]) -> dict[str, int] | None:
-    """Positions of this project's model ranges when ``names`` come from its model (a
-    ``step`` and a ``forward`` range), else None."""
-    present = set(names)
-    if not {"step", "forward"} <= present:
-        return None
-    return {n: i for i, n in enumerate(HEADLINE_RANGES) if n in present}
 
 
 def sentence(row: dict[str, Any]) -> str:
@@ -310,8 +302,6 @@ def _dominant_check(s: Session, rule: CheckRule,
 
 def _share_check(s: Session, rule: CheckRule,
                  baseline: Session | None, alpha: float) -> RuleOutcome:
-    from reports.analyses.check import share_bounds
-
     row, v = _dominant_row(s, rule.range), rule.values
     share = float((row.get("category_shares") or {}).get(v["category"], 0.0))
     ok = share >= v.get("min_share_pct", -1) and share <= v.get("max_share_pct", 101)
@@ -319,22 +309,7 @@ def _share_check(s: Session, rule: CheckRule,
 
 
 def _share_name(where: str, v: dict[str, Any]) -> str:
-    from reports.analyses.check import share_bounds
-
     return f"{where}: {v['category']} share {share_bounds(v)}"
-
-
-OTHER_RANGES = 10  # ranges in the headline of an export that is not this project's model
-
-
-def headline_ranges(names: list[str], gpu_ns: dict[str, float]) -> list[str]:
-    """The ranges a page leads with: this project's model ranges in nesting order (step >
-    forward > ... > attention internals) when the export is of its model, else the
-    OTHER_RANGES ranges with the most time."""
-    order = model_order(names)
-    if order:
-        return sorted(order, key=order.__getitem__)
-    return sorted(names, key=lambda n: (-gpu_ns.get(n, 0.0), n))[:OTHER_RANGES]
 
 
 def _cpu_sentence(row: dict[str, Any]) -> str:

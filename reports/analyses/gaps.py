@@ -36,8 +36,8 @@ from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped, span
 from nsys_parsers.kernels import api_base_name
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analyses.gpus import recorded_ops, require_gpu_ops
 from reports.analysis import Analysis, Param
+from reports.gpu_time import recorded_ops, require_gpu_ops
 from reports.render import View, human_ns
 from reports.report import Report, rows_of
 from reports.session import Session

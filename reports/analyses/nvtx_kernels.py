@@ -17,13 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from nsys_parsers.arrays import distinct_count, group_ids, sorted_unique
-from nsys_parsers.attribution import ATTRIBUTIONS, Pairs
+from nsys_parsers.attribution import Pairs
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, Param
+from reports.analysis import Analysis
+from reports.params import ATTRIBUTION
 from reports.render import View
 from reports.report import Report, group_stats, rows_of
 from reports.session import Session
@@ -124,11 +125,6 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
                      f"(trimmed capture?): they are listed with no range, pid or tid.")
     return Report(rows=rows, columns=NVTX_KERNEL_COLUMNS, notes=notes)
 
-
-ATTRIBUTION = Param(
-    "attribution", ("--attribution",), "all: a kernel counts in every range that encloses its "
-    "launch (as nsys nvtx_kern_sum); innermost: only in its deepest range.", default="all",
-    choices=ATTRIBUTIONS)
 
 ANALYSIS = Analysis(
     name="nvtx-kernels",

@@ -27,11 +27,12 @@ from nsys_parsers.names import RangeNames
 from nsys_parsers.nesting import nesting_depth
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, CheckKey, CheckRule, Param, RuleOutcome
+from reports.analysis import Analysis, Param
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, notes_once
 from reports.module_tree import as_tree
 from reports.render import View, human_ns
 from reports.report import Report, group_stats, rows_of
+from reports.rules import CheckKey, CheckRule, RuleOutcome
 from reports.session import Session
 
 RANGE_VIEW_COLUMNS = [
@@ -368,7 +369,7 @@ def _page(ctx: Any) -> list[Any]:
     """The range table, in the model's nesting order for exports of this project's model, as
     the module tree for exports with module ranges."""
     from nvtx_model.nvtx_ranges import HEADLINE_RANGES
-    from reports.analyses.dominant import model_order
+    from reports.model_ranges import model_order
     from reports.page.model import Section, Table
 
     if not ctx.has_ranges:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reports.analyses.compare import kernel_family
+from reports.families import kernel_family
 
 DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
 FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"

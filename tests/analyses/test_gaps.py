@@ -32,7 +32,7 @@ def _ours(rows: list[dict]) -> list[tuple[int, int, int, int]]:
 def _swept(export, *, graphs: bool) -> list[tuple[int, int, int, int]]:
     """Gaps between the GPU operations of each (process, device), by a plain sweep over the
     export's rows (with or without the whole CUDA graph launches)."""
-    from tests.analyses.test_gpus import OPS_SQL
+    from tests.reference import OPS_SQL
 
     conn = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}

@@ -14,24 +14,10 @@ from nsys_parsers.errors import MissingData
 from reports.ask import ask
 from reports.categories import categorize
 from tests.conftest import CS336, KNOWN
+from tests.reference import OPS_SQL
 from tests.synth import Synth
 
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
-OPS_SQL = {  # (start, end, pid, device, kernel name or None) of every GPU operation
-    "CUPTI_ACTIVITY_KIND_KERNEL":
-        "SELECT k.start, k.end, (k.globalPid >> 24) & 16777215, k.deviceId, s.value "
-        "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName",
-    "CUPTI_ACTIVITY_KIND_MEMCPY":
-        "SELECT start, end, (globalPid >> 24) & 16777215, deviceId, NULL "
-        "FROM CUPTI_ACTIVITY_KIND_MEMCPY",
-    "CUPTI_ACTIVITY_KIND_MEMSET":
-        "SELECT start, end, (globalPid >> 24) & 16777215, deviceId, NULL "
-        "FROM CUPTI_ACTIVITY_KIND_MEMSET",
-    # a launch of a whole CUDA graph is GPU work too: a kernel named after its graph
-    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE":
-        "SELECT start, end, (globalPid >> 24) & 16777215, deviceId, 'CUDA graph ' || graphId "
-        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-}
 
 
 def covered(intervals: list[tuple[int, int]], window: tuple[int, int] | None = None) -> int:

@@ -12,7 +12,7 @@ import pytest
 
 from nvtx_model import nvtx_ranges as nv
 from nvtx_model.workload import WorkloadSpec
-from tests.test_nvtx_ranges import expected_tree
+from tests.range_trees import expected_tree
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("gpu")]
 
