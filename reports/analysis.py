@@ -21,7 +21,7 @@ from reports.report import Report
 from reports.rules import CheckKey
 
 if TYPE_CHECKING:
-    from reports.session import Session
+    pass
 
 INPUTS = ("none", "export", "exports", "two", "paths")
 # The help panels parameters are shown in.
@@ -109,14 +109,6 @@ class Analysis:
         if unknown:
             raise TypeError(f"{self.name} has no parameter {', '.join(sorted(unknown))}")
         return {name: params.get(name, p.default) for name, p in known.items()}
-
-    def answer(self, *sessions: Session | None, **params: Any) -> Report:
-        """The answer for open sessions (none, one, or two for ``two``) and parameters."""
-        for s in sessions:
-            if s is not None and self.needs:
-                s.load(*self.needs)
-        params = self.fill(params)
-        return self.finish(self.run(*sessions, **params), params)
 
     def finish(self, report: Report, params: dict[str, Any]) -> Report:
         """``report`` with the title, columns and view the declaration gives it."""

@@ -1,5 +1,22 @@
-"""Ask one analysis of its exports: open them (``Session``), answer, close. What every
-command does, for Python users too:
+"""The one path of a question: every hook of an analysis's declaration runs here, in this
+order, for every caller (the command line, the Python API, the several-exports tables, the
+report page, the MCP server, rank workers):
+
+    ask(analysis, sources, options, params)
+      1. the parameters: the second export's argument taken out, defaults filled in, unknown
+         ones refused, then ``validate`` (before any export is read)
+      2. inputs ``paths``: ``run(paths, options, **params)`` opens what it needs itself
+         several exports (or a sweep folder) of an ``exports`` analysis: each one answered
+         as in 3 (``multi.ask_each``), one table with a ``config`` column
+      3. one export (or two): ``prepare`` (options from what lies beside it), the session(s)
+         opened, ``answer``
+      4. ``outputs`` (the files a gate writes) and ``exit_code``: ``Report.exit_code``
+
+    answer(session, analysis, **params): an open session (one load for several questions, as
+      the report page asks them): ``needs`` loaded, ``run``, the declared title, columns and
+      view (``Analysis.finish``)
+
+For Python users:
 
     from reports.ask import answer, ask
     report = ask("dominant", ["run.sqlite"], within="measure", range_names=["forward"])
@@ -17,11 +34,55 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
 from reports.analysis import Analysis
+from reports.multi import ExportTarget, ask_each, combine, file_targets
 from reports.options import AnalysisOptions
 from reports.report import Report
 from reports.session import Session
 
 Opener = Callable[[Path, AnalysisOptions], ContextManager[Any]]
+Targets = Callable[[list[Path]], list[ExportTarget]]
+
+
+def ask(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]] = (),
+        options: AnalysisOptions | None = None, params: dict[str, Any] | None = None, *,
+        opener: Opener | None = None, targets: Targets | None = None,
+        top_each: int | None = None, **kwargs: Any) -> Report:
+    """The answer of ``analysis`` (or its name) for ``sources``: none, one export, two for
+    the analyses that compare two, several (or sweep folders) for those that answer each.
+    ``kwargs``: analysis options (``within``...) and the analysis's parameters, by name.
+    ``opener(path, options)`` opens a session (default ``Session``; the command line adds a
+    spinner); ``targets(paths)`` finds the exports of several paths and labels them (default
+    ``multi.file_targets``: files, labelled by name); ``top_each``: rows kept of each export
+    of several (None: all)."""
+    a = _analysis(analysis)
+    # a keyword is the analysis's parameter when it declares one of that name (check's
+    # --rules), else an option
+    fields = set(AnalysisOptions.__dataclass_fields__) - {p.name for p in a.params}
+    options = replace(options or AnalysisOptions(**a.defaults),
+                      **{k: v for k, v in kwargs.items() if k in fields})
+    given = {**(params or {}), **{k: v for k, v in kwargs.items() if k not in fields}}
+    paths, given = split_params(a, [Path(s) for s in sources], given)
+    params = a.fill(given)
+    if a.validate is not None:
+        params = a.validate(params, paths)
+    if a.inputs == "paths":
+        report = a.finish(a.run(paths, options, **params), params)
+    elif a.inputs == "exports" and (len(paths) > 1 or (paths and paths[0].is_dir())):
+        report = _ask_several(a, (targets or file_targets)(paths), options, params,
+                              opener or Session, top_each)
+    else:
+        report = _ask_one(a, paths, options, params, opener or Session)
+    if a.outputs is not None and paths:
+        a.outputs(report, params, paths[0])
+    report.exit_code = a.exit_code(report, params) if a.exit_code is not None else 0
+    return report
+
+
+def answer(session: Session, analysis: Analysis | str, **params: Any) -> Report:
+    """The answer of ``analysis`` (or its name) for an open session (an analysis that reads no
+    export, such as ``categories``, ignores it): its ``needs`` loaded, ``run``, the declared
+    title, columns and view."""
+    return _answer(_analysis(analysis), [session], params)
 
 
 def split_params(a: Analysis, paths: list[Path], params: dict[str, Any]
@@ -38,38 +99,52 @@ def split_params(a: Analysis, paths: list[Path], params: dict[str, Any]
     return sources, rest
 
 
-def ask(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]],
-        options: AnalysisOptions | None = None, params: dict[str, Any] | None = None, *,
-        opener: Opener | None = None, **kwargs: Any) -> Report:
-    """The answer of ``analysis`` (or its name) for ``sources`` (none, one export, or two for
-    the analyses that compare two). ``kwargs``: analysis options (``within``...) and the
-    analysis's parameters, by name."""
+def _analysis(analysis: Analysis | str) -> Analysis:
     from reports.analyses import get
 
-    a = get(analysis) if isinstance(analysis, str) else analysis
-    fields = set(AnalysisOptions.__dataclass_fields__)
-    options = replace(options or AnalysisOptions(**a.defaults),
-                      **{k: v for k, v in kwargs.items() if k in fields})
-    params = {**(params or {}), **{k: v for k, v in kwargs.items() if k not in fields}}
-    paths = [Path(s) for s in sources]
-    if a.inputs == "paths":
-        return a.finish(a.run(paths, options, **a.fill(params)), params)
+    return get(analysis) if isinstance(analysis, str) else analysis
+
+
+def _answer(a: Analysis, sessions: list[Session | None], params: dict[str, Any]) -> Report:
+    if a.inputs == "none":
+        sessions = []
+    for s in sessions:
+        if s is not None and a.needs:
+            s.load(*a.needs)
+    params = a.fill(params)
+    return a.finish(a.run(*sessions, **params), params)
+
+
+def _ask_one(a: Analysis, paths: list[Path], options: AnalysisOptions,
+             params: dict[str, Any], opener: Opener) -> Report:
+    """The answer for one export (two for ``two``, the second maybe missing; none for
+    ``none``), opened with the options ``prepare`` makes from what lies beside it."""
     notes: list[str] = []
     if a.prepare is not None and paths:
         options, notes = a.prepare(options, paths[0])
     with contextlib.ExitStack() as stack:
-        sessions = [stack.enter_context((opener or Session)(p, options)) for p in paths]
+        sessions: list[Session | None] = [stack.enter_context(opener(p, options))
+                                          for p in paths]
         if a.inputs == "two" and len(sessions) == 1:
             sessions.append(None)
-        report = a.answer(*sessions, **params)
+        report = _answer(a, sessions, params)
     report.notes = notes + report.notes
     return report
 
 
-def answer(session: Session, name: str, **params: Any) -> Report:
-    """The answer of the analysis ``name`` for an open session (an analysis that reads no
-    export, such as ``categories``, ignores it)."""
-    from reports.analyses import get
-
-    a = get(name)
-    return a.answer(**params) if a.inputs == "none" else a.answer(session, **params)
+def _ask_several(a: Analysis, targets: list[ExportTarget], options: AnalysisOptions,
+                 params: dict[str, Any], opener: Opener, top_each: int | None) -> Report:
+    """One question of several exports: each export's rows with a ``config`` column, the
+    top ``top_each`` of each (None: all), in one report whose rows are already cut."""
+    columns, view = a.shaped(params)
+    assert view is not None
+    answers, skipped = ask_each(
+        targets, lambda t: _ask_one(a, [t.path], options, params, opener))
+    columns = list(dict.fromkeys([*columns, *(c for x in answers for c in x.report.columns)]))
+    report, people = combine(answers, columns, view, skipped=skipped, top_each=top_each)
+    if options.within is None and all(t.config for t in targets):
+        report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
+                            "their warmup steps out (as profile and sweep do).")
+    report.title = f"{answers[0].report.title or a.title}, {len(answers)} exports"
+    report.view, report.cut = people, True
+    return report

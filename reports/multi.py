@@ -1,20 +1,20 @@
 """One question asked of several exports: the rows of each, with a ``config`` column.
 
 ``kernels``, ``ranges`` and ``dominant`` take several exports or a sweep folder; each export is
-opened on its own (``Session``), asked the same question, and its rows get the label of
-its config (the config fields that vary, from the ``profile`` sidecars or the sweep index) or
-its file name. Rows keep their keys, with ``config`` first; people see the top rows of each
-export (``cut_each``), machines every row.
+asked the same question on its own (``reports.ask``), and its rows get the label of its config
+(the config fields that vary, from the ``profile`` sidecars or the sweep index: the command
+line's ``profile_cli.runs.targets``) or its file name. Rows keep their keys, with ``config``
+first; people see the top rows of each export (``combine``'s ``top_each``), machines every
+row.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
-from nsys_parsers.errors import NsysMineError
+from nsys_parsers.errors import BadOption, NsysMineError
 from reports.render import View, rank_rows
 from reports.report import Report
 
@@ -36,19 +36,15 @@ class Answer:
     report: Report
 
 
-def ask_each(targets: list[ExportTarget], ask: Callable[[Any], Report],
-             opener: Callable[[Path], ContextManager[Any]] | None = None
+def ask_each(targets: list[ExportTarget], ask: Callable[[ExportTarget], Report]
              ) -> tuple[list[Answer], list[str]]:
-    """``ask(analysis)`` of every target; an export that cannot answer (no kernels in a CPU
+    """``ask(target)`` of every target; an export that cannot answer (no kernels in a CPU
     profile, ...) is left out with a note, unless none can: then its error is raised."""
-    if opener is None:
-        opener = _open
     answers, skipped = [], []
     first_error: NsysMineError | None = None
     for t in targets:
         try:
-            with opener(t.path) as analysis:
-                answers.append(Answer(t, ask(analysis)))
+            answers.append(Answer(t, ask(t)))
         except NsysMineError as exc:
             first_error = first_error or exc
             skipped.append(f"left out: {exc}" if t.path.name in str(exc)
@@ -58,12 +54,18 @@ def ask_each(targets: list[ExportTarget], ask: Callable[[Any], Report],
     return answers, skipped
 
 
-@contextlib.contextmanager
-def _open(path: Path) -> Iterator[Any]:
-    from reports.session import Session
-
-    with Session(path) as s:
-        yield s
+def file_targets(paths: list[Path]) -> list[ExportTarget]:
+    """Export files labelled by their name (their path, where names repeat). A folder is
+    refused: the command line finds the exports of sweep folders (``targets=`` of
+    ``reports.ask.ask``)."""
+    for p in paths:
+        if p.is_dir():
+            raise BadOption(f"{p} is a folder: give export files, or ask through `nsys-mine`, "
+                            f"which reads sweep folders.")
+    labels = [p.name.rsplit(".", 1)[0] for p in paths]
+    if len(set(labels)) != len(paths):
+        labels = [str(p) for p in paths]
+    return [ExportTarget(path=p, label=lbl) for p, lbl in zip(paths, labels)]
 
 
 def combine(answers: list[Answer], columns: list[str], view: View, *,

@@ -22,7 +22,8 @@ class Report:
     (``sentences``), a title and a view (how people see it: the analysis's, for the
     parameters asked, or one that depends on the data, such as a module tree from
     ``reports.module_tree``). An answer that is one object rather than rows
-    (``info``) is ``obj`` (and ``obj_for_people`` what a table of it shows)."""
+    (``info``) is ``obj`` (and ``obj_for_people`` what a table of it shows). ``exit_code``
+    is the command's (0 but for gates: ``check``, ``diff --fail-on``)."""
 
     rows: list[dict[str, Any]]
     columns: list[str]
@@ -31,7 +32,9 @@ class Report:
     title: str | None = None
     obj: dict[str, Any] | None = None
     obj_for_people: dict[str, Any] | None = None  # ``obj`` as a table shows it
-    view: Any = None  # a ``reports.render.View`` for these rows (set by Analysis.answer)
+    view: Any = None  # a ``reports.render.View`` for these rows (set by Analysis.finish)
+    exit_code: int = 0  # what the command exits with (a gate's verdict: reports.ask)
+    cut: bool = False  # the rows are already the ones people see (several exports' tops)
 
     def to_pandas(self) -> pd.DataFrame:
         """The rows as a DataFrame (``columns`` in order; the notes in ``df.attrs``). pandas is

@@ -108,3 +108,31 @@ def test_the_python_api(fx):
 def test_a_notebook_shows_a_report_as_a_table(fx):
     html = ask("memops", [fx("gtls_rtx3060_nsys2023.1.sqlite")])._repr_html_()
     assert html.startswith("<div>") and "memcpy Device-to-Device" in html
+
+
+def test_every_caller_runs_every_hook(fx, tmp_path):
+    """``ask`` runs the whole declaration for Python as the command line does: ``validate``
+    before any export is read (check's rules file), ``outputs`` (the JUnit file) and the
+    gate's ``exit_code``; several exports answer in one table with a ``config`` column."""
+    from reports.analyses.check import BadRules
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[rule]]\nrange = 'forward'\n")  # no assertion
+    with pytest.raises(BadRules, match="rule 1"):  # before the missing export is opened
+        ask("check", [tmp_path / "missing.sqlite"], rules=bad)
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[rule]]\nname = 'gemm'\ndominant_category = 'gemm'\n\n"
+                     "[[rule]]\nname = 'no such range'\nrange = 'nope'\nmin_instances = 1\n")
+    junit = tmp_path / "check.xml"
+    report = ask("check", [fx(FASTVIDEO)], rules=rules, junit=junit)
+    assert [r["status"] for r in report.rows] == ["pass", "fail"]
+    assert report.exit_code == 3 and junit.read_text().count("<testcase") == 2
+    assert ask("kernels", [fx(FASTVIDEO)]).exit_code == 0
+    both = ask("kernels", [fx(FASTVIDEO), fx(DLPROF)])
+    one, other = ask("kernels", [fx(FASTVIDEO)]), ask("kernels", [fx(DLPROF)])
+    assert both.columns == ["config", *one.columns]
+    assert len(both.rows) == len(one.rows) + len(other.rows)
+    assert {r["config"] for r in both.rows} == {FASTVIDEO[:-7], DLPROF[:-7]}
+    assert both.title == "CUDA kernels, 2 exports"
+    with pytest.raises(BadOption, match="is a folder"):
+        ask("kernels", [tmp_path])

@@ -166,53 +166,27 @@ def analysis_command(a: Analysis) -> Callable[..., None]:
 
 def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
                    params: dict[str, Any], out: OutputSpec) -> None:
-    """Ask ``a`` of the exports and write the answer; exit with the analysis's code."""
-    from reports.ask import ask, split_params
+    """Ask ``a`` of the exports (``reports.ask.ask``: every hook of the analysis runs there),
+    write the answer for ``out`` and exit with the analysis's code."""
+    from profile_cli.runs.targets import export_targets
+    from reports.ask import ask
+    from reports.multi import TOP_EACH
+    from reports.render import HUMAN_FORMATS
 
-    sources, params = split_params(a, paths, params)
-    if a.validate is not None:
-        params = a.validate(params, sources)
-    if a.inputs == "exports" and (len(paths) > 1 or paths[0].is_dir()):
-        _emit_many(a, paths, options, params, out)
-        return
-    report = ask(a, sources, options, params, opener=open_session)
-    if a.outputs is not None:
-        a.outputs(report, params, sources[0])
+    human = out.format in HUMAN_FORMATS
+    top_each = out.top if out.top is not None else (TOP_EACH if human else None)
+    report = ask(a, paths, options, params, opener=open_session, targets=export_targets,
+                 top_each=top_each)
     if report.obj is not None:
         from reports.render import render_object
 
         out.emit(render_object(report.obj, out.format, title=report.title, width=out.width,
                                human=report.obj_for_people, notes=report.notes))
     else:
-        emit_report(report, report.columns, report.view, out, title=report.title)
-    code = a.exit_code(report, params) if a.exit_code is not None else 0
-    if code:
-        raise typer.Exit(code)
-
-
-def _emit_many(a: Analysis, paths: list[Path], options: AnalysisOptions,
-               params: dict[str, Any], out: OutputSpec) -> None:
-    """One question of several exports (or sweep folders): each export's rows with a
-    `config` column; people see the top rows of each (--top, default 5 per export)."""
-    from profile_cli.runs.targets import export_targets
-    from reports.multi import TOP_EACH, ask_each, combine
-    from reports.render import HUMAN_FORMATS
-
-    columns, view = a.shaped(params)
-    assert view is not None
-    targets = export_targets(paths)
-    answers, skipped = ask_each(targets, lambda s: a.answer(s, **params),
-                                opener=lambda p: open_session(p, options))
-    human = out.format in HUMAN_FORMATS
-    top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    columns = list(dict.fromkeys([*columns, *(c for x in answers for c in x.report.columns)]))
-    report, people = combine(answers, columns, view, skipped=skipped, top_each=top_each)
-    if options.within is None and all(t.config for t in targets):
-        report.notes.append("these are `nsys-mine profile` exports: --within measure leaves "
-                            "their warmup steps out (as profile and sweep do).")
-    title = answers[0].report.title or a.title
-    emit_report(report, report.columns, people, replace(out, top=0),
-                title=f"{title}, {len(answers)} exports")
+        emit_report(report, report.columns, report.view, replace(out, top=0) if report.cut
+                    else out, title=report.title)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
 
 
 REPORT_FORMATS = ("html", "md")

@@ -190,16 +190,15 @@ def run_checks(session: Session, rules: list[CheckRule], baseline: Session | Non
                              for r in rows])
 
 
-def check(s: Session, rules: Path | list[CheckRule], baseline: Path | None = None,
+def check(s: Session, rules: list[CheckRule], baseline: Path | None = None,
           junit: Path | None = None, alpha: float = 0.05) -> Report:
-    """``check EXPORT --rules FILE [--baseline BASE]`` (the baseline read with the same
-    options)."""
-    rule_list = load_check_rules(rules) if isinstance(rules, (str, Path)) else rules
+    """``check EXPORT --rules FILE [--baseline BASE]``: ``rules`` as ``validate`` read them
+    (``load_check_rules``), the baseline read with the same options."""
     if baseline is None:
-        report = run_checks(s, rule_list, alpha=alpha)
+        report = run_checks(s, rules, alpha=alpha)
     else:
         with Session(baseline, s.options) as b:
-            report = run_checks(s, rule_list, b, alpha=alpha)
+            report = run_checks(s, rules, b, alpha=alpha)
     report.title = f"check {s.export.source.name}"
     return report
 

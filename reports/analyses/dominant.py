@@ -28,6 +28,7 @@ from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
+from reports.ask import answer
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, notes_once
 from reports.categories import CATEGORIES, categorize_many
 from reports.model_ranges import headline_ranges, model_order
@@ -282,7 +283,7 @@ def dominant_report(k: Kernels | None, r: Ranges | None, names: RangeNames | Non
 
 
 def _dominant_row(s: Session, rng: str | None) -> dict[str, Any]:
-    report = ANALYSIS.answer(s, range_names=[rng] if rng is not None else None)
+    report = answer(s, ANALYSIS, range_names=[rng] if rng is not None else None)
     return report.rows[1] if rng is not None else report.rows[0]
 
 
