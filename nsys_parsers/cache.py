@@ -24,8 +24,8 @@ import hashlib
 import json
 import os
 import shutil
-import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ CACHE_DIR_ENV = "NSYS_MINE_CACHE_DIR"
 CACHE_MAX_ENV = "NSYS_MINE_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 4096
 # Bump when what an item holds, or how it is computed, changes: older entries are ignored.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 MANIFEST = "manifest.json"
 
 
@@ -110,7 +110,8 @@ class ColumnCache:
         self.limit = cache_limit_bytes() if limit_bytes is None else limit_bytes
         name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         self.dir = self.root / name
-        self._writer: threading.Thread | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
 
     @classmethod
     def for_export(cls, export: Any) -> ColumnCache | None:
@@ -152,30 +153,31 @@ class ColumnCache:
 
     def put(self, items: dict[str, Item], background: bool = False) -> None:
         """Store items (under new file names), then the manifest that names them;
-        ``background``: on a writer thread while the caller goes on (one write at a time,
-        in order; ``flush()`` waits for them)."""
+        ``background``: on the entry's writer thread while the caller goes on (one write at
+        a time, in order; ``flush()`` waits for them)."""
         if not items:
             return
         if not background:
             self.flush()
             self._write(items)
             return
-        previous = self._writer
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="nsys-mine-cache")
+        self._pending.append(self._writer.submit(self._write_quietly, items))
 
-        def write() -> None:
-            if previous is not None:
-                previous.join()
-            try:
-                self._write(items)
-            except Exception:  # a failed write means no caching, never a traceback
-                pass
-        self._writer = threading.Thread(target=write, name="nsys-mine-cache")
-        self._writer.start()
+    def _write_quietly(self, items: dict[str, Item]) -> None:
+        try:
+            self._write(items)
+        except Exception:  # a failed write means no caching, never a traceback
+            pass
 
     def flush(self) -> None:
         """Wait until every ``put`` is written."""
+        for future in self._pending:
+            future.result()
+        self._pending.clear()
         if self._writer is not None:
-            self._writer.join()
+            self._writer.shutdown(wait=True)
             self._writer = None
 
     def _write(self, items: dict[str, Item]) -> None:

@@ -120,12 +120,16 @@ class IntColumns:
 
     def __init__(self, futures: list[Future], ncols: int):
         self._futures, self._ncols = futures, ncols
+        self._joined: list[np.ndarray] | None = None
 
     def result(self) -> list[np.ndarray]:
-        parts = [f.result() for f in self._futures]
-        if not parts:
-            return [np.zeros(0, dtype=np.int64) for _ in range(self._ncols)]
-        return [np.concatenate([p[i] for p in parts]) for i in range(self._ncols)]
+        """The columns, each joined once (several columns' readers may ask)."""
+        if self._joined is None:
+            parts = [f.result() for f in self._futures]
+            self._joined = ([np.concatenate([p[i] for p in parts]) for i in range(self._ncols)]
+                            if parts else
+                            [np.zeros(0, dtype=np.int64) for _ in range(self._ncols)])
+        return self._joined
 
 
 class TextColumn:

@@ -1,12 +1,10 @@
-"""One export, loaded: each column a question needs is read once, from the export or from its
-cache entry, and kept (``Trace``).
+"""One export, loaded: the values questions are answered from (``Kernels``, ``Ranges``,
+``RangeNames``, ``Pairs``, ...), built from items (``nsys_parsers.items``: raw columns and
+values derived from them) that one resolver (``nsys_parsers.resolver``) takes from memory,
+the export's cache entry, one batched read, or derives.
 
-Questions ask for *groups* of columns (``GROUPS``); ``Trace.load(*groups)`` reads what is
-missing of all of them at once: the chunks of every table go to one pool of reader threads
-(``nsys_parsers.reads``), the largest table first, and every column read is stored in the
-export's cache entry (``nsys_parsers.cache``), as are the values derived from them (kernel
-names, the launch of each kernel, range names, attribution pairs). A column that the cache
-holds is not read, and neither are the columns it was derived from.
+Questions ask for *groups* of items (``GROUPS``); ``Trace.load(*groups)`` resolves all of
+them at once, and every value here resolves what it is built from the same way:
 
     kernels     start, end and name of every kernel (the name kind of the trace)
     kernel_ids  process (globalPid), correlationId, device, stream, context, graph and
@@ -21,19 +19,20 @@ holds is not read, and neither are the columns it was derived from.
     graph_capture  graph and graph node creation records (where graph kernels were captured)
 
 On an export with whole-graph traces (nsys's default ``--cuda-graph-trace=graph``) the
-``kernels``, ``kernel_ids``, ``kernel_places`` and ``launches`` groups read the graph launches
+``kernels``, ``kernel_ids``, ``kernel_places`` and ``launches`` groups hold the graph launches
 too: each launch is a row of ``kernels`` named after its graph (``nsys_parsers.graphs``), so
 that every question counts the GPU time its kernels (not recorded) took.
 
-The loaded data are values (``Kernels``, ``Ranges``, ``RangeNames``, ``Pairs``): views of
-them (``take``) are new values, and nothing loaded is changed in place.
+The values are built once for the items held (``kernels`` again when more of its id or launch
+columns are loaded), and views of them (``take``) are new values: nothing loaded is changed
+in place.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -46,7 +45,7 @@ from nsys_parsers.attribution import (
     innermost,
     launching_share,
 )
-from nsys_parsers.cache import ColumnCache, Item
+from nsys_parsers.cache import ColumnCache
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
 from nsys_parsers.graphs import (
@@ -55,26 +54,24 @@ from nsys_parsers.graphs import (
     kernels_with_graphs,
     not_recorded_as_nodes,
 )
-from nsys_parsers.kernels import ApiCalls, Kernels, join_launches, kernel_name_column
+from nsys_parsers.items import (
+    API,
+    GRAPH_EVENTS,
+    GRAPH_NODES,
+    GRAPHS,
+    KERNEL_IDS,
+    KERNEL_PLACES,
+    LAUNCH,
+    MEMOPS,
+    NVTX,
+    PAIRS,
+)
+from nsys_parsers.kernels import ApiCalls, Kernels, kernel_name_column
 from nsys_parsers.memops import MEMCPY_KINDS, MemOps
-from nsys_parsers.names import (
-    RangeNames,
-    kernel_names,
-    range_names,
-    resolve_keys,
-    text_ids,
-    union,
-)
+from nsys_parsers.names import RangeNames, range_names, resolve_keys, text_ids, union
 from nsys_parsers.ranges import Ranges, build_ranges, is_domain_row
-from nsys_parsers.reads import (
-    IntColumns,
-    Reader,
-    TextColumn,
-    ints_from_json,
-    rowid_chunks,
-    rowid_span,
-    strings_by_id,
-)
+from nsys_parsers.reads import Reader, ints_from_json, strings_by_id
+from nsys_parsers.resolver import Resolver
 from nsys_parsers.schema import (
     GRAPH_ATTRIBUTIONS,
     KERNEL_TABLE,
@@ -85,16 +82,6 @@ from nsys_parsers.schema import (
 
 GROUPS = ("kernels", "kernel_ids", "kernel_places", "launches", "ranges", "names", "memops",
           "api", "graphs", "graph_capture")
-KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
-KERNEL_PLACES = ("pid", "device", "stream")
-LAUNCH = ("launch_tid", "launch_start", "launch_end")
-NVTX = ("start", "end", "tid", "flags", "rowid")
-MEMOPS = ("start", "end", "bytes", "kind", "device", "stream", "pid", "correlation")
-API = ("start", "end", "tid", "correlation")
-GRAPHS = ("start", "end", "device", "stream", "context", "pid", "correlation", "graph",
-          "graph_exec")
-GRAPH_NODES = ("start", "end", "tid", "node", "original")
-GRAPH_EVENTS = ("start", "end", "tid", "graph", "original", "exec")
 # Names of more than this share of the ranges are read by one scan of the NVTX table, which
 # costs less per row than seeking each one by its rowid.
 FULL_SCAN_SHARE = 0.35
@@ -102,32 +89,33 @@ ROWID_CHUNK = 200_000
 
 
 class Trace:
-    """The loaded columns of one export (``name_kind``: which kernel names; ``cache``: read
-    and fill the export's cache entry). ``close()`` ends its reader threads."""
+    """The loaded values of one export (``name_kind``: which kernel names; ``cache``: read
+    and fill the export's cache entry). ``close()`` ends its reader threads and waits for
+    the cache writes."""
 
     def __init__(self, export: Export, *, name_kind: str = "demangled", cache: bool = True,
                  workers: int = 2):
         self.export = export
         self.name_kind = name_kind
         self.name_column, self.notes = kernel_name_column(export, name_kind)
+        self.workers = workers
+        self._reader: Reader | None = None
+        self.resolver = Resolver(export, ColumnCache.for_export(export) if cache else None,
+                                 self.reader, self.sources, self)
+        self._values: dict[Any, Any] = {}
         if not export.has_table(KERNEL_TABLE):  # graph launches only: no name columns
             self.notes = []
-        self.cache = ColumnCache.for_export(export) if cache else None
-        self.workers = workers
-        self._cols: dict[str, np.ndarray] = {}
-        self._strings: dict[str, list[str]] = {}
-        self._names: RangeNames | None = None  # of the ranges, resolved so far
-        self._ranges: Ranges | None = None
-        self._pairs: dict[str, Pairs] = {}
-        self._reader: Reader | None = None
-        self._names_scan: TextColumn | None = None  # every range's name key, being read
+
+    @property
+    def cache(self) -> ColumnCache | None:
+        return self.resolver.cache
 
     # -- what the export holds -------------------------------------------------------------
     @property
     def has_kernels(self) -> bool:
         """Whether the export has kernels: a kernel table, or graph launches (a whole-graph
         trace of graphs only)."""
-        return self.has_kernel_table or self._graph_rows() > 0
+        return self.has_kernel_table or self._count("graph.rows") > 0
 
     @property
     def has_kernel_table(self) -> bool:
@@ -143,7 +131,7 @@ class Trace:
 
     @property
     def has_api(self) -> bool:
-        return bool(self._api_sources())
+        return bool(self.sources("api"))
 
     @property
     def has_graphs(self) -> bool:
@@ -153,238 +141,137 @@ class Trace:
     def has_graph_records(self) -> bool:
         """Whether the export says anything about CUDA graphs: launches of whole graphs, or
         graph and graph node creation records."""
-        return (self.has_graphs or bool(self._graph_node_sources())
-                or bool(self._graph_event_sources()))
+        return self.has_graphs or bool(self.sources("gnode")) or bool(self.sources("gevent"))
 
     @property
     def has_graph_nodes(self) -> bool:
         """Whether graph nodes were created under tracing (a non-empty table of node creation
         records): only then can kernels have been recorded as graph nodes."""
-        return any(rowid_span(self.export.db, source.table) is not None
-                   for source in self._graph_node_sources())
+        return self._count("gnode.rows") > 0
 
-    def _graph_rows(self) -> int:
-        """Rows of the graph trace table (0: none, or no table)."""
-        if not self.has_graphs:
-            return 0
-        span = rowid_span(self.export.db, Q.GRAPH_TRACE_TABLE)
-        return 0 if span is None else span[1] - span[0]
+    def _count(self, name: str) -> int:
+        self.resolver.get(name)
+        return int(self.resolver.array(name)[0])
 
-    def _graph_node_sources(self) -> list[Q.RowSource]:
-        """The table of graph node creation records: CUDA_GRAPH_NODE_EVENTS, or (before nsys
-        2023) CUDA_GRAPH_EVENTS."""
-        for table in (Q.GRAPH_NODE_TABLE, Q.GRAPH_EVENTS_TABLE):
-            if self.export.has_column(table, "graphNodeId"):
-                return [Q.graph_node_rows(table)]
-        return []
+    def sources(self, prefix: str) -> list[Q.RowSource]:
+        """The row sources (tables) of this export that the raw columns ``<prefix>.*`` are
+        read from ([]: the export lacks them)."""
+        ex = self.export
+        if prefix == "api":
+            return [s for s in Q.API_ROWS if all(ex.has_column(s.table, c) for c in s.needs)]
+        if prefix == "gnode":  # node records: CUDA_GRAPH_NODE_EVENTS, or (before nsys 2023)
+            for table in (Q.GRAPH_NODE_TABLE, Q.GRAPH_EVENTS_TABLE):  # CUDA_GRAPH_EVENTS
+                if ex.has_column(table, "graphNodeId"):
+                    return [Q.graph_node_rows(table)]
+            return []
+        if prefix == "gevent":
+            return ([Q.GRAPH_EVENT_ROWS] if ex.has_column(Q.GRAPH_EVENTS_TABLE, "graphId")
+                    else [])
+        source = {"nvtx": Q.NVTX_ROWS, "kernel": Q.KERNEL_ROWS, "memcpy": Q.MEMCPY_ROWS,
+                  "memset": Q.MEMSET_ROWS, "graph": Q.GRAPH_ROWS}[prefix]
+        return [source] if ex.has_table(source.table) else []
 
-    def _graph_event_sources(self) -> list[Q.RowSource]:
-        return ([Q.GRAPH_EVENT_ROWS] if self.export.has_column(Q.GRAPH_EVENTS_TABLE, "graphId")
-                else [])
-
-    def _api_sources(self) -> list[Q.RowSource]:
-        return [s for s in Q.API_ROWS
-                if all(self.export.has_column(s.table, c) for c in s.needs)]
+    def graph_node_sources(self) -> list[Q.RowSource]:
+        return self.sources("gnode")
 
     # -- loading ---------------------------------------------------------------------------
-    def load(self, *groups: str) -> None:
-        """Read what is missing of ``groups`` (of tables the export has), all at once."""
+    def items_of(self, *groups: str) -> tuple[str, ...]:
+        """The items of column groups (``GROUPS``), for the tables this export has."""
         unknown = set(groups) - set(GROUPS)
         if unknown:
             raise ValueError(f"unknown column groups: {', '.join(sorted(unknown))}")
         want = set(groups)
-        kernel_groups = {"kernels", "kernel_ids", "kernel_places", "launches"}
-        graph_kernels = self.has_graphs and bool(want & kernel_groups)
-        if graph_kernels:  # graph launches are kernel rows
-            want.add("graphs")
-        if not self.has_kernel_table:
-            want -= kernel_groups
-        if not self.has_ranges:
-            want -= {"ranges", "names"}
-        if not self.has_memops:
-            want.discard("memops")
-        if not self.has_api:
-            want.discard("api")
-        if not self.has_graphs:
-            want.discard("graphs")
-        if "names" in want:
-            want.add("ranges")
-        reads: dict[str, set[str]] = {}  # prefix -> raw columns to read
-        stored: dict[str, Item] = {}  # what goes to the cache
-        transient: set[str] = set()  # columns read only to derive others: not stored
+        out: list[str] = []
 
-        def need(prefix: str, *keys: str) -> None:
-            for key in keys:
-                if self._item(f"{prefix}.{key}") is None:
-                    reads.setdefault(prefix, set()).add(key)
+        def add(prefix: str, keys: tuple[str, ...] | list[str]) -> None:
+            out.extend(f"{prefix}.{k}" for k in keys)
 
-        name_item = f"kernel.name_code.{self.name_column}"
-        if "kernels" in want:
-            need("kernel", "start", "end")
-            if self._item(name_item) is None:
-                reads.setdefault("kernel", set()).add(f"name_id.{self.name_column}")
-        if "kernel_ids" in want:
-            need("kernel", *KERNEL_IDS)
-        elif "kernel_places" in want:
-            need("kernel", *KERNEL_PLACES)
-        if graph_kernels and "kernels" in want:  # which launches were recorded as nodes
-            need("kernel", "pid", "correlation")
-        join = "launches" in want and any(self._item(f"kernel.{k}") is None for k in LAUNCH)
-        graph_join = (graph_kernels and "launches" in groups
-                      and any(self._item(f"graph.{k}") is None for k in LAUNCH))
-        if join:
-            need("kernel", "pid", "correlation")
-        if graph_join:
-            need("graph", "pid", "correlation")
-        if join or graph_join:
-            if "api" in want:
-                need("api", *API)
-            else:  # read for the join alone
-                for key in API:
-                    if self._item(f"api.{key}") is None:
-                        reads.setdefault("api", set()).add(key)
-                        transient.add(f"api.{key}")
-        api_names = "api" in want and self._item("api.name_code") is None
-        if "api" in want:
-            need("api", *API)
-            if api_names:
-                reads.setdefault("api", set()).add("name_id")
-                transient.add("api.name_id")
-        if "graphs" in want:
-            need("graph", *GRAPHS)
-        if "graph_capture" in want:
-            if self._graph_node_sources():
-                need("gnode", *GRAPH_NODES)
-            if self._graph_event_sources():
-                need("gevent", *GRAPH_EVENTS)
-        if "ranges" in want:
-            need("nvtx", *NVTX)
-        scan_names = "names" in want and not self._complete_names()
-        if scan_names and self._names_scan is None:
-            reads.setdefault("nvtx", set()).add("key")
+        table = self.has_kernel_table
+        graphs = self.has_graphs and bool(want & {"kernels", "kernel_ids", "kernel_places",
+                                                  "launches", "graphs"})
+        if "kernels" in want and table:
+            add("kernel", ("start", "end", f"name_code.{self.name_column}"))
+            if self.has_graphs:  # which graph launches were recorded as nodes
+                add("kernel", ("pid", "correlation"))
+        if "kernel_ids" in want and table:
+            add("kernel", KERNEL_IDS)
+        elif "kernel_places" in want and table:
+            add("kernel", KERNEL_PLACES)
+        if "launches" in want:
+            if table:
+                add("kernel", LAUNCH)
+            if self.has_graphs:
+                add("graph", LAUNCH)
+        if graphs:
+            add("graph", GRAPHS)
+        if want & {"ranges", "names"} and self.has_ranges:
+            add("nvtx", NVTX)
+            if "names" in want:
+                out.append("nvtx.names")
         if "memops" in want:
-            for prefix, table in (("memcpy", MEMCPY_TABLE), ("memset", MEMSET_TABLE)):
-                if self.export.has_table(table):
-                    need(prefix, *MEMOPS)
-        if reads:
-            transient.add(f"kernel.name_id.{self.name_column}")
-            self._read(reads, stored, transient)
-        if "kernels" in want and name_item not in self._cols:
-            ids = self._cols.pop(f"kernel.name_id.{self.name_column}")
-            strings = strings_by_id(self.export.db, Q.STRINGS_BY_ID.sql(self.export),
-                                    sorted_unique(ids))
-            names, codes = kernel_names(strings, ids)
-            self._keep(name_item, codes, names, stored)
-        if join or graph_join:
-            a = {k: self._cols[f"api.{k}"] for k in API}
-            for prefix, joined in (("kernel", join), ("graph", graph_join)):
-                if joined:
-                    launch = join_launches(self._cols[f"{prefix}.pid"],
-                                           self._cols[f"{prefix}.correlation"], a["start"],
-                                           a["end"], a["tid"], a["correlation"])
-                    for key, values in zip(LAUNCH, launch):
-                        self._keep(f"{prefix}.{key}", values, None, stored)
-            for name in transient & {f"api.{k}" for k in API}:
-                del self._cols[name]
-        if api_names:
-            ids = self._cols.pop("api.name_id")
-            strings = strings_by_id(self.export.db, Q.STRINGS_BY_ID.sql(self.export),
-                                    sorted_unique(ids))
-            names, codes = kernel_names(strings, ids)
-            self._keep("api.name_code", codes, names, stored)
-        if scan_names:
-            if self._names_scan is not None:  # started by pairs(): read meanwhile
-                (codes, keys), self._names_scan = self._names_scan.result(), None
-            else:
-                codes, keys = self._cols.pop("nvtx.key"), self._strings.pop("nvtx.key")
-            self._set_names(self._names_from_keys(codes, keys), stored)
-        if self.cache is not None:
-            self.cache.put(stored, background=True)
+            for prefix in ("memcpy", "memset"):
+                if self.sources(prefix):
+                    add(prefix, MEMOPS)
+        if "api" in want and self.has_api:
+            add("api", API)
+            out.append("api.name_code")
+        if "graph_capture" in want:
+            if self.sources("gnode"):
+                add("gnode", GRAPH_NODES)
+            if self.sources("gevent"):
+                add("gevent", GRAPH_EVENTS)
+        return tuple(dict.fromkeys(out))
 
-    def _item(self, name: str) -> np.ndarray | None:
-        """A column held, or taken from the cache (None: neither)."""
-        if name in self._cols:
-            return self._cols[name]
-        item = self.cache.get(name) if self.cache is not None else None
-        if item is None:
-            return None
-        self._cols[name] = item.array
-        if item.strings is not None:
-            self._strings[name] = item.strings
-        return item.array
-
-    def _keep(self, name: str, array: np.ndarray, strings: list[str] | None,
-              stored: dict[str, Item]) -> None:
-        self._cols[name] = array
-        if strings is not None:
-            self._strings[name] = strings
-        stored[name] = Item(array, strings)
-
-    def _read(self, reads: dict[str, set[str]], stored: dict[str, Item],
-              transient: set[str]) -> None:
-        """Read raw columns (``prefix -> keys``) of every table at once, NVTX first; those of
-        ``transient`` are held but not stored."""
-        sources = {"nvtx": [Q.NVTX_ROWS], "kernel": [Q.KERNEL_ROWS], "memcpy": [Q.MEMCPY_ROWS],
-                   "memset": [Q.MEMSET_ROWS], "api": self._api_sources(),
-                   "graph": [Q.GRAPH_ROWS], "gnode": self._graph_node_sources(),
-                   "gevent": self._graph_event_sources()}
-        reader = self.reader()
-        texts: list[tuple[str, TextColumn]] = []
-        pending: list[tuple[str, list[str], IntColumns]] = []
-        for prefix in ("nvtx", "kernel", "memcpy", "memset", "api", "graph", "gnode", "gevent"):
-            keys = sorted(reads.get(prefix, ()))
-            if not keys:
-                continue
-            ints = [k for k in keys if k != "key"]
-            for source in sources[prefix]:
-                chunks = rowid_chunks(self.export.db, source.table)
-                if "key" in keys:
-                    texts.append((f"{prefix}.key", reader.text_column(
-                        source.sql(self.export, ["key"]), Q.alias("key"), chunks)))
-                if ints:
-                    pending.append((prefix, ints, reader.int_columns(
-                        source.sql(self.export, ints), [Q.alias(k) for k in ints], chunks)))
-        for name, text in texts:
-            self._cols[name], self._strings[name] = text.result()
-        got: dict[str, list[np.ndarray]] = {}
-        for prefix, keys, job in pending:
-            for key, values in zip(keys, job.result()):
-                got.setdefault(f"{prefix}.{key}", []).append(values)
-        for name, parts in got.items():
-            values = np.concatenate(parts) if len(parts) > 1 else parts[0]
-            if name in transient:
-                self._cols[name] = values
-            else:
-                self._keep(name, values, None, stored)
+    def load(self, *groups: str) -> None:
+        """Resolve the items of ``groups`` (of tables the export has), all at once."""
+        names = self.items_of(*groups)
+        if "nvtx.names" in names and self._complete_names():
+            names = tuple(n for n in names if n != "nvtx.names")
+        self.resolver.get(*names)
 
     def reader(self) -> Reader:
         if self._reader is None:
             self._reader = Reader(self.export.path, self.workers)
         return self._reader
 
+    def _value(self, key: Any, make: Callable[[], Any]) -> Any:
+        """A value built once per ``key`` (the items it was built from)."""
+        if key not in self._values:
+            self._values[key] = make()
+        return self._values[key]
+
     # -- the loaded values -----------------------------------------------------------------
     @property
     def kernels(self) -> Kernels | None:
-        """The kernels (None: not traced), with the groups loaded so far; on exports with
-        whole-graph traces, each graph launch is a row too (``nsys_parsers.graphs``)."""
+        """The kernels (None: not traced), with the id and launch columns loaded so far; on
+        exports with whole-graph traces, each graph launch is a row too
+        (``nsys_parsers.graphs``)."""
         if not self.has_kernels:
             return None
         self.load("kernels")
-        col = self._cols
+        r = self.resolver
+        held = tuple(n for n in (*KERNEL_IDS, *LAUNCH)
+                     if r.optional(f"kernel.{n}") is not None
+                     or r.optional(f"graph.{n}") is not None)
+        return self._value(("kernels", held), self._make_kernels)
+
+    def _make_kernels(self) -> Kernels:
+        r = self.resolver
         k = None
         if self.has_kernel_table:
             name_item = f"kernel.name_code.{self.name_column}"
-            extra = {key: col.get(f"kernel.{key}") for key in KERNEL_IDS + LAUNCH}
-            k = Kernels(start=col["kernel.start"], end=col["kernel.end"],
-                        name_code=col[name_item], names=self._strings[name_item],
+            extra = {key: r.optional(f"kernel.{key}") for key in KERNEL_IDS + LAUNCH}
+            k = Kernels(start=r.array("kernel.start"), end=r.array("kernel.end"),
+                        name_code=r.array(name_item), names=r.strings(name_item),
                         name_kind=self.name_kind, notes=list(self.notes), **extra)
         if not self.has_graphs:
             assert k is not None
             return k
-        g = {key: col[f"graph.{key}"] for key in GRAPHS}
-        g.update({key: col[f"graph.{key}"] for key in LAUNCH if f"graph.{key}" in col})
-        keep = not_recorded_as_nodes(g["pid"], g["correlation"], col.get("kernel.pid"),
-                                     col.get("kernel.correlation"))
+        g = {key: r.array(f"graph.{key}") for key in GRAPHS}
+        g.update({key: r.array(f"graph.{key}") for key in LAUNCH
+                  if r.optional(f"graph.{key}") is not None})
+        keep = not_recorded_as_nodes(g["pid"], g["correlation"], r.optional("kernel.pid"),
+                                     r.optional("kernel.correlation"))
         if not keep.all():
             g = {key: values[keep] for key, values in g.items()}
         return kernels_with_graphs(k, g, self.name_kind)
@@ -394,36 +281,32 @@ class Trace:
         """The NVTX ranges (None: not traced)."""
         if not self.has_ranges:
             return None
-        if self._ranges is None:
-            self.load("ranges")
-            c = {k: self._cols[f"nvtx.{k}"] for k in NVTX}
-            capture_end = self.capture_end() if bool((c["end"] < 0).any()) else 0
-            self._ranges = build_ranges(c["start"], c["end"], c["tid"], c["flags"], c["rowid"],
-                                        capture_end)
-        return self._ranges
+        self.load("ranges")
+        return self._value("ranges", self._make_ranges)
 
-    def capture_end(self) -> int:
+    def _make_ranges(self) -> Ranges:
+        c = {k: self.resolver.array(f"nvtx.{k}") for k in NVTX}
+        capture_end = 0
+        if bool((c["end"] < 0).any()):
+            self.resolver.get("capture_end")
+            capture_end = int(self.resolver.array("capture_end")[0])
+        return build_ranges(c["start"], c["end"], c["tid"], c["flags"], c["rowid"],
+                            capture_end)
+
+    def last_timestamp(self) -> int:
         """The last timestamp of any kernel, graph launch, launch call or NVTX event: where a
-        range that was never closed ends."""
-        held = self._item("capture_end")
-        if held is not None:
-            return int(held[0])
+        range that was never closed ends (the item ``capture_end``)."""
         db, ex = self.export.db, self.export
-        ends = [int(self._cols["nvtx.start"].max(initial=0)),
-                int(self._cols["nvtx.end"].max(initial=0))]
+        ends = [int(self.resolver.array("nvtx.start").max(initial=0)),
+                int(self.resolver.array("nvtx.end").max(initial=0))]
         if self.has_graphs:
             ends.append(int(db.execute(Q.LAST_GRAPH_END.sql(ex)).fetchone()[0] or 0))
         if self.has_kernels:  # and then their launch calls
             if self.has_kernel_table:
                 ends.append(int(db.execute(Q.LAST_KERNEL_END.sql(ex)).fetchone()[0] or 0))
-            for source in Q.API_ROWS:
-                if all(ex.has_column(source.table, c) for c in source.needs):
-                    ends.append(int(db.execute(Q.LAST_API_END.sql(ex, table=source.table)
-                                               ).fetchone()[0] or 0))
-        stored: dict[str, Item] = {}
-        self._keep("capture_end", np.array([max(ends)], dtype=np.int64), None, stored)
-        if self.cache is not None:
-            self.cache.put(stored, background=True)
+            for source in self.sources("api"):
+                ends.append(int(db.execute(Q.LAST_API_END.sql(ex, table=source.table)
+                                           ).fetchone()[0] or 0))
         return max(ends)
 
     @property
@@ -432,12 +315,16 @@ class Trace:
         if not self.has_memops:
             return None
         self.load("memops")
+        return self._value("memops", self._make_memops)
+
+    def _make_memops(self) -> MemOps:
         labels = dict(MEMCPY_KINDS)
         if self.export.has_column("ENUM_CUDA_MEMCPY_OPER", "label"):
             labels.update({int(i): str(lbl) for i, lbl in self.export.db.execute(
                 Q.MEMCPY_KIND_NAMES.sql(self.export))})
-        parts = [(prefix, {k: self._cols[f"{prefix}.{k}"] for k in MEMOPS})
-                 for prefix in ("memcpy", "memset") if f"{prefix}.start" in self._cols]
+        r = self.resolver
+        parts = [(prefix, {k: r.array(f"{prefix}.{k}") for k in MEMOPS})
+                 for prefix in ("memcpy", "memset") if self.sources(prefix)]
         cols = {k: np.concatenate([p[k] for _, p in parts]) for k in MEMOPS}
         memset = np.concatenate([np.full(p["start"].size, prefix == "memset")
                                  for prefix, p in parts])
@@ -449,9 +336,10 @@ class Trace:
         if not self.has_api:
             return None
         self.load("api")
-        return ApiCalls(name_code=self._cols["api.name_code"],
-                        names=self._strings["api.name_code"],
-                        **{k: self._cols[f"api.{k}"] for k in API})
+        r = self.resolver
+        return self._value("api", lambda: ApiCalls(
+            name_code=r.array("api.name_code"), names=r.strings("api.name_code"),
+            **{k: r.array(f"api.{k}") for k in API}))
 
     @property
     def graphs(self) -> GraphLaunches | None:
@@ -459,33 +347,42 @@ class Trace:
         if not self.has_graphs:
             return None
         self.load("graphs")
-        return GraphLaunches(**{k: self._cols[f"graph.{k}"] for k in GRAPHS})
+        return self._value("graphs", lambda: GraphLaunches(
+            **{k: self.resolver.array(f"graph.{k}") for k in GRAPHS}))
 
     # -- range names -----------------------------------------------------------------------
     def _complete_names(self) -> bool:
-        names = self._held_names()
-        return names is not None and names.complete
+        return self.resolver.held("nvtx.names") and self._valid_names("nvtx.names")
 
-    def _held_names(self) -> RangeNames | None:
-        if self._names is None and self._item("nvtx.names") is not None:
-            code = self._cols["nvtx.names"]
-            names = self._strings["nvtx.names"]
-            if code.size == self._cols.get("nvtx.start", code).size - self._domain_rows() and (
-                    not code.size or int(code.max(initial=-1)) < len(names)):
-                self._names = RangeNames(code=code, names=names)
-        return self._names
+    def _valid_names(self, item: str) -> bool:
+        """Whether a names item held is of these ranges (one code per range, codes that
+        index its names)."""
+        code, names = self.resolver.array(item), self.resolver.strings(item)
+        rows = self.resolver.array("nvtx.start").size if self.resolver.held("nvtx.start") \
+            else code.size
+        return code.size == rows - self._domain_rows() and (
+            not code.size or int(code.max(initial=-1)) < len(names))
 
     def _domain_rows(self) -> int:
-        flags = self._cols.get("nvtx.flags")
-        return int(is_domain_row(flags).sum()) if flags is not None else 0
+        if not self.resolver.held("nvtx.flags"):
+            return 0
+        return int(is_domain_row(self.resolver.array("nvtx.flags")).sum())
+
+    def _names(self, item: str) -> RangeNames:
+        return self._value(("names", item, id(self.resolver.array(item))), lambda: RangeNames(
+            code=self.resolver.array(item), names=self.resolver.strings(item)))
 
     def range_names(self, rows: np.ndarray | None = None) -> RangeNames:
         """The names of ``ranges``: of all of them, or at least of those at ``rows`` (code -1
         for others not resolved yet: on exports with millions of ranges, the names of the
-        few that launch kernels are sought by rowid)."""
+        few that launch kernels are sought by rowid, a speed device)."""
         ranges = self.ranges
         assert ranges is not None, "range_names() needs NVTX ranges"
-        have = self._held_names()
+        if self._complete_names():
+            return self._names("nvtx.names")
+        have = (self._names("nvtx.names.sought")
+                if self.resolver.held("nvtx.names.sought")
+                and self._valid_names("nvtx.names.sought") else None)
         if have is not None and (have.complete or (
                 rows is not None and bool((have.code[rows] >= 0).all()))):
             return have
@@ -493,38 +390,31 @@ class Trace:
             rows = rows[have.code[rows] < 0]
         if rows is None or rows.size > FULL_SCAN_SHARE * len(ranges):
             self.load("names")
-            assert self._names is not None
-            return self._names
+            return self._names("nvtx.names")
         names = self._names_of_rows(ranges, rows)
-        stored: dict[str, Item] = {}
-        self._set_names(union(have, names) if have is not None else names, stored)
-        if self.cache is not None:
-            self.cache.put(stored, background=True)
-        assert self._names is not None
-        return self._names
+        names = union(have, names) if have is not None else names
+        self.resolver.put("nvtx.names.sought", (names.code, names.names))
+        return self._names("nvtx.names.sought")
 
-    def _set_names(self, names: RangeNames, stored: dict[str, Item]) -> None:
-        self._names = names
-        self._keep("nvtx.names", names.code, names.names, stored)
+    def names_from_scan(self) -> RangeNames:
+        """Names of every range from the name key of every NVTX row read (the item
+        ``nvtx.names``)."""
+        ranges = self.ranges
+        assert ranges is not None
+        codes, keys = self.resolver.array("nvtx.key"), self.resolver.strings("nvtx.key")
+        dom = is_domain_row(self.resolver.array("nvtx.flags"))
+        range_codes = codes[~dom] if dom.any() else codes
+        return range_names(ranges, range_codes, codes[dom], self._resolve(keys))
 
     def _scan_names_ahead(self, kernels: Kernels, ranges: Ranges) -> None:
         """Start reading every range's name on the reader threads while the pairs are
         computed, when the names of the ranges that launch kernels, asked next, will come
-        from one scan anyway (more than FULL_SCAN_SHARE of a sample of ranges launch one)."""
-        if (self._names_scan is not None or self._held_names() is not None
+        from one scan anyway (more than FULL_SCAN_SHARE of a sample of ranges launch one):
+        a speed device."""
+        if (self._complete_names() or self.resolver.held("nvtx.names.sought")
                 or launching_share(kernels, ranges) <= FULL_SCAN_SHARE):
             return
-        self._names_scan = self.reader().text_column(
-            Q.NVTX_ROWS.sql(self.export, ["key"]), Q.alias("key"),
-            rowid_chunks(self.export.db, Q.NVTX_ROWS.table))
-
-    def _names_from_keys(self, codes: np.ndarray, keys: list[str]) -> RangeNames:
-        """Names of every range from the key code of every NVTX row read."""
-        ranges = self.ranges
-        assert ranges is not None
-        dom = is_domain_row(self._cols["nvtx.flags"])
-        range_codes = codes[~dom] if dom.any() else codes
-        return range_names(ranges, range_codes, codes[dom], self._resolve(keys))
+        self.resolver.start("nvtx.key")
 
     def _names_of_rows(self, ranges: Ranges, rows: np.ndarray) -> RangeNames:
         """Names of the ranges at ``rows`` (and of the domains), by rowid seeks."""
@@ -577,27 +467,21 @@ class Trace:
         if graphs not in GRAPH_ATTRIBUTIONS:
             raise BadOption(f"unknown graph attribution {graphs!r}; use one of "
                             f"{', '.join(GRAPH_ATTRIBUTIONS)}")
-        key = mode if graphs == "launch" else f"capture.{mode}"
-        if key not in self._pairs:
-            r, k = self._item(f"pairs.{key}.range"), self._item(f"pairs.{key}.kernel")
-            if r is not None and k is not None and r.size == k.size:
-                self._pairs[key] = Pairs(range_idx=r, kernel_idx=k)
-            else:
-                self.load("kernels", "launches", "ranges")
-                ranges = self.ranges
-                kernels = self.kernels if graphs == "launch" else self.capture_kernels()
-                assert kernels is not None and ranges is not None
-                if mode != "innermost":
-                    self._scan_names_ahead(kernels, ranges)
-                p = (innermost(self.pairs("all", graphs), ranges) if mode == "innermost"
-                     else attribute(kernels, ranges, mode))
-                stored: dict[str, Item] = {}
-                self._keep(f"pairs.{key}.range", p.range_idx, None, stored)
-                self._keep(f"pairs.{key}.kernel", p.kernel_idx, None, stored)
-                if self.cache is not None:
-                    self.cache.put(stored, background=True)
-                self._pairs[key] = p
-        return self._pairs[key]
+        name = PAIRS[(mode, graphs)]
+        self.resolver.get(f"{name}.range", f"{name}.kernel")
+        r, k = self.resolver.array(f"{name}.range"), self.resolver.array(f"{name}.kernel")
+        return self._value(("pairs", name, id(r)), lambda: Pairs(range_idx=r, kernel_idx=k))
+
+    def attribute(self, mode: str, graphs: str) -> Pairs:
+        """The pairs computed (the ``pairs.*`` items are made of this)."""
+        ranges = self.ranges
+        if mode == "innermost":
+            assert ranges is not None
+            return innermost(self.pairs("all", graphs), ranges)
+        kernels = self.kernels if graphs == "launch" else self.capture_kernels()
+        assert kernels is not None and ranges is not None
+        self._scan_names_ahead(kernels, ranges)
+        return attribute(kernels, ranges, mode)
 
     def capture_kernels(self, kernels: Kernels | None = None) -> Kernels:
         """``kernels`` (default: all) as capture-time attribution sees them: the "launch" of a
@@ -613,18 +497,24 @@ class Trace:
         for rows, ids, prefix, keys in self._capture_rows(k):
             if rows.size == 0:
                 continue
-            rec = ({"id": self._cols[f"{prefix}.{keys[0]}"],
-                    **{c: self._cols[f"{prefix}.{c}"] for c in ("tid", "start", "end",
-                                                                "original")}}
-                   if f"{prefix}.start" in self._cols else
-                   {c: np.zeros(0, dtype=np.int64) for c in ("id", "tid", "start", "end",
-                                                             "original")})
-            if prefix == "gevent" and rec["id"].size:  # graphs created or cloned, not execs
-                made = self._cols["gevent.exec"] < 0
-                rec = {c: v[made] for c, v in rec.items()}
+            rec = self._creation_records(prefix, keys[0])
             t, s0, e0 = creation_points(k.pid[rows], ids, rec)
             tid[rows], start[rows], end[rows] = t, s0, e0
         return replace(k, launch_tid=tid, launch_start=start, launch_end=end)
+
+    def _creation_records(self, prefix: str, id_key: str) -> dict[str, np.ndarray]:
+        """The creation records of graph nodes (``gnode``) or graphs (``gevent``: those
+        created or cloned, not instantiated) as id, thread, start, end and original id."""
+        r = self.resolver
+        if r.optional(f"{prefix}.start") is None:
+            return {c: np.zeros(0, dtype=np.int64)
+                    for c in ("id", "tid", "start", "end", "original")}
+        rec = {"id": r.array(f"{prefix}.{id_key}"),
+               **{c: r.array(f"{prefix}.{c}") for c in ("tid", "start", "end", "original")}}
+        if prefix == "gevent" and rec["id"].size:
+            made = r.array("gevent.exec") < 0
+            rec = {c: v[made] for c, v in rec.items()}
+        return rec
 
     def _capture_rows(self, k: Kernels) -> list[tuple[np.ndarray, np.ndarray, str, tuple]]:
         """(rows of ``k``, their graph node or graph ids, record prefix, id key) of the

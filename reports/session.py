@@ -63,13 +63,9 @@ class Session:
         except BaseException:
             self.close()
             raise
-        self._window: tuple[np.ndarray | None, np.ndarray, int] | None = None
-        self._views: dict[str, Any] = {}
-        self._pairs: dict[str, Pairs] = {}
-        self._merge: bool | None = None
-        self._merged: tuple[RangeNames, RangeNames] | None = None
-        self._shown: np.ndarray | None = None
-        self._tree: tuple[ModuleTree | None] | None = None  # computed once: (tree,)
+        # what is computed once: views of the loaded values ("view." keys, made again when
+        # more columns are loaded), the within window, pairs, the merge decision, filters
+        self._memo: dict[Any, Any] = {}
 
     @property
     def within(self) -> str | None:
@@ -99,23 +95,25 @@ class Session:
         if "launches" in want:
             want.add("kernels")
         self.trace.load(*sorted(want))
-        self._views.clear()  # rebuilt with the new columns
+        for key in [k for k in self._memo if str(k).startswith("view.")]:
+            del self._memo[key]  # made again with the new columns
 
-    def _view(self, key: str, make: Any) -> Any:
-        if key not in self._views:
-            self._views[key] = make()
-        return self._views[key]
+    def _once(self, key: Any, make: Any) -> Any:
+        """``make()``, computed once per ``key``."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def _window_rows(self) -> tuple[np.ndarray | None, np.ndarray, int]:
         """(kernel rows, range rows, instances) inside the ``within`` range."""
-        if self._window is None:
+        def make() -> tuple[np.ndarray | None, np.ndarray, int]:
             assert self.within is not None
             self.load("kernels", "launches", "ranges", "names")
             ranges = self.trace.ranges
-            self._window = inside_range(self.trace.kernels, ranges,
-                                        self.trace.range_names() if ranges is not None else None,
-                                        self.within)
-        return self._window
+            return inside_range(self.trace.kernels, ranges,
+                                self.trace.range_names() if ranges is not None else None,
+                                self.within)
+        return self._once("window", make)
 
     @property
     def kernels(self) -> Kernels | None:
@@ -126,7 +124,7 @@ class Session:
                 return k
             rows = self._window_rows()[0]
             return k.take(rows) if rows is not None else k
-        return self._view("kernels", make)
+        return self._once("view.kernels", make)
 
     @property
     def ranges(self) -> Ranges | None:
@@ -136,7 +134,7 @@ class Session:
             if r is None or self.within is None:
                 return r
             return r.take(self._window_rows()[1])
-        return self._view("ranges", make)
+        return self._once("view.ranges", make)
 
     @property
     def memops(self) -> MemOps | None:
@@ -146,7 +144,8 @@ class Session:
         """Every GPU operation (``nsys_parsers.gpu_ops``: kernels, memcpy, memset), whatever
         ``within`` says (questions about time windows restrict them themselves); with the
         API call that launched each when ``launches``. None: none was traced."""
-        return self._view(f"gpu_ops.{launches}", lambda: gpu_ops(self.trace, launches=launches))
+        return self._once(f"view.gpu_ops.{launches}",
+                          lambda: gpu_ops(self.trace, launches=launches))
 
     @property
     def notes(self) -> list[str]:
@@ -187,30 +186,27 @@ class Session:
             names = self.trace.range_names(rows)
         if not self.merges_op_ids(names):
             return names
-        if self._merged is None or self._merged[0] is not names:
-            self._merged = (names, names.merged_op_ids())
-        return self._merged[1]
+        # per names value (kept beside its merge, so that its id is not reused)
+        return self._once(("merged", id(names)), lambda: (names, names.merged_op_ids()))[1]
 
     def merges_op_ids(self, names: RangeNames | None = None) -> bool:
         """Whether PyTorch operator calls are merged (``auto``: decided once, on the names)."""
         mode = self.options.merge_op_ids
         if mode != "auto":
             return mode == "on"
-        if self._merge is None:
+        def decide() -> bool:
             if self.ranges is None:
-                self._merge = False
                 return False
-            if names is None or not names.complete:
-                names = self.trace.range_names()
-            self._merge = looks_like_emit_nvtx(names.names)
-        return self._merge
+            every = names if names is not None and names.complete else self.trace.range_names()
+            return looks_like_emit_nvtx(every.names)
+        return bool(self._once("merge", decide))
 
     def keep_calls_for(self, range_names: list[str] | None) -> None:
         """A question about one call of an operator (``aten::mm, seq = 7``) keeps calls apart
         under ``merge_op_ids=auto``."""
         if (self.options.merge_op_ids == "auto" and range_names
                 and any(OP_ID_SUFFIX.search(n) for n in range_names)):
-            self._merge = False
+            self._memo["merge"] = False
 
     def operator_notes(self) -> list[str]:
         if self.options.merge_op_ids == "auto" and self.merges_op_ids():
@@ -222,14 +218,13 @@ class Session:
     def module_tree(self) -> ModuleTree | None:
         """The module ranges ``--nvtx modules`` added, as a tree (``reports.module_tree``;
         None: the export has none), from every range of the export."""
-        if self._tree is None:
+        def make() -> ModuleTree | None:
             raw = self.trace.ranges
-            tree = None
-            if raw is not None:
-                names = self.trace.range_names()
-                tree = module_tree(names.names, names.code, raw.pushpop, lambda: enclosing(raw))
-            self._tree = (tree,)
-        return self._tree[0]
+            if raw is None:
+                return None
+            names = self.trace.range_names()
+            return module_tree(names.names, names.code, raw.pushpop, lambda: enclosing(raw))
+        return self._once("tree", make)
 
     # -- attribution and filters -----------------------------------------------------------
     def pairs(self, attribution: str = "all") -> Pairs:
@@ -238,45 +233,46 @@ class Session:
         graphs = self.options.graph_attribution
         if self.within is None:
             return self.trace.pairs(attribution, graphs)
-        if attribution not in self._pairs:
+        def make() -> Pairs:
             if graphs == "capture":
                 self.load("kernels", "kernel_ids", "launches", "graph_capture")
             k, r = self.kernels, self.ranges
             assert k is not None and r is not None
             if graphs == "capture":
                 k = self.trace.capture_kernels(k)
-            self._pairs[attribution] = (innermost(self.pairs("all"), r)
-                                        if attribution == "innermost" else
-                                        attribute(k, r, attribution))
-        return self._pairs[attribution]
+            return (innermost(self.pairs("all"), r) if attribution == "innermost"
+                    else attribute(k, r, attribution))
+        return self._once(("pairs", attribution), make)
 
     def shown(self) -> np.ndarray | None:
         """Which ranges the ``depth``/``match`` filters show (None: all)."""
         if not self.options.filtered:
             return None
-        if self._shown is None:
-            r = self.ranges
-            assert r is not None
-            keep = np.ones(len(r), dtype=bool)
-            if self.options.depth is not None:
-                raw = self.trace.ranges
-                assert raw is not None
-                depth = nesting_depth(raw)
-                if self.within is not None:
-                    depth = depth[self._window_rows()[1]]
-                tree = self.module_tree()
-                if tree is not None:  # a module range's depth is its module level
-                    names = self.names()
-                    level = tree.levels(names.names)[names.code]
-                    depth = np.where(level > 0, level, depth)
-                keep &= depth <= self.options.depth
-            if self.options.match:
+        return self._once("shown", self._make_shown)
+
+    def _make_shown(self) -> np.ndarray:
+        """Which ranges the ``depth``/``match`` filters keep (``shown``)."""
+        r = self.ranges
+        assert r is not None
+        keep = np.ones(len(r), dtype=bool)
+        if self.options.depth is not None:
+            raw = self.trace.ranges
+            assert raw is not None
+            depth = nesting_depth(raw)
+            if self.within is not None:
+                depth = depth[self._window_rows()[1]]
+            tree = self.module_tree()
+            if tree is not None:  # a module range's depth is its module level
                 names = self.names()
-                pattern = re.compile("|".join(fnmatch.translate(m) for m in self.options.match))
-                ok = np.array([bool(pattern.match(n)) for n in names.names] + [False])
-                keep &= ok[names.code]  # code -1 (unresolved) reads the trailing False
-            self._shown = keep
-        return self._shown
+                level = tree.levels(names.names)[names.code]
+                depth = np.where(level > 0, level, depth)
+            keep &= depth <= self.options.depth
+        if self.options.match:
+            names = self.names()
+            pattern = re.compile("|".join(fnmatch.translate(m) for m in self.options.match))
+            ok = np.array([bool(pattern.match(n)) for n in names.names] + [False])
+            keep &= ok[names.code]  # code -1 (unresolved) reads the trailing False
+        return keep
 
     def shown_pairs(self, p: Pairs) -> Pairs:
         """The pairs of shown ranges."""

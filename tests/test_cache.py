@@ -94,7 +94,8 @@ def test_questions_in_any_order_and_one_at_a_time(cache_dir, export_copy):
     for _ in range(2):
         with Session(export_copy) as s:
             assert answer(s, "nvtx-kernels").rows == cold["nvtx_kernels"]
-        assert min(items(cache_dir)["nvtx.names"]["shape"]) > 0
+        stored = items(cache_dir)  # all names once `ranges` read them, else those sought
+        assert min(stored.get("nvtx.names", stored.get("nvtx.names.sought"))["shape"]) > 0
         with Session(export_copy) as s:
             assert answer(s, "ranges").rows == cold["ranges"]
         with Session(export_copy, within="aten::linear, op_id = 314300") as s:

@@ -1,0 +1,185 @@
+"""What the loader can give: every item declared once, a raw column of the export or a value
+derived from other items (``ITEMS``), and which items each column group is
+(``Trace.items_of``).
+
+    Column(source, key)      read from the export: ``key`` is the SQL expression of the
+                             source's ``RowSource`` (``nsys_parsers.queries``: table, column,
+                             expression checked against the schema); ``text``: a text column,
+                             read as codes and distinct values
+    Derived(inputs, make)    ``make(trace)`` computes it (and the items made with it) from
+                             its ``inputs``, which the resolver gets first, all at once
+    Put()                    a value the trace computes itself and hands to the resolver
+
+An item's ``store`` says what goes to the cache: ``always``; ``asked`` (only when a question
+asks for it, not when it is read just to derive another: the API calls of the launch join);
+``never`` (name ids, raw name keys). Items are named ``<source>.<what>``; the resolver
+(``nsys_parsers.resolver``) serves them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Union
+
+import numpy as np
+
+from nsys_parsers import queries as Q
+from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.kernels import join_launches
+from nsys_parsers.names import kernel_names
+from nsys_parsers.reads import rowid_span, strings_by_id
+from nsys_parsers.schema import NAME_COLUMN
+
+if TYPE_CHECKING:
+    from nsys_parsers.trace import Trace
+
+ALWAYS, ASKED, NEVER = "always", "asked", "never"
+# Tables in the order their reads are submitted: NVTX first (the largest, on most exports).
+READ_ORDER = ("nvtx", "kernel", "memcpy", "memset", "api", "graph", "gnode", "gevent")
+
+KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
+KERNEL_PLACES = ("pid", "device", "stream")
+LAUNCH = ("launch_tid", "launch_start", "launch_end")
+NVTX = ("start", "end", "tid", "flags", "rowid")
+MEMOPS = ("start", "end", "bytes", "kind", "device", "stream", "pid", "correlation")
+API = ("start", "end", "tid", "correlation")
+GRAPHS = ("start", "end", "device", "stream", "context", "pid", "correlation", "graph",
+          "graph_exec")
+GRAPH_NODES = ("start", "end", "tid", "node", "original")
+GRAPH_EVENTS = ("start", "end", "tid", "graph", "original", "exec")
+# How kernels are attributed (nsys_parsers.attribution) and, for kernels of CUDA graphs,
+# where they count: PAIRS names the pairs item of each (mode, graph attribution).
+PAIRS = {("all", "launch"): "pairs.all", ("innermost", "launch"): "pairs.innermost",
+         ("all", "capture"): "pairs.capture.all",
+         ("innermost", "capture"): "pairs.capture.innermost"}
+
+# What a Derived.make returns per item: an array, or (codes, the strings they index).
+Made = Union[np.ndarray, tuple[np.ndarray, list[str]]]
+
+
+@dataclass(frozen=True)
+class Column:
+    source: str
+    key: str
+    text: bool = False
+    store: str = ALWAYS
+
+
+@dataclass(frozen=True, eq=False)
+class Derived:
+    inputs: tuple[str, ...] | Callable[[Trace], tuple[str, ...]]
+    make: Callable[[Trace], dict[str, Made]]
+    store: str = ALWAYS
+
+    def inputs_for(self, t: Trace) -> tuple[str, ...]:
+        """The items it is made of, for this trace (some depend on what the export holds)."""
+        return self.inputs(t) if callable(self.inputs) else self.inputs
+
+
+@dataclass(frozen=True)
+class Put:
+    """A value its owner computes and hands to ``Resolver.put`` (the names of the ranges
+    that launch kernels, sought by rowid): held and stored like the others, never made by
+    the resolver."""
+
+    store: str = ALWAYS
+
+
+def _columns(source: str, keys: tuple[str, ...], store: str = ALWAYS) -> dict[str, Column]:
+    return {f"{source}.{k}": Column(source, k, store=store) for k in keys}
+
+
+# -- how derived items are made --------------------------------------------------------------
+def _names_of_ids(ids_item: str, out: str) -> Derived:
+    """Names of StringIds ids (kernel names, API call names): codes and distinct names."""
+    def make(t: Trace) -> dict[str, Made]:
+        ids = t.resolver.array(ids_item)
+        strings = strings_by_id(t.export.db, Q.STRINGS_BY_ID.sql(t.export), sorted_unique(ids))
+        names, codes = kernel_names(strings, ids)
+        return {out: (codes, names)}
+    return Derived((ids_item,), make)
+
+
+def _launches(prefix: str) -> Derived:
+    """The API call that launched each kernel (or graph): its thread, start and end, by
+    correlationId within the process (``kernels.join_launches``)."""
+    def make(t: Trace) -> dict[str, Made]:
+        a = {k: t.resolver.array(f"api.{k}") for k in API}
+        launch = join_launches(t.resolver.array(f"{prefix}.pid"),
+                               t.resolver.array(f"{prefix}.correlation"),
+                               a["start"], a["end"], a["tid"], a["correlation"])
+        return {f"{prefix}.{k}": v for k, v in zip(LAUNCH, launch)}
+    return Derived((f"{prefix}.pid", f"{prefix}.correlation", *(f"api.{k}" for k in API)), make)
+
+
+def _rows(table_of: Callable[[Trace], list[Q.RowSource]], out: str) -> Derived:
+    """How many rows a table has (0: none, or no table), for what the export holds."""
+    def make(t: Trace) -> dict[str, Made]:
+        n = 0
+        for source in table_of(t):
+            span = rowid_span(t.export.db, source.table)
+            n += 0 if span is None else span[1] - span[0]
+        return {out: np.array([n], dtype=np.int64)}
+    return Derived((), make, store=NEVER)
+
+
+def _range_names(t: Trace) -> dict[str, Made]:
+    names = t.names_from_scan()
+    return {"nvtx.names": (names.code, names.names)}
+
+
+def _capture_end(t: Trace) -> dict[str, Made]:
+    return {"capture_end": np.array([t.last_timestamp()], dtype=np.int64)}
+
+
+def _pairs(mode: str, graphs: str) -> Derived:
+    """The (range, kernel) attribution pairs (``Trace.attribute``): ``all`` from the kernels,
+    their launches (or, for ``capture``, where their graphs were captured) and the ranges;
+    ``innermost`` from those of ``all``."""
+    name = PAIRS[(mode, graphs)]
+
+    def inputs(t: Trace) -> tuple[str, ...]:
+        if mode == "innermost":
+            return tuple(f"{PAIRS[('all', graphs)]}.{x}" for x in ("range", "kernel"))
+        groups: tuple[str, ...] = ("kernels", "launches", "ranges")
+        if graphs == "capture":
+            groups += ("kernel_ids", "graph_capture")
+        return t.items_of(*groups)
+
+    def make(t: Trace) -> dict[str, Made]:
+        p = t.attribute(mode, graphs)
+        return {f"{name}.range": p.range_idx, f"{name}.kernel": p.kernel_idx}
+    return Derived(inputs, make)
+
+
+ITEMS: dict[str, Column | Derived | Put] = {
+    **_columns("kernel", ("start", "end", *KERNEL_IDS)),
+    **{f"kernel.name_id.{c}": Column("kernel", f"name_id.{c}", store=NEVER)
+       for c in NAME_COLUMN.values()},
+    **_columns("api", API, store=ASKED),
+    "api.name_id": Column("api", "name_id", store=NEVER),
+    **_columns("nvtx", NVTX),
+    "nvtx.key": Column("nvtx", "key", text=True, store=NEVER),
+    **_columns("memcpy", MEMOPS), **_columns("memset", MEMOPS),
+    **_columns("graph", GRAPHS),
+    **_columns("gnode", GRAPH_NODES), **_columns("gevent", GRAPH_EVENTS),
+}
+for _c in NAME_COLUMN.values():
+    ITEMS[f"kernel.name_code.{_c}"] = _names_of_ids(f"kernel.name_id.{_c}",
+                                                    f"kernel.name_code.{_c}")
+ITEMS["api.name_code"] = _names_of_ids("api.name_id", "api.name_code")
+for _prefix in ("kernel", "graph"):
+    _join = _launches(_prefix)
+    ITEMS.update({f"{_prefix}.{k}": _join for k in LAUNCH})
+ITEMS["nvtx.names"] = Derived(("nvtx.key", *(f"nvtx.{k}" for k in NVTX)), _range_names)
+# the names of the ranges that launch kernels, sought by rowid (Trace.range_names): a value
+# the trace puts, not one the resolver makes
+ITEMS["nvtx.names.sought"] = Put()
+ITEMS["capture_end"] = Derived(("nvtx.start", "nvtx.end"), _capture_end)
+ITEMS["graph.rows"] = _rows(lambda t: [Q.GRAPH_ROWS] if t.has_graphs else [], "graph.rows")
+ITEMS["gnode.rows"] = _rows(lambda t: t.graph_node_sources(), "gnode.rows")
+for (_mode, _graphs), _name in PAIRS.items():
+    _made = _pairs(_mode, _graphs)
+    ITEMS[f"{_name}.range"] = ITEMS[f"{_name}.kernel"] = _made
+# The raw columns, for the reads.
+COLUMNS = {name: spec for name, spec in ITEMS.items() if isinstance(spec, Column)}

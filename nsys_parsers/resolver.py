@@ -1,0 +1,196 @@
+"""The one resolver of the loader: an item (``nsys_parsers.items``) comes from memory, else
+from the export's cache entry, else from one batched read of every raw column asked for at
+once, else it is derived from other items; what was read or derived is stored for the next
+question.
+
+    resolver.get("kernel.start", "kernel.launch_tid")   # resolve; then
+    resolver.array("kernel.start"), resolver.strings("kernel.name_code.demangledName")
+
+The speed devices live here and in ``reads``, behind ``get``: the raw columns of every table
+asked for are read in one pass of rowid chunks on the reader threads (``reads.Reader``, each
+column of a chunk one JSON array), NVTX first; raw columns can be started ahead
+(``start``) and are then awaited by the ``get`` that needs them; items are written to the
+cache on its writer thread (``cache.ColumnCache.put(background=True)``) while the answer is
+computed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from nsys_parsers.cache import ColumnCache, Item
+from nsys_parsers.items import ALWAYS, ASKED, COLUMNS, ITEMS, READ_ORDER, Column, Derived, Made
+from nsys_parsers.queries import alias
+from nsys_parsers.reads import IntColumns, Reader, TextColumn, rowid_chunks
+
+if TYPE_CHECKING:
+    from nsys_parsers.export import Export
+    from nsys_parsers.queries import RowSource
+
+
+class Resolver:
+    """Items of one export: held in memory, taken from ``cache`` (None: no cache), read with
+    ``reader()`` (the export's reader threads) from the row sources ``sources(prefix)`` gives
+    for this export, derived with ``context`` (what a ``Derived.make`` is called with: the
+    ``Trace``)."""
+
+    def __init__(self, export: Export, cache: ColumnCache | None,
+                 reader: Callable[[], Reader], sources: Callable[[str], list[RowSource]],
+                 context: Any):
+        self.export = export
+        self.cache = cache
+        self._reader = reader
+        self._sources = sources
+        self._context = context
+        self._arrays: dict[str, np.ndarray] = {}
+        self._strings: dict[str, list[str]] = {}
+        self._started: dict[str, _Pending] = {}
+
+    # -- what is held ----------------------------------------------------------------------
+    def held(self, name: str) -> bool:
+        """Whether ``name`` is in memory or in the cache (taken into memory then); no read."""
+        if name in self._arrays:
+            return True
+        item = self.cache.get(name) if self.cache is not None else None
+        if item is None:
+            return False
+        self._arrays[name] = item.array
+        if item.strings is not None:
+            self._strings[name] = item.strings
+        return True
+
+    def array(self, name: str) -> np.ndarray:
+        return self._arrays[name]
+
+    def strings(self, name: str) -> list[str]:
+        return self._strings[name]
+
+    def optional(self, name: str) -> np.ndarray | None:
+        """The array of ``name`` if it is in memory (None: it was not asked for)."""
+        return self._arrays.get(name)
+
+    def drop(self, *names: str) -> None:
+        """Forget items held in memory (the cache keeps them)."""
+        for name in names:
+            self._arrays.pop(name, None)
+            self._strings.pop(name, None)
+
+    # -- resolving -------------------------------------------------------------------------
+    def get(self, *names: str) -> None:
+        """Resolve ``names``: each from memory, the cache, one batched read of every raw
+        column missing, or derived from its inputs (resolved the same way, first). Items
+        stored ``always``, and those stored ``asked`` that are among ``names``, go to the
+        cache; inputs read only to derive others are then dropped from memory."""
+        asked = set(names)
+        raw: list[str] = []
+        derive: list[Derived] = []
+        self._plan(names, raw, derive, set())
+        made: dict[str, Item] = {}
+        if raw:
+            self._read(raw, made)
+        for d in derive:
+            for name, value in d.make(self._context).items():
+                self._hold(name, value, made)
+        stored = {n: item for n, item in made.items()
+                  if ITEMS[n].store == ALWAYS or (ITEMS[n].store == ASKED and n in asked)}
+        self.drop(*(n for n in made if n not in asked and ITEMS[n].store != ALWAYS))
+        if self.cache is not None:
+            self.cache.put(stored, background=True)
+
+    def put(self, name: str, value: Made) -> None:
+        """Hold a value computed outside ``get`` (names sought by rowid) and store it."""
+        made: dict[str, Item] = {}
+        self._hold(name, value, made)
+        if self.cache is not None and ITEMS[name].store == ALWAYS:
+            self.cache.put(made, background=True)
+
+    def start(self, *names: str) -> None:
+        """Start reading raw columns on the reader threads while the caller goes on; the
+        ``get`` that needs them waits for them."""
+        todo = [n for n in names if n not in self._started and not self.held(n)]
+        self._start(todo)
+
+    def _plan(self, names: tuple[str, ...] | list[str], raw: list[str], derive: list[Derived],
+              seen: set[str]) -> None:
+        """What to read and what to derive (inputs before what is made of them)."""
+        for name in names:
+            if name in seen:
+                continue
+            seen.add(name)
+            if self.held(name):
+                continue
+            spec = ITEMS[name]
+            if isinstance(spec, Column):
+                raw.append(name)
+                continue
+            assert isinstance(spec, Derived), f"{name} is put by its owner, not resolved"
+            self._plan(spec.inputs_for(self._context), raw, derive, seen)
+            if spec not in derive:
+                derive.append(spec)
+
+    def _read(self, names: list[str], made: dict[str, Item]) -> None:
+        """Read raw columns of every table at once (those started ahead: awaited)."""
+        self._start([n for n in names if n not in self._started])
+        for name in names:
+            self._hold(name, self._started.pop(name).result(), made)
+
+    def _start(self, names: list[str]) -> None:
+        """Submit the chunk reads of raw columns: per table (row source) one job for its
+        integer columns and one per text column, tables in ``READ_ORDER`` (NVTX first)."""
+        by_prefix: dict[str, list[str]] = {}
+        for name in names:
+            assert name in COLUMNS, f"{name} is not a column of the export"
+            by_prefix.setdefault(COLUMNS[name].source, []).append(name)
+        for prefix in sorted(by_prefix, key=READ_ORDER.index):
+            wanted = sorted(by_prefix[prefix])
+            parts: dict[str, list[tuple[IntColumns | TextColumn, int]]] = {n: [] for n in wanted}
+            for source in self._sources(prefix):
+                chunks = rowid_chunks(self.export.db, source.table)
+                ints = [n for n in wanted if not COLUMNS[n].text]
+                for name in wanted:
+                    if COLUMNS[name].text:
+                        key = COLUMNS[name].key
+                        parts[name].append((self._reader().text_column(
+                            source.sql(self.export, [key]), alias(key), chunks), 0))
+                if ints:
+                    keys = [COLUMNS[n].key for n in ints]
+                    job = self._reader().int_columns(source.sql(self.export, keys),
+                                                     [alias(k) for k in keys], chunks)
+                    for i, name in enumerate(ints):
+                        parts[name].append((job, i))
+            for name, got in parts.items():
+                self._started[name] = _Pending(got, COLUMNS[name].text)
+
+    def _hold(self, name: str, value: Made, made: dict[str, Item]) -> None:
+        array, strings = value if isinstance(value, tuple) else (value, None)
+        self._arrays[name] = array
+        if strings is not None:
+            self._strings[name] = strings
+        made[name] = Item(array, strings)
+
+
+class _Pending:
+    """A raw column being read: its part of one job per row source (the runtime and driver
+    API tables both give API calls), joined by ``result()``; no part: the export lacks the
+    table, and the column is empty."""
+
+    def __init__(self, parts: list[tuple[IntColumns | TextColumn, int]], text: bool):
+        self.parts, self.text = parts, text
+
+    def result(self) -> Made:
+        if self.text:
+            assert len(self.parts) <= 1, "a text column is read from one table"
+            if not self.parts:
+                return np.zeros(0, dtype=np.int64), []
+            job = self.parts[0][0]
+            assert isinstance(job, TextColumn)
+            return job.result()
+        arrays = []
+        for job, i in self.parts:
+            assert isinstance(job, IntColumns)
+            arrays.append(job.result()[i])
+        if not arrays:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
