@@ -37,7 +37,7 @@ def sweep_runs(folder: Path) -> tuple[Any, list[dict[str, Any]]]:
 
 def build_report(target: Path, options: Any, shape: Any, *, top: int = 20,
                  opener: Any = None) -> Any:
-    """The page (``reports.page.Page``) of an export or of a sweep folder."""
+    """The page (``reports.page.model.Page``) of an export or of a sweep folder."""
     if target.is_dir():
         tables, runs = sweep_runs(target)
         if tables.kind == "command":

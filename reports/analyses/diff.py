@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -133,65 +133,11 @@ def diff_report(base: Session, cand: Session, *, threshold_pct: float = 5.0, alp
     gpu = _has_kernels(base) and _has_kernels(cand)
     if scope is None and _has_range(base, STEP) and _has_range(cand, STEP):
         scope = STEP
-    unit = "GPU" if gpu else "CPU"
-
-    def verdict_row(level: str, key: str, b: np.ndarray, c: np.ndarray, bv: float,
-                    cv: float, nb: int, nc: int) -> dict[str, Any]:
-        v = judge(b, c, base_value=bv, cand_value=cv, threshold_pct=threshold_pct, alpha=alpha)
-        return {"level": level, "key": key, "base_per_instance_ns": round(bv, 1),
-                "cand_per_instance_ns": round(cv, 1),
-                "change_pct": r1(v.change_pct) if v.change_pct is not None else None,
-                "p_value": float(f"{v.p_value:.3g}") if v.p_value is not None else None,
-                "verdict": v.verdict, "base_instances": nb, "cand_instances": nc,
-                "reason": v.reason, "base_pct": None, "cand_pct": None}
-
-    # overall
-    if scope is not None:
-        if gpu:
-            sb, sc = base.instance_gpu_ns(scope, "all"), cand.instance_gpu_ns(scope, "all")
-            overall = verdict_row("overall", scope, sb[sb > 0], sc[sc > 0], _mean(sb),
-                                  _mean(sc), sb.size, sc.size)
-        else:
-            sb, sc = base.instance_cpu_ns(scope), cand.instance_cpu_ns(scope)
-            overall = verdict_row("overall", scope, sb, sc, _mean(sb), _mean(sc), sb.size,
-                                  sc.size)
-        notes.append(f"overall: {unit} time per {scope!r} instance ({sb.size} vs {sc.size} "
-                     f"instances).")
-    elif gpu:
-        kb, kc = base.kernels, cand.kernels
-        assert kb is not None and kc is not None
-        overall = verdict_row("overall", "(whole export)", kb.duration, kc.duration,
-                              float(kb.duration.sum()), float(kc.duration.sum()), 1, 1)
-        notes.append("overall: all kernel time of each export; tested on kernel durations.")
-    else:
-        raise NotComparable("neither export has CUDA kernels or a `step` range to compare: "
-                            "pass --scope RANGE (a range both exports have).")
-    rows = [overall]
-    # ranges
-    if base.ranges is not None and cand.ranges is not None:
-        nb, nc = base.names(), cand.names()
-        common = sorted(set(nb.names) & set(nc.names))
-        for name in common:
-            ib, ic = base.instances_of(name), cand.instances_of(name)
-            if ib.size == 0 or ic.size == 0:  # filtered out
-                continue
-            if gpu:
-                b, c = base.instance_gpu_ns(name), cand.instance_gpu_ns(name)
-                # instances that launched no kernel have no GPU time to compare: they count
-                # in the time per instance, not as samples of the noise test
-                rows.append(verdict_row("range", name, b[b > 0], c[c > 0], _mean(b), _mean(c),
-                                        b.size, c.size))
-            else:
-                b, c = base.instance_cpu_ns(name), cand.instance_cpu_ns(name)
-                rows.append(verdict_row("range", name, b, c, _mean(b), _mean(c), b.size,
-                                        c.size))
-        only = len(set(nb.names) ^ set(nc.names))
-        if only:
-            notes.append(f"{only} range name(s) exist in one export only: not diffed.")
-    # GPU utilization per scope instance (a range: per step)
-    if gpu and scope is not None:
+    verdict_row = _verdict_rows(threshold_pct, alpha)
+    overall = _overall_row(base, cand, scope, gpu, verdict_row, notes)
+    rows = [overall, *_range_rows(base, cand, gpu, verdict_row, notes)]
+    if gpu and scope is not None:  # GPU utilization per scope instance (a range: per step)
         rows += _utilization_rows(base, cand, scope, verdict_row)
-    # kernels
     if gpu:
         rows += _kernel_rows(base, cand, scope, verdict_row)
     head, rest = rows[:1], rows[1:]
@@ -205,6 +151,77 @@ def diff_report(base: Session, cand: Session, *, threshold_pct: float = 5.0, alp
                  f"docs/CI.md)")
     return Report(rows=head + rest, columns=DIFF_COLUMNS, notes=notes,
                   sentences=[_sentence(r) for r in head + rest])
+
+
+VerdictRow = Callable[..., dict[str, Any]]
+
+
+def _verdict_rows(threshold_pct: float, alpha: float) -> VerdictRow:
+    """``row(level, key, base samples, cand samples, base value, cand value, base instances,
+    cand instances)``: one row of DIFF_COLUMNS with the noise-aware verdict
+    (``reports.stats.judge``)."""
+    def verdict_row(level: str, key: str, b: np.ndarray, c: np.ndarray, bv: float,
+                    cv: float, nb: int, nc: int) -> dict[str, Any]:
+        v = judge(b, c, base_value=bv, cand_value=cv, threshold_pct=threshold_pct, alpha=alpha)
+        return {"level": level, "key": key, "base_per_instance_ns": round(bv, 1),
+                "cand_per_instance_ns": round(cv, 1),
+                "change_pct": r1(v.change_pct) if v.change_pct is not None else None,
+                "p_value": float(f"{v.p_value:.3g}") if v.p_value is not None else None,
+                "verdict": v.verdict, "base_instances": nb, "cand_instances": nc,
+                "reason": v.reason, "base_pct": None, "cand_pct": None}
+    return verdict_row
+
+
+def _overall_row(base: Session, cand: Session, scope: str | None, gpu: bool,
+                 verdict_row: VerdictRow, notes: list[str]) -> dict[str, Any]:
+    """The ``overall`` row: GPU (else CPU) time per instance of ``scope``, or all kernel
+    time of each export; what it compared goes to ``notes``."""
+    if scope is not None:
+        if gpu:
+            sb, sc = base.instance_gpu_ns(scope, "all"), cand.instance_gpu_ns(scope, "all")
+            overall = verdict_row("overall", scope, sb[sb > 0], sc[sc > 0], _mean(sb),
+                                  _mean(sc), sb.size, sc.size)
+        else:
+            sb, sc = base.instance_cpu_ns(scope), cand.instance_cpu_ns(scope)
+            overall = verdict_row("overall", scope, sb, sc, _mean(sb), _mean(sc), sb.size,
+                                  sc.size)
+        notes.append(f"overall: {'GPU' if gpu else 'CPU'} time per {scope!r} instance "
+                     f"({sb.size} vs {sc.size} instances).")
+        return overall
+    if gpu:
+        kb, kc = base.kernels, cand.kernels
+        assert kb is not None and kc is not None
+        notes.append("overall: all kernel time of each export; tested on kernel durations.")
+        return verdict_row("overall", "(whole export)", kb.duration, kc.duration,
+                           float(kb.duration.sum()), float(kc.duration.sum()), 1, 1)
+    raise NotComparable("neither export has CUDA kernels or a `step` range to compare: "
+                        "pass --scope RANGE (a range both exports have).")
+
+
+def _range_rows(base: Session, cand: Session, gpu: bool, verdict_row: VerdictRow,
+                notes: list[str]) -> list[dict[str, Any]]:
+    """A ``range`` row per range name both exports show: GPU (else CPU) time per instance."""
+    if base.ranges is None or cand.ranges is None:
+        return []
+    rows = []
+    nb, nc = base.names(), cand.names()
+    for name in sorted(set(nb.names) & set(nc.names)):
+        ib, ic = base.instances_of(name), cand.instances_of(name)
+        if ib.size == 0 or ic.size == 0:  # filtered out
+            continue
+        if gpu:
+            b, c = base.instance_gpu_ns(name), cand.instance_gpu_ns(name)
+            # instances that launched no kernel have no GPU time to compare: they count in
+            # the time per instance, not as samples of the noise test
+            rows.append(verdict_row("range", name, b[b > 0], c[c > 0], _mean(b), _mean(c),
+                                    b.size, c.size))
+        else:
+            b, c = base.instance_cpu_ns(name), cand.instance_cpu_ns(name)
+            rows.append(verdict_row("range", name, b, c, _mean(b), _mean(c), b.size, c.size))
+    only = len(set(nb.names) ^ set(nc.names))
+    if only:
+        notes.append(f"{only} range name(s) exist in one export only: not diffed.")
+    return rows
 
 
 def _utilization_rows(base: Any, cand: Any, scope: str, verdict_row: Any

@@ -1,4 +1,4 @@
-"""A report page (``reports.page.Page``) as ONE self-contained HTML file.
+"""A report page (``reports.page.model.Page``) as ONE self-contained HTML file.
 
 - Nothing is fetched to show it: the styles are inline, the plots are PNGs in ``data:`` URLs,
   there are no scripts, fonts or external links (only ``#anchors``), and a Content Security

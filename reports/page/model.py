@@ -1,7 +1,7 @@
 """A report page as plain data (sections of sentences, tables, figures and facts), and its
-markdown form. ``reports.html`` writes the same page as one self-contained HTML file.
+markdown form. ``reports.page.html`` writes the same page as one self-contained HTML file.
 
-Builders (``reports.export_page``, ``reports.sweep_page``) fill a ``Page``; renderers decide
+Builders (``reports.page.export``, ``reports.page.sweep``) fill a ``Page``; renderers decide
 how it looks. Text that came from an export (range and kernel names, command lines) is kept
 as it is here and escaped by each renderer.
 """

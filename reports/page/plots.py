@@ -147,7 +147,7 @@ def range_times_png(rows: Sequence[tuple[str, float]], *, title: str, xlabel: st
 
 def attention_png(rows: Sequence[dict[str, Any]], *, title: str) -> bytes:
     """Attention sub-ranges: share of FLOPs next to share of time (left), achieved GFLOP/s
-    (right). ``rows``: ``reports.attention`` rows of the sub-ranges."""
+    (right). ``rows``: ``reports.analyses.attention`` rows of the sub-ranges."""
     rows = [r for r in rows if r.get("flop_pct") is not None]
     n = len(rows)
     fig = _figure(10.0, 1.6 + 0.6 * n)
