@@ -250,9 +250,8 @@ class Trace:
             return None
         self.load("kernels")
         r = self.resolver
-        held = tuple(n for n in (*KERNEL_IDS, *LAUNCH)
-                     if r.optional(f"kernel.{n}") is not None
-                     or r.optional(f"graph.{n}") is not None)
+        held = tuple(f"{prefix}.{n}" for prefix in ("kernel", "graph")
+                     for n in (*KERNEL_IDS, *LAUNCH) if r.optional(f"{prefix}.{n}") is not None)
         return self._value(("kernels", held), self._make_kernels)
 
     def _make_kernels(self) -> Kernels:

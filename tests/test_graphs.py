@@ -146,3 +146,15 @@ def test_old_schema_node_records_give_the_same_capture_answer(tmp_path):
     a = ask("nvtx-kernels", [new], graph_attribution="capture").rows
     b = ask("nvtx-kernels", [old], graph_attribution="capture").rows
     assert a == b and any(r["range"] == "attention" for r in a)
+
+
+def test_later_questions_of_one_session_see_the_columns_they_load(fx):
+    """The report page asks one session `kernels` first, then per-device questions: the
+    kernels (graph launches included) are built again with the id columns loaded later."""
+    from reports.ask import answer
+    from reports.session import Session
+
+    with Session(fx(COMPILE)) as s:
+        assert answer(s, "kernels").rows == ask("kernels", [fx(COMPILE)]).rows
+        assert answer(s, "gpus").rows == ask("gpus", [fx(COMPILE)]).rows
+        assert s.kernels is not None and s.kernels.stream is not None
