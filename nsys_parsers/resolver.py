@@ -88,8 +88,9 @@ class Resolver:
         derive: list[Derived] = []
         self._plan(names, raw, derive, set())
         made: dict[str, Item] = {}
-        if raw:
-            self._read(raw, made)
+        self._start([n for n in raw if n not in self._started])  # those started ahead: awaited
+        for name in raw:
+            self._hold(name, self._started.pop(name).result(), made)
         for d in derive:
             for name, value in d.make(self._context).items():
                 self._hold(name, value, made)
@@ -129,12 +130,6 @@ class Resolver:
             self._plan(spec.inputs_for(self._context), raw, derive, seen)
             if spec not in derive:
                 derive.append(spec)
-
-    def _read(self, names: list[str], made: dict[str, Item]) -> None:
-        """Read raw columns of every table at once (those started ahead: awaited)."""
-        self._start([n for n in names if n not in self._started])
-        for name in names:
-            self._hold(name, self._started.pop(name).result(), made)
 
     def _start(self, names: list[str]) -> None:
         """Submit the chunk reads of raw columns: per table (row source) one job for its
