@@ -2,10 +2,11 @@
 derived from other items (``ITEMS``), and which items each column group is
 (``Trace.items_of``).
 
-    Column(source, key)      read from the export: ``key`` is the SQL expression of the
-                             source's ``RowSource`` (``nsys_parsers.queries``: table, column,
-                             expression checked against the schema); ``text``: a text column,
-                             read as codes and distinct values
+    Column(source, key)      read from the export: every column of every table the loader
+                             reads (``queries.SOURCES``: a ``RowSource`` per table, with the
+                             SQL expression of each column, checked against the schema) is
+                             the item ``<source>.<key>``; ``text``: a text column, read as
+                             codes and distinct values
     Derived(inputs, make)    ``make(trace)`` computes it (and the items made with it) from
                              its ``inputs``, which the resolver gets first, all at once
     Put()                    a value the trace computes itself and hands to the resolver
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 ALWAYS, ASKED, NEVER = "always", "asked", "never"
 # Tables in the order their reads are submitted: NVTX first (the largest, on most exports).
-READ_ORDER = ("nvtx", "kernel", "memcpy", "memset", "api", "graph", "gnode", "gevent")
+READ_ORDER = tuple(Q.SOURCES)
 
 KERNEL_IDS = ("pid", "correlation", "device", "stream", "context", "graph", "graph_node")
 KERNEL_PLACES = ("pid", "device", "stream")
@@ -85,8 +86,11 @@ class Put:
     store: str = ALWAYS
 
 
-def _columns(source: str, keys: tuple[str, ...], store: str = ALWAYS) -> dict[str, Column]:
-    return {f"{source}.{k}": Column(source, k, store=store) for k in keys}
+# Raw columns stored other than ``always``: the API calls (read for the launch join, kept only
+# when asked), name ids and raw range name keys (only what is made of them is kept).
+STORE = {**{f"api.{k}": ASKED for k in API}, "api.name_id": NEVER, "nvtx.key": NEVER,
+         **{f"kernel.name_id.{c}": NEVER for c in NAME_COLUMN.values()}}
+TEXT = {"nvtx.key"}
 
 
 # -- how derived items are made --------------------------------------------------------------
@@ -153,17 +157,9 @@ def _pairs(mode: str, graphs: str) -> Derived:
 
 
 ITEMS: dict[str, Column | Derived | Put] = {
-    **_columns("kernel", ("start", "end", *KERNEL_IDS)),
-    **{f"kernel.name_id.{c}": Column("kernel", f"name_id.{c}", store=NEVER)
-       for c in NAME_COLUMN.values()},
-    **_columns("api", API, store=ASKED),
-    "api.name_id": Column("api", "name_id", store=NEVER),
-    **_columns("nvtx", NVTX),
-    "nvtx.key": Column("nvtx", "key", text=True, store=NEVER),
-    **_columns("memcpy", MEMOPS), **_columns("memset", MEMOPS),
-    **_columns("graph", GRAPHS),
-    **_columns("gnode", GRAPH_NODES), **_columns("gevent", GRAPH_EVENTS),
-}
+    f"{prefix}.{key}": Column(prefix, key, text=f"{prefix}.{key}" in TEXT,
+                              store=STORE.get(f"{prefix}.{key}", ALWAYS))
+    for prefix, keys in Q.COLUMN_KEYS.items() for key in keys}
 for _c in NAME_COLUMN.values():
     ITEMS[f"kernel.name_code.{_c}"] = _names_of_ids(f"kernel.name_id.{_c}",
                                                     f"kernel.name_code.{_c}")

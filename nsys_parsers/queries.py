@@ -222,6 +222,45 @@ GRAPH_EVENT_ROWS = RowSource(
     needs=("start", "end", "graphId"), where="t.graphId IS NOT NULL",
     purpose="capture-time attribution of graph launches")
 
+def _present(source: RowSource) -> Callable[[Schema], list[RowSource]]:
+    return lambda ex: [source] if ex.has_table(source.table) else []
+
+
+def _api_sources(ex: Schema) -> list[RowSource]:
+    return [s for s in API_ROWS if all(ex.has_column(s.table, c) for c in s.needs)]
+
+
+def _graph_node_sources(ex: Schema) -> list[RowSource]:
+    """Node creation records: CUDA_GRAPH_NODE_EVENTS, or (before nsys 2023)
+    CUDA_GRAPH_EVENTS."""
+    for table in (GRAPH_NODE_TABLE, GRAPH_EVENTS_TABLE):
+        if ex.has_column(table, "graphNodeId"):
+            return [graph_node_rows(table)]
+    return []
+
+
+def _graph_event_sources(ex: Schema) -> list[RowSource]:
+    return [GRAPH_EVENT_ROWS] if ex.has_column(GRAPH_EVENTS_TABLE, "graphId") else []
+
+
+# Every table the loader reads, by the prefix of its items (``nsys_parsers.items``): the row
+# sources an export has for it ([]: none), and the columns a source of it can give. A new
+# table is one RowSource here; each of its columns becomes an item ``<prefix>.<key>``.
+SOURCES: dict[str, Callable[[Schema], list[RowSource]]] = {
+    "nvtx": _present(NVTX_ROWS), "kernel": _present(KERNEL_ROWS),
+    "memcpy": _present(MEMCPY_ROWS), "memset": _present(MEMSET_ROWS), "api": _api_sources,
+    "graph": _present(GRAPH_ROWS), "gnode": _graph_node_sources,
+    "gevent": _graph_event_sources,
+}
+COLUMN_KEYS: dict[str, tuple[str, ...]] = {
+    "nvtx": tuple(NVTX_ROWS.columns), "kernel": tuple(KERNEL_ROWS.columns),
+    "memcpy": tuple(MEMCPY_ROWS.columns), "memset": tuple(MEMSET_ROWS.columns),
+    "api": tuple(API_ROWS[0].columns), "graph": tuple(GRAPH_ROWS.columns),
+    "gnode": tuple(graph_node_rows(GRAPH_NODE_TABLE).columns),
+    "gevent": tuple(GRAPH_EVENT_ROWS.columns),
+}
+
+
 # Name keys of chosen rows (a JSON array of rowids): rowids and keys as two JSON arrays.
 NVTX_KEYS_BY_ROWID = Query(
     "nvtx_keys_by_rowid",

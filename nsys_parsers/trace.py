@@ -156,20 +156,7 @@ class Trace:
     def sources(self, prefix: str) -> list[Q.RowSource]:
         """The row sources (tables) of this export that the raw columns ``<prefix>.*`` are
         read from ([]: the export lacks them)."""
-        ex = self.export
-        if prefix == "api":
-            return [s for s in Q.API_ROWS if all(ex.has_column(s.table, c) for c in s.needs)]
-        if prefix == "gnode":  # node records: CUDA_GRAPH_NODE_EVENTS, or (before nsys 2023)
-            for table in (Q.GRAPH_NODE_TABLE, Q.GRAPH_EVENTS_TABLE):  # CUDA_GRAPH_EVENTS
-                if ex.has_column(table, "graphNodeId"):
-                    return [Q.graph_node_rows(table)]
-            return []
-        if prefix == "gevent":
-            return ([Q.GRAPH_EVENT_ROWS] if ex.has_column(Q.GRAPH_EVENTS_TABLE, "graphId")
-                    else [])
-        source = {"nvtx": Q.NVTX_ROWS, "kernel": Q.KERNEL_ROWS, "memcpy": Q.MEMCPY_ROWS,
-                  "memset": Q.MEMSET_ROWS, "graph": Q.GRAPH_ROWS}[prefix]
-        return [source] if ex.has_table(source.table) else []
+        return Q.SOURCES[prefix](self.export)
 
     def graph_node_sources(self) -> list[Q.RowSource]:
         return self.sources("gnode")
