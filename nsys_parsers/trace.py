@@ -59,6 +59,7 @@ from nsys_parsers.items import (
     GRAPH_EVENTS,
     GRAPH_NODES,
     GRAPHS,
+    ITEMS,
     KERNEL_IDS,
     KERNEL_PLACES,
     LAUNCH,
@@ -163,12 +164,13 @@ class Trace:
 
     # -- loading ---------------------------------------------------------------------------
     def items_of(self, *groups: str) -> tuple[str, ...]:
-        """The items of column groups (``GROUPS``), for the tables this export has."""
-        unknown = set(groups) - set(GROUPS)
+        """The items of column groups (``GROUPS``), for the tables this export has; an item
+        name (``nsys_parsers.items.ITEMS``) stands for itself."""
+        unknown = set(groups) - set(GROUPS) - set(ITEMS)
         if unknown:
-            raise ValueError(f"unknown column groups: {', '.join(sorted(unknown))}")
+            raise ValueError(f"unknown column groups or items: {', '.join(sorted(unknown))}")
         want = set(groups)
-        out: list[str] = []
+        out: list[str] = [g for g in groups if g not in GROUPS]
 
         def add(prefix: str, keys: tuple[str, ...] | list[str]) -> None:
             out.extend(f"{prefix}.{k}" for k in keys)
