@@ -53,7 +53,8 @@ def runs_for(fixture: Path, partner: Path) -> list[tuple[str, list[str], dict[st
             out.append((f"{name}.{fmt}", [*args, "--format", fmt], {}))
         out.append((f"{name}.table80", [*args], {"COLUMNS": "80"}))
 
-    for cmd in ("info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops"):
+    for cmd in ("info", "kernels", "ranges", "nvtx-kernels", "dominant", "memops", "gpus",
+                "gaps", "longest", "launches", "collectives"):
         each_format(cmd, [cmd, f])
     out += [
         ("kernels.short.json", ["kernels", f, "--name-kind", "short", "--format", "json"], {}),
@@ -73,6 +74,14 @@ def runs_for(fixture: Path, partner: Path) -> list[tuple[str, list[str], dict[st
         ("dominant.innermost.json", ["dominant", f, "--attribution", "innermost",
                                      "--format", "json"], {}),
         ("dominant.depth1.table", ["dominant", f, "--depth", "1"], {}),
+        ("ranges.instances.csv", ["ranges", f, "--instances", "--format", "csv"], {}),
+        ("ranges.instances.table", ["ranges", f, "--instances"], {}),
+        ("kernels.by-device.json", ["kernels", f, "--by", "device", "--format", "json"], {}),
+        ("ranges.by-stream.csv", ["ranges", f, "--by", "stream", "--format", "csv"], {}),
+        ("dominant.by-process.table", ["dominant", f, "--by", "process"], {}),
+        ("gaps.min0.json", ["gaps", f, "--min-gap-ms", "0.01", "--format", "json"], {}),
+        ("longest.count5.csv", ["longest", f, "--count", "5", "--format", "csv"], {}),
+        ("categories.json", ["categories", "--format", "json"], {}),
         ("attention.table", ["attention", f], {}),
         ("attention.json", ["attention", f, "--size", "small", "--context", "128", "--batch",
                             "4", "--format", "json"], {}),
@@ -103,6 +112,12 @@ def runs_for(fixture: Path, partner: Path) -> list[tuple[str, list[str], dict[st
             ("range.dominant.text", ["dominant", f, "--range", within, "--format", "text"], {}),
             ("range.compare.json", ["compare", f, "--range", within, "--format", "json"], {}),
             ("range.check.json", ["check", f, "--rules", "{range_rules}", "--format", "json"],
+             {}),
+            ("within.gpus.json", ["gpus", f, "--within", within, "--format", "json"], {}),
+            ("within.gaps.json", ["gaps", f, "--within", within, "--format", "json"], {}),
+            ("within.launches.csv", ["launches", f, "--within", within, "--format", "csv"],
+             {}),
+            ("within.longest.json", ["longest", f, "--within", within, "--format", "json"],
              {}),
         ]
     return out
