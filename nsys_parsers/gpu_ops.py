@@ -44,8 +44,10 @@ class GpuOps(Rows):
     launch_end: np.ndarray | None = None
 
     def recorded(self) -> GpuOps:
-        """The operations with a timestamp: nsys's gpu-starv leaves out those at 0."""
-        return self.take(np.flatnonzero(self.start > 0))
+        """The operations with a timestamp: nsys's gpu-starv leaves out those at 0 (itself
+        when every one has one)."""
+        keep = self.start > 0
+        return self if bool(keep.all()) else self.take(np.flatnonzero(keep))
 
     def as_launched(self) -> Kernels:
         """The operations shaped as ``Kernels`` (no names), for the attribution of
@@ -97,7 +99,29 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
                                             api.correlation)
             part.update(launch_tid=tid, launch_start=ls, launch_end=le)
         parts.append(part)
-    cols = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    cols = (parts[0] if len(parts) == 1 else
+            {key: np.concatenate([p[key] for p in parts]) for key in parts[0]})
     gpid = cols["pid"]
     cols["pid"] = np.where(gpid < 0, -1, pid_of(gpid))  # -1: no globalPid column
     return GpuOps(**cols)
+
+
+def launch_threads(trace: Trace) -> np.ndarray | None:
+    """The thread (globalTid) whose API call launched each operation of ``gpu_ops(trace)``, in
+    its order (-1: no launch record); None when CUDA API calls were not traced. One column,
+    where ``gpu_ops(launches=True)`` builds every column again with three more."""
+    if not trace.has_api:
+        return None
+    trace.load("kernels", "launches", "memops", "api")
+    k, m, api = trace.kernels, trace.memops, trace.api
+    assert api is not None
+    parts = []
+    if k is not None:
+        assert k.launch_tid is not None
+        parts.append(k.launch_tid)
+    if m is not None:
+        parts.append(join_launches(m.pid, m.correlation, api.start, api.end, api.tid,
+                                   api.correlation)[0])
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -42,6 +42,15 @@ def is_domain_row(flags: np.ndarray) -> np.ndarray:
     return (flags & 0xFF) == NVTX_DOMAIN_CREATE
 
 
+def attributable_rows(flags: np.ndarray) -> np.ndarray:
+    """Which NVTX rows read (by their flags) are ranges that kernels are attributed to: not
+    domain-create rows, and not start/end ranges that ended on another thread."""
+    etype = flags & 0xFF
+    pushpop = (etype == NVTX_PUSHPOP) | (etype == NVTXT_PUSHPOP)
+    cross = ((flags >> 8) & 1).astype(bool) & ~pushpop
+    return (etype != NVTX_DOMAIN_CREATE) & ~cross
+
+
 def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.ndarray,
                  rowid: np.ndarray, capture_end: int) -> Ranges:
     """Ranges from the NVTX rows read (range and domain-create rows, in table order; ``end``

@@ -404,6 +404,31 @@ class Trace:
             return
         self.resolver.start("nvtx.key")
 
+    def unclosed_end(self) -> int:
+        """Where the NVTX ranges never closed end (as in ``ranges``): the end of the capture."""
+        self.load("ranges")
+        self.resolver.get("capture_end")
+        return max(int(self.resolver.array("capture_end")[0]),
+                   int(self.resolver.array("nvtx.start").max(initial=0)))
+
+    def names_of_nvtx_rows(self, rows: np.ndarray) -> list[str]:
+        """The names of a few NVTX rows, by their index among the raw ``nvtx.*`` items (range
+        rows; domain-create rows count too), sought by rowid: what a question that needs the
+        names of a handful of ranges asks without building the ``Ranges`` of every one."""
+        self.load("ranges")
+        if rows.size == 0:
+            return []
+        r = self.resolver
+        cols = {k: r.array(f"nvtx.{k}") for k in NVTX}
+        dom = np.flatnonzero(is_domain_row(cols["flags"]))
+        pick = sorted_unique(np.concatenate([rows, dom]))
+        few = build_ranges(cols["start"][pick], cols["end"][pick], cols["tid"][pick],
+                           cols["flags"][pick], cols["rowid"][pick], 0)
+        at = np.searchsorted(cols["rowid"][pick][~is_domain_row(cols["flags"][pick])],
+                             cols["rowid"][rows])
+        names = self._names_of_rows(few, np.arange(len(few)))
+        return [names.names[int(c)] for c in names.code[at].tolist()]
+
     def _names_of_rows(self, ranges: Ranges, rows: np.ndarray) -> RangeNames:
         """Names of the ranges at ``rows`` (and of the domains), by rowid seeks."""
         want = sorted_unique(np.concatenate([ranges.rowid[rows], ranges.domains[:, 0]]))

@@ -31,10 +31,11 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
-from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps
+from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps, launch_threads
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped, span
 from nsys_parsers.kernels import api_base_name
+from nsys_parsers.ranges import attributable_rows
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.gpu_time import recorded_ops, require_gpu_ops
@@ -59,6 +60,7 @@ WAITS = re.compile(r"Synchroniz|^cu(da)?Memcpy(?!.*Async)|^cu(da)?Memset(?!.*Asy
                    r"^cu(da)?(Mem)?Free")
 OVERHEAD = "CUDA profiling overhead"
 DEFAULT_MIN_GAP_MS = 1.0
+SLICE = 1 << 18  # NVTX rows looked at at once for the ranges open at gap starts
 
 
 def cause_of(api: str | None, covered: bool) -> str:
@@ -120,9 +122,11 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     doing when each started."""
     has_api = s.trace.has_api
     ops = require_gpu_ops(s, "GPU gaps")
-    ops = s.gpu_ops(launches=has_api) or ops
     notes: list[str] = []
     sub = recorded_ops(ops, notes)
+    launched_by = launch_threads(s.trace)  # the thread of each operation's launch call
+    if launched_by is not None and len(sub) < len(ops):
+        launched_by = launched_by[ops.start > 0]
     gid, (pids, devices) = group_ids(sub.pid, sub.device)
     n = pids.size
     first, last = span(gid, sub.start, sub.end, n)
@@ -137,7 +141,8 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     g, t = h.group[order], h.start[order]
     # at each gap's start: the CUDA call in flight and the NVTX range open
     gap_pid = pids[g]
-    launch_tids = _launching_threads(sub)
+    launch_tids = (sorted_unique(launched_by[launched_by >= 0]) if launched_by is not None
+                   else np.zeros(0, dtype=np.int64))
     api, covered = _api_in_flight(s, gap_pid, t, launch_tids)
     rng = _range_open(s, gap_pid, t, launch_tids)
     code, labels = op_labels(s, sub)  # h.before/after past the operations: the overhead
@@ -156,16 +161,9 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     notes.insert(0, f"{len(rows):,} gaps longer than {min_gap_ms:g} ms{where}: "
                     f"{human_ns(total)} in all, of {human_ns(idle)} idle between the first "
                     f"and last GPU operation of each (process, device).")
-    notes += _cause_notes(s, sub, covered, has_api)
+    notes += _cause_notes(s, launched_by, covered, has_api)
     return Report(rows=rows, columns=GAPS_COLUMNS, notes=notes,
                   sentences=[gap_sentence(r) for r in rows])
-
-
-def _launching_threads(ops: GpuOps) -> np.ndarray:
-    """The globalTids that launched any GPU operation."""
-    if ops.launch_tid is None:
-        return np.zeros(0, dtype=np.int64)
-    return sorted_unique(ops.launch_tid[ops.launch_tid >= 0])
 
 
 def _thread_filter(tid: np.ndarray, launch_tids: np.ndarray) -> np.ndarray:
@@ -203,9 +201,43 @@ def _api_in_flight(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: 
 
 def _range_open(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: np.ndarray
                 ) -> list[str | None]:
-    """The innermost NVTX range open at each gap start on the launching threads."""
+    """The innermost NVTX range open at each gap start on the launching threads. Only the
+    ranges open at one of the gap starts are candidates: they are found in slices of the raw
+    NVTX columns, so that no value of every range is built (``--within`` has built it)."""
+    if t.size == 0 or not s.has_ranges:
+        return [None] * t.size
+    if s.within is not None:
+        return _range_open_within(s, gap_pid, t, launch_tids)
+    s.trace.load("ranges")
+    r = s.trace.resolver
+    start, end, tid = r.array("nvtx.start"), r.array("nvtx.end"), r.array("nvtx.tid")
+    times = np.sort(t)
+    parts = []
+    for a in range(0, start.size, SLICE):
+        st, en = start[a:a + SLICE], end[a:a + SLICE]
+        en = np.where(en < 0, np.iinfo(np.int64).max, en)  # never closed: open to the end
+        parts.append(a + np.flatnonzero(np.searchsorted(times, en, side="left")
+                                        > np.searchsorted(times, st, side="left")))
+    cand = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    cand = cand[attributable_rows(r.array("nvtx.flags")[cand])
+                & _thread_filter(tid[cand], launch_tids)]
+    c_pid = pid_of(tid[cand])
+    codes = sorted_unique(np.concatenate([c_pid, gap_pid]))
+    c_end = end[cand]
+    if bool((c_end < 0).any()):
+        c_end = np.where(c_end < 0, s.trace.unclosed_end(), c_end)
+    hit = open_at_grouped(np.searchsorted(codes, c_pid), start[cand], c_end,
+                          np.searchsorted(codes, gap_pid), t)
+    rows = sorted_unique(cand[hit[hit >= 0]])
+    names = dict(zip(rows.tolist(), s.trace.names_of_nvtx_rows(rows)))
+    return [names[int(cand[i])] if i >= 0 else None for i in hit.tolist()]
+
+
+def _range_open_within(s: Session, gap_pid: np.ndarray, t: np.ndarray,
+                       launch_tids: np.ndarray) -> list[str | None]:
+    """``_range_open`` on the ranges inside ``within`` (the session holds their value)."""
     r = s.ranges
-    if r is None or not len(r) or t.size == 0:
+    if r is None or not len(r):
         return [None] * t.size
     use = np.flatnonzero(_thread_filter(r.tid, launch_tids) & ~r.cross_thread)
     r_pid = pid_of(r.tid[use])
@@ -236,16 +268,18 @@ def _starts_inside(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> np.ndarray
     return hit >= 0
 
 
-def _cause_notes(s: Session, ops: GpuOps, covered: np.ndarray, has_api: bool) -> list[str]:
+def _cause_notes(s: Session, launched_by: np.ndarray | None, covered: np.ndarray,
+                 has_api: bool) -> list[str]:
     notes = []
     if not has_api:
         notes.append("CUDA API calls were not traced (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
                      "no cause or API call; profile with `nsys profile --trace=cuda`.")
-    elif ops.launch_tid is not None:
-        missing = int((ops.launch_tid < 0).sum())
+    elif launched_by is not None:
+        missing = int((launched_by < 0).sum())
         if missing:
-            notes.append(f"{missing:,} of {len(ops):,} GPU operations have no launch record "
-                         f"(trimmed export): the launching threads are known from the others.")
+            notes.append(f"{missing:,} of {launched_by.size:,} GPU operations have no launch "
+                         f"record (trimmed export): the launching threads are known from the "
+                         f"others.")
         unknown = int((~covered).sum())
         if unknown:
             notes.append(f"{unknown:,} gaps start where no CUDA API call was recorded in "
@@ -283,7 +317,7 @@ ANALYSIS = Analysis(
 
     Examples: `nsys-mine gaps ddp.sqlite` · `nsys-mine gaps run.sqlite --min-gap-ms 500 -f csv`
     """,
-    run=gaps_report, needs=("kernels", "kernel_places", "memops"),
+    run=gaps_report, needs=("kernels", "kernel_places", "memops", "launches", "api", "ranges"),
     options=("within", "name_kind", "nsys", "cache"),
     params=(Param("min_gap_ms", ("--min-gap-ms",), "Only gaps longer than this many "
                   "milliseconds (nsys's gpu-starv rule: its gap option, 500 by default "
