@@ -20,7 +20,7 @@ asks for it, not when it is read just to derive another: the API calls of the la
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
 
 import numpy as np
 
@@ -32,7 +32,24 @@ from nsys_parsers.reads import rowid_span, strings_by_id
 from nsys_parsers.schema import NAME_COLUMN
 
 if TYPE_CHECKING:
-    from nsys_parsers.trace import Trace
+    from nsys_parsers.attribution import Pairs
+    from nsys_parsers.export import Export
+    from nsys_parsers.names import RangeNames
+
+class Trace(Protocol):
+    """What derived items are made with: the loaded export (``nsys_parsers.trace.Trace``,
+    which imports this module)."""
+
+    export: Export
+    resolver: Any
+    has_graphs: bool
+
+    def items_of(self, *groups: str) -> tuple[str, ...]: ...
+    def attribute(self, mode: str, graphs: str) -> Pairs: ...
+    def graph_node_sources(self) -> list[Q.RowSource]: ...
+    def last_timestamp(self) -> int: ...
+    def names_from_scan(self) -> RangeNames: ...
+
 
 ALWAYS, ASKED, NEVER = "always", "asked", "never"
 # Tables in the order their reads are submitted: NVTX first (the largest, on most exports).
