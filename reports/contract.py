@@ -250,7 +250,8 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
                         f"top=N for N{per}.")
     own = dict(zip(map(id, report.rows), report.sentences)) \
         if len(report.sentences) == len(report.rows) else {}
-    answers = [own[id(r)] for r in shown if id(r) in own] if own else list(report.sentences)
+    answers = [own[id(r)] for r in shown if id(r) in own] if own else \
+        list(report.sentences)[:len(rows) if left else None]
     out.update(columns=columns,
                units={c: u for c in columns for u in [column_unit(c)] if u},
                rows=rows, rows_total=len(report.rows), rows_left_out=left, notes=notes,
