@@ -20,7 +20,8 @@ from nsys_parsers.errors import NsysMineError
 
 # Modules with a ``register(app)`` function, in the order of `nsys-mine --help`.
 COMMAND_MODULES = ("profile_cli.commands.mine", "profile_cli.commands.bench",
-                   "profile_cli.commands.profile", "profile_cli.commands.infer")
+                   "profile_cli.commands.profile", "profile_cli.commands.infer",
+                   "profile_cli.commands.mcp")
 
 
 def _help_folds_long_words() -> None:

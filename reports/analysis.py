@@ -47,6 +47,7 @@ class Param:
     panel: str = READING_PANEL
     argument: bool = False
     required: bool = False
+    writes: bool = False  # a file the analysis writes (check --junit): not for read-only callers
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class Analysis:
     # the columns and view of an answer whose shape depends on its parameters (``ranges
     # --instances``, ``--by``): shape(params) -> (columns, view)
     shape: Callable[[dict[str, Any]], tuple[list[str], View | None]] | None = None
+    # JSON types of columns the naming conventions of ``reports.contract`` do not cover, or
+    # that only some answers carry (a module tree's ``depth``): column -> "string",
+    # "integer", "number", "boolean", "object", "array" or "any"
+    column_types: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.inputs not in INPUTS:

@@ -36,6 +36,7 @@ from reports.report import Report
 SUBMODULE = re.compile(r"^(?P<qual>[^\s.()]+(?:\.[^\s.()]+)*) \((?P<cls>[A-Za-z_]\w*)\)$")
 MODEL = re.compile(r"^[A-Za-z_]\w*$")
 TREE_COLUMNS = ["depth", "parent"]
+TREE_COLUMN_TYPES = {"depth": "integer", "parent": "string"}  # their JSON types
 
 
 @dataclass(frozen=True)

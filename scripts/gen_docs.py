@@ -5,8 +5,8 @@ README.md docs/MODEL.md docs/ARCHITECTURE.md``) and to write docs/CLI.md. ``.ci/
 both:
 
     .venv/bin/cog --check -I scripts README.md docs/MODEL.md docs/ARCHITECTURE.md
-    .venv/bin/python scripts/gen_docs.py --check        # docs/CLI.md
-    .venv/bin/python scripts/gen_docs.py                # rewrite docs/CLI.md
+    .venv/bin/python scripts/gen_docs.py --check        # docs/CLI.md, docs/schema
+    .venv/bin/python scripts/gen_docs.py                # rewrite docs/CLI.md, docs/schema
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 CLI_MD = ROOT / "docs" / "CLI.md"
+SCHEMA_DIR = ROOT / "docs" / "schema"
 
 
 def _group():  # the click group behind the Typer app
@@ -126,15 +127,22 @@ def cli_reference() -> str:
 
 
 def main(argv: list[str]) -> int:
+    from reports.contract import stale_schemas, write_schemas
+
     os.environ["COLUMNS"] = "100"
     text = cli_reference()
     if "--check" in argv:
+        stale = stale_schemas(SCHEMA_DIR)
+        if stale:
+            sys.stderr.write(f"docs/schema is out of date ({', '.join(stale)}): run "
+                             f".venv/bin/python scripts/gen_docs.py\n")
         if not CLI_MD.exists() or CLI_MD.read_text() != text:
             sys.stderr.write("docs/CLI.md is out of date: run .venv/bin/python "
                              "scripts/gen_docs.py\n")
             return 1
-        return 0
+        return 1 if stale else 0
     CLI_MD.write_text(text)
+    write_schemas(SCHEMA_DIR)  # the JSON contract: docs/schema/CMD.json (reports.contract)
     return 0
 
 

@@ -234,7 +234,7 @@ ANALYSIS = Analysis(
         Param("baseline", ("--baseline",), "Baseline export for max_regression_pct rules "
               "(e.g. main's last run).", type=Path, metavar="EXPORT", panel=VERDICTS_PANEL),
         Param("junit", ("--junit",), "Also write JUnit XML (one testcase per rule) for CI "
-              "test reporters.", type=Path, metavar="FILE", panel=VERDICTS_PANEL),
+              "test reporters.", type=Path, metavar="FILE", panel=VERDICTS_PANEL, writes=True),
         Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a "
               "regression must pass.", type=float, default=0.05, minimum=1e-6, maximum=0.5,
               panel=VERDICTS_PANEL),

@@ -32,7 +32,7 @@ from reports.ask import answer
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, notes_once
 from reports.categories import CATEGORIES, categorize_many
 from reports.model_ranges import headline_ranges, model_order
-from reports.module_tree import as_tree, tree_section
+from reports.module_tree import TREE_COLUMN_TYPES, as_tree, tree_section
 from reports.params import ATTRIBUTION
 from reports.render import View, human_ns, shorten
 from reports.report import Report, check_range_names, r1
@@ -395,6 +395,7 @@ ANALYSIS = Analysis(
                   "several).", metavar="NAME", multiple=True), ATTRIBUTION, BY),
     columns=DOMINANT_COLUMNS, view=DOMINANT_VIEW, title="Dominant kernel per range",
     shape=lambda params: by_shape(DOMINANT_COLUMNS, DOMINANT_VIEW, params["by"]),
+    column_types=TREE_COLUMN_TYPES,
     order=50,
     checks=(
         CheckKey("dominant_category", "category", _dominant_check, order=2,

@@ -29,7 +29,7 @@ from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, notes_once
-from reports.module_tree import as_tree
+from reports.module_tree import TREE_COLUMN_TYPES, as_tree
 from reports.render import View, human_ns
 from reports.report import Report, group_stats, rows_of
 from reports.rules import CheckKey, CheckRule, RuleOutcome
@@ -405,6 +405,7 @@ ANALYSIS = Analysis(
     columns=RANGE_COLUMNS, view=RANGE_VIEW, title="NVTX ranges", order=30,
     shape=lambda params: ((INSTANCE_COLUMNS, INSTANCE_VIEW) if params["instances"] else
                           by_shape(RANGE_COLUMNS, RANGE_VIEW, params["by"])),
+    column_types=TREE_COLUMN_TYPES,
     page=_page, page_order=50,
     checks=(
         CheckKey("min_instances", "count", _min_instances, needs_range=True, order=1,

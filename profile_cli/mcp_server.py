@@ -1,0 +1,632 @@
+"""``nsys-mine mcp``: a Model Context Protocol server (the official ``mcp`` SDK's
+``MCPServer``) that answers an agent's questions about nsys exports.
+
+One tool per analysis of ``reports.analyses``, made from its declaration: the name is the
+command's, the description its help, the input schema its exports (``export``, ``exports``
+or ``base``/``cand`` as the command names them), the analysis options it honours and its
+parameters (long option names in snake case), and ``top``; the output schema is the JSON
+contract (``reports.contract.envelope_schema``: the rows are the command's ``--format json``
+rows). Besides them: ``report`` (writes the page into the server's pages folder and returns its
+path and headline answers) and ``list_exports``; with ``--allow-runs`` also ``profile``,
+``sweep`` and ``bench`` (the command line, run as a child process).
+
+Every answer goes through ``reports.ask.ask`` (every hook but ``outputs``: a read-only server
+writes no gate files) on a worker thread, one question at a time. A path must lie, symlinks
+resolved, under a root: ``--root`` (default: the working directory) or, over stdio, a root the
+client declares (MCP roots). Parameters that write files (``Param.writes``) and the choice of
+the nsys binary (``--nsys``: a program to run) are not offered. An error is a tool result
+whose text is the command line's ``Error: ...`` line; a crash is logged on stderr with its
+traceback and the client gets one line; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Literal, Optional
+from urllib.parse import unquote, urlparse
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict, Field, create_model
+
+from nsys_parsers.errors import BadOption, NsysMineError
+from nsys_parsers.export import REPORT_SUFFIXES
+from nsys_parsers.schema import GRAPH_ATTRIBUTIONS, NAME_KINDS
+from reports.analysis import Analysis, Param
+from reports.options import MERGE_MODES, AnalysisOptions
+
+log = logging.getLogger("nsys-mine.mcp")
+
+EXPORT_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
+LIST_LIMIT = 500  # exports list_exports gives at most
+SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".cache", ".tox"}
+RUN_COMMANDS = ("profile", "sweep", "bench")  # tools of --allow-runs
+RUN_TIMEOUT_S = 3600
+
+INSTRUCTIONS = """\
+nsys-mine answers questions about NVIDIA Nsight Systems exports (.sqlite, .nsys-rep) of \
+PyTorch and CUDA programs; its numbers equal NVIDIA's `nsys stats` reports. Start with \
+list_exports (what is there), info (what an export holds), then dominant (which kernel \
+dominates each NVTX range), kernels, ranges, gpus (busy/idle/communication per device), gaps \
+(idle GPU time and its cause), launches, diff (run-to-run with verdicts). Answers are the top \
+rows (top=20 unless said; top=0 gives all) with notes that explain the numbers; durations are \
+in nanoseconds (_ns), shares in percent (_pct). Paths are absolute or relative to the first \
+root; only files under the server's roots can be read."""
+
+# The analysis options a tool offers (reports.options.AnalysisOptions fields; `nsys`, the
+# binary that exports .nsys-rep reports, is the server's own: a client does not pick a program
+# to run). Name -> (type, description).
+OPTION_FIELDS: dict[str, tuple[Any, str]] = {
+    "within": (Optional[str], "Only what ran inside instances of this NVTX range (e.g. "
+                              "`measure`, to leave warmup steps out)."),
+    "merge_op_ids": (Literal[MERGE_MODES], "One name per PyTorch operator: drop the per-call "
+                     "suffixes (`, seq = N`, `, op_id = N`) from range names; auto: when the "
+                     "names look like an emit_nvtx capture."),
+    "name_kind": (Literal[NAME_KINDS], "Kernel names: short, demangled (as nsys prints them) "
+                  "or mangled."),
+    "rules": (Optional[str], "A TOML file of extra kernel-category rules (tried first)."),
+    "depth": (Optional[int], "Only range instances at nesting depth <= N (1 = outermost)."),
+    "match": (list[str], "Only ranges whose name matches one of these glob patterns."),
+    "cache": (bool, "Keep the columns read in the user cache and answer from there next time."),
+    "graph_attribution": (Literal[GRAPH_ATTRIBUTIONS], "Where CUDA graph kernels count: "
+                          "launch (the ranges around the graph launch, as nsys) or capture."),
+}
+PATH_OPTIONS = ("rules",)
+EXPORT_HELP = "An nsys export (.sqlite, or .nsys-rep/.qdrep): absolute, or relative to the " \
+              "first root."
+EXPORTS_HELP = "nsys exports (.sqlite, .nsys-rep) or sweep folders; several give one table " \
+               "with a `config` column."
+TOP_HELP = "Rows to return, the top ones as the command ranks them (0: all)."
+
+
+class OutsideRoots(BadOption):
+    """A path outside every folder the server may read."""
+
+
+@dataclass
+class Roots:
+    """The folders a server reads under: its own (``--root``) and, where it honours them, the
+    client's MCP roots."""
+
+    folders: list[Path]
+    client: list[Path] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[Path]:
+        return list(dict.fromkeys([*self.folders, *self.client]))
+
+    def path(self, given: str | os.PathLike[str], what: str = "a path") -> Path:
+        """``given`` (absolute, or relative to the first root) when it lies under a root once
+        symlinks are resolved; OutsideRoots otherwise."""
+        p = Path(given).expanduser()
+        if not p.is_absolute():
+            p = self.folders[0] / p
+        real = p.resolve()
+        if not any(real == r or real.is_relative_to(r) for r in self.all):
+            listed = ", ".join(str(r) for r in self.all)
+            folder = real if real.is_dir() else real.parent
+            raise OutsideRoots(
+                f"{given}: outside the folders this server may read ({listed}); give "
+                f"{what} inside one of them, or start the server with --root {folder} to "
+                f"allow it.")
+        return p
+
+
+def root_folders(given: list[Path] | None) -> list[Path]:
+    """The server's roots, resolved (default: the working directory); BadOption for one that
+    is not a folder."""
+    out = []
+    for g in given or [Path.cwd()]:
+        p = Path(g).expanduser().resolve()
+        if not p.is_dir():
+            raise BadOption(f"--root {g}: not a folder; give a folder the server may read.")
+        out.append(p)
+    return list(dict.fromkeys(out))
+
+
+def file_roots(uris: list[str]) -> list[Path]:
+    """Local folders of MCP roots (``file://`` URIs; others are ignored)."""
+    out = []
+    for uri in uris:
+        u = urlparse(uri)
+        if u.scheme == "file" and u.netloc in ("", "localhost"):
+            out.append(Path(unquote(u.path)).resolve())
+    return out
+
+
+# -- tools made from declarations -------------------------------------------------------------
+
+class _Arguments(ArgModelBase):
+    """A tool's arguments: unknown ones are an error (an agent's typo is not ignored)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+def snake(flag: str) -> str:
+    """``--vs-range`` -> ``vs_range``."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def param_key(p: Param) -> str:
+    """The argument name of a parameter: its long option in snake case (an export argument:
+    its name)."""
+    if p.argument:
+        return p.name
+    longs = [f for f in p.flags if f.startswith("--")]
+    return snake(longs[0]) if longs else p.name
+
+
+def _param_field(p: Param) -> tuple[Any, Any]:
+    """(annotation, pydantic Field) of a parameter."""
+    base: Any = str if p.type is Path else p.type
+    if p.choices:
+        base = Literal[p.choices]
+    if p.multiple:
+        base = list[base]
+    limits: dict[str, Any] = {}
+    if p.minimum is not None:
+        limits["ge"] = p.minimum
+    if p.maximum is not None:
+        limits["le"] = p.maximum
+    text = " ".join(p.help.split())
+    if p.type is Path:
+        text += " (a path under the server's roots)"
+    if p.required:
+        return base, Field(description=text, **limits)
+    default = list(p.default or []) if p.multiple else p.default
+    if default is None and not p.multiple:
+        base = Optional[base]
+    return base, Field(default=default, description=text, **limits)
+
+
+def input_fields(a: Analysis) -> dict[str, tuple[Any, Any]]:
+    """The arguments of ``a``'s tool: its exports, options, parameters and ``top``."""
+    from reports.contract import default_top
+
+    fields: dict[str, tuple[Any, Any]] = {}
+    if a.inputs in ("export", "two"):
+        fields[a.input_name] = (str, Field(description=EXPORT_HELP))
+    elif a.inputs in ("exports", "paths"):
+        fields["exports"] = (list[str], Field(min_length=1, description=EXPORTS_HELP))
+    defaults = AnalysisOptions(**a.defaults)
+    for name in a.options:
+        if name not in OPTION_FIELDS:
+            continue
+        kind, text = OPTION_FIELDS[name]
+        default = getattr(defaults, name)
+        fields[name] = (kind, Field(default=list(default) if name == "match" else default,
+                                    description=text))
+    for p in a.params:
+        if p.writes:
+            continue
+        key = param_key(p)
+        if key in fields:
+            raise ValueError(f"{a.name}: argument {key!r} named twice (an option and a "
+                             f"parameter)")
+        fields[key] = _param_field(p)
+    fields["top"] = (int, Field(default=default_top(a), ge=0, description=TOP_HELP))
+    return fields
+
+
+def _annotations(title: str) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False,
+                           idempotent_hint=True, open_world_hint=False)
+
+
+def _tool(name: str, description: str, fields: dict[str, tuple[Any, Any]],
+          output_schema: dict[str, Any] | None, fn: Callable[..., Any],
+          annotations: ToolAnnotations) -> Tool:
+    model = create_model(f"{name.replace('-', '_')}_arguments", __base__=_Arguments,
+                         **fields)  # type: ignore[call-overload]
+    return Tool(fn=fn, name=name, title=annotations.title, description=description,
+                parameters=model.model_json_schema(by_alias=True),
+                fn_metadata=FuncMetadata(arg_model=model, output_schema=output_schema),
+                is_async=True, context_kwarg="ctx", annotations=annotations)
+
+
+def result(data: dict[str, Any]) -> CallToolResult:
+    """A tool's answer: structured content, and the same JSON as text (for clients that show
+    only text)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=data)
+
+
+def error_result(message: str) -> CallToolResult:
+    """An error result: the command line's ``Error: ...`` line."""
+    return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")],
+                          is_error=True)
+
+
+# -- the server -------------------------------------------------------------------------------
+
+@dataclass
+class ServerConfig:
+    roots: list[Path]
+    pages: Path  # where `report` writes pages
+    transport: str = "stdio"  # or "http"
+    allow_runs: bool = False
+
+
+class NsysMineServer:
+    """The tools and their answers (``build`` makes the ``MCPServer``)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._lock: anyio.Lock | None = None
+
+    # the roots of one call
+    async def roots(self, ctx: Context[Any, Any] | None) -> Roots:
+        roots = Roots(self.config.roots)
+        if ctx is None or self.config.transport != "stdio":
+            return roots  # over HTTP any local process may connect: only --root counts
+        try:
+            caps = ctx.client_capabilities
+            if caps is None or caps.roots is None:
+                return roots
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                listed = await ctx.session.list_roots()
+            roots.client = file_roots([str(r.uri) for r in listed.roots])
+        except Exception as exc:  # a client that declared roots but cannot list them
+            log.warning("could not list the client's roots: %r", exc)
+        return roots
+
+    async def run(self, ctx: Context[Any, Any] | None, work: Callable[[Roots], dict[str, Any]],
+                  *, one_at_a_time: bool = True) -> CallToolResult:
+        """``work(roots)`` on a worker thread (questions one at a time: they share the
+        process's memory and cores); NsysMineError -> an error result with its message;
+        anything else -> logged with its traceback, one line to the client."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        roots = await self.roots(ctx)
+        async with self._lock if one_at_a_time else contextlib.nullcontext():
+            try:
+                data = await anyio.to_thread.run_sync(work, roots)
+            except NsysMineError as exc:
+                return error_result(str(exc))
+            except Exception as exc:
+                sys.stderr.write("nsys-mine mcp: unexpected error\n")
+                traceback.print_exc(file=sys.stderr)
+                return error_result(f"internal error ({type(exc).__name__}) in nsys-mine; "
+                                    f"the server's stderr has the traceback. Please report "
+                                    f"it with the export's `nsys-mine info`.")
+        return result(data)
+
+    # analyses
+    def analysis_tool(self, a: Analysis) -> Tool:
+        from reports.contract import envelope_schema
+
+        fields = input_fields(a)
+
+        async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
+            return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots))
+
+        return _tool(a.name, a.help.strip(), fields, envelope_schema(a), call,
+                     _annotations(a.summary))
+
+    def answer(self, a: Analysis, kwargs: dict[str, Any], roots: Roots) -> dict[str, Any]:
+        """``a``'s answer to a tool call's arguments (``reports.ask.ask``, as the command line
+        asks it), as ``reports.contract.envelope``."""
+        from profile_cli.runs.targets import export_targets
+        from reports.ask import ask
+        from reports.contract import envelope
+        from reports.multi import ExportTarget
+
+        args = dict(kwargs)
+        top = int(args.pop("top"))
+        if a.inputs in ("export", "two"):
+            sources = [roots.path(args.pop(a.input_name), "an export")]
+        elif a.inputs in ("exports", "paths"):
+            sources = [roots.path(p, "an export") for p in args.pop("exports")]
+        else:
+            sources = []
+        opts: dict[str, Any] = {}
+        for name in a.options:
+            if name in args and name in OPTION_FIELDS:
+                value = args.pop(name)
+                if name in PATH_OPTIONS and value is not None:
+                    value = roots.path(value, "a file")
+                opts[name] = tuple(value) if name == "match" else value
+        options = replace(AnalysisOptions(**a.defaults), **opts)
+        params: dict[str, Any] = {}
+        for p in a.params:
+            key = param_key(p)
+            if p.writes or key not in args:
+                continue
+            value = args.pop(key)
+            if p.type is Path and value is not None:
+                value = roots.path(value, "a file")
+            params[p.name] = value
+
+        def targets(paths: list[Path]) -> list[ExportTarget]:
+            found = export_targets(paths)  # a sweep folder's exports must be inside too
+            for t in found:
+                roots.path(t.path, "an export")
+            return found
+
+        # outputs: the files a gate writes (JUnit XML, the GitHub step summary): not here
+        report = ask(replace(a, outputs=None), sources, options, params, targets=targets,
+                     top_each=None)
+        return envelope(a, report, a.fill({k: v for k, v in params.items()
+                                           if not _is_argument(a, k)}), top)
+
+    # report
+    def report_tool(self) -> Tool:
+        from reports.analyses.attention import SHAPE_PARAMS
+
+        fields: dict[str, tuple[Any, Any]] = {
+            "export": (str, Field(description="An nsys export (.sqlite, .nsys-rep) or a sweep "
+                                              "folder (sweep --out-dir).")),
+            "within": (Optional[str], Field(default=None,
+                                            description=OPTION_FIELDS["within"][1])),
+            "merge_op_ids": (OPTION_FIELDS["merge_op_ids"][0], Field(
+                default="auto", description=OPTION_FIELDS["merge_op_ids"][1])),
+            "rules": (Optional[str], Field(default=None,
+                                           description=OPTION_FIELDS["rules"][1])),
+            "graph_attribution": (OPTION_FIELDS["graph_attribution"][0], Field(
+                default="launch", description=OPTION_FIELDS["graph_attribution"][1])),
+        }
+        for p in SHAPE_PARAMS:
+            fields[param_key(p)] = _param_field(p)
+        fields["top"] = (int, Field(default=20, ge=0, description="Rows of the page's kernel "
+                                                                  "and range tables (0: all)."))
+        fields["format"] = (Literal["html", "md"], Field(
+            default="html", description="html: one self-contained file; md: markdown with PNG "
+                                        "files beside it."))
+        output = {"type": "object", "required": ["path", "answers"], "properties": {
+            "path": {"type": "string"}, "format": {"type": "string"},
+            "files": {"type": "array", "items": {"type": "string"}},
+            "answers": {"type": "array", "items": {"type": "string"}},
+            "sections": {"type": "array", "items": {"type": "string"}}}}
+
+        async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
+            return await self.run(ctx, lambda roots: self.write_page(kwargs, roots))
+
+        description = ("The page people open: headline answers, plots and tables of an export "
+                       "or a sweep, written as one file into the server's pages folder "
+                       f"({self.config.pages}); returns its path and the headline answers.")
+        annotations = ToolAnnotations(title="Write the report page", read_only_hint=False,
+                                      destructive_hint=False, idempotent_hint=True,
+                                      open_world_hint=False)
+        return _tool("report", description, fields, output, call, annotations)
+
+    def write_page(self, kwargs: dict[str, Any], roots: Roots) -> dict[str, Any]:
+        from profile_cli.runs.targets import build_report
+        from reports.analyses.attention import SHAPE_PARAMS, AttentionShape
+        from reports.page.model import Sentences
+
+        args = dict(kwargs)
+        target = roots.path(args["export"], "an export or a sweep folder")
+        rules = roots.path(args["rules"], "a file") if args.get("rules") else None
+        options = AnalysisOptions(within=args["within"], merge_op_ids=args["merge_op_ids"],
+                                  rules=rules, graph_attribution=args["graph_attribution"])
+        shape = AttentionShape(**{p.name: args.get(param_key(p)) for p in SHAPE_PARAMS})
+        page = build_report(target, options, shape, top=args["top"])
+        real = target.resolve()
+        digest = hashlib.sha1(str(real).encode()).hexdigest()[:8]
+        out = self.config.pages / f"{real.name.rsplit('.', 1)[0]}-{digest}.{args['format']}"
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            files = [out]
+            if args["format"] == "html":
+                from reports.page.html import page_html
+
+                out.write_text(page_html(page), encoding="utf-8")
+            else:
+                from reports.page.model import page_markdown
+
+                text, pngs = page_markdown(page, out.stem)
+                out.write_text(text, encoding="utf-8")
+                for name, data in pngs.items():
+                    (out.parent / name).write_bytes(data)
+                    files.append(out.parent / name)
+        except OSError as exc:
+            raise BadOption(f"cannot write the page into {self.config.pages}: {exc.strerror}; "
+                            f"start the server with --pages DIR (a writable folder).") from None
+        answers = [s for sec in page.sections for b in sec.blocks if isinstance(b, Sentences)
+                   for s in b.items]
+        return {"path": str(out), "format": args["format"], "files": [str(f) for f in files],
+                "answers": [*page.lead, *answers][:40],
+                "sections": [s.title for s in page.sections]}
+
+    # list_exports
+    def list_tool(self) -> Tool:
+        fields: dict[str, tuple[Any, Any]] = {
+            "folder": (Optional[str], Field(default=None, description=(
+                "The folder to look in (default: the first root)."))),
+            "recursive": (bool, Field(default=True, description="Also look in subfolders.")),
+        }
+        output = {"type": "object", "required": ["folder", "exports", "roots"], "properties": {
+            "folder": {"type": "string"},
+            "roots": {"type": "array", "items": {"type": "string"}},
+            "exports": {"type": "array", "items": {
+                "type": "object", "required": ["path", "kind", "size_bytes"],
+                "properties": {"path": {"type": "string"}, "kind": {"type": "string"},
+                               "size_bytes": {"type": "integer"},
+                               "modified": {"type": "string"},
+                               "sqlite_cached": {"type": ["boolean", "null"]}}}},
+            "sweep_folders": {"type": "array", "items": {"type": "string"}},
+            "left_out": {"type": "integer"}}}
+
+        async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
+            return await self.run(ctx, lambda roots: list_exports(
+                roots, kwargs["folder"], kwargs["recursive"]))
+
+        description = ("The nsys exports under a folder (within the server's roots): "
+                       ".sqlite, .nsys-rep and .qdrep files with their size, and for a "
+                       "report whether its SQLite export is cached already (else the first "
+                       "question exports it with nsys); and sweep folders.")
+        return _tool("list_exports", description, fields, output, call,
+                     _annotations("List the exports under a folder"))
+
+    # profile, sweep, bench (--allow-runs)
+    def run_tool(self, command: str) -> Tool:
+        fields: dict[str, tuple[Any, Any]] = {
+            "args": (list[str], Field(default_factory=list, description=(
+                f"The arguments of `nsys-mine {command}`, as on the command line (see "
+                f"`nsys-mine {command} --help`)."))),
+            "timeout_s": (int, Field(default=RUN_TIMEOUT_S, ge=1, le=86_400, description=(
+                "Stop the run (and every process it started) after this many seconds."))),
+        }
+        output = {"type": "object", "required": ["exit_code", "stdout", "stderr"],
+                  "properties": {"exit_code": {"type": ["integer", "null"]},
+                                 "timed_out": {"type": "boolean"},
+                                 "wall_s": {"type": "number"},
+                                 "stdout": {"type": "string"}, "stderr": {"type": "string"}}}
+
+        async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
+            return await self.run(ctx, lambda roots: run_command(
+                command, kwargs["args"], kwargs["timeout_s"], roots.folders[0]),
+                one_at_a_time=False)
+
+        annotations = ToolAnnotations(title=f"Run nsys-mine {command}", read_only_hint=False,
+                                      destructive_hint=False, idempotent_hint=False,
+                                      open_world_hint=False)
+        return _tool(command, f"Runs `nsys-mine {command} ARGS` (in the first root, "
+                              f"{self.config.roots[0]}): programs run under nsys. Offered "
+                              f"because the server was started with --allow-runs.",
+                     fields, output, call, annotations)
+
+    def tools(self) -> list[Tool]:
+        from reports.analyses import all_analyses
+
+        tools = [self.analysis_tool(a) for a in all_analyses()]
+        tools += [self.report_tool(), self.list_tool()]
+        if self.config.allow_runs:
+            tools += [self.run_tool(c) for c in RUN_COMMANDS]
+        return tools
+
+    def build(self) -> MCPServer[Any]:
+        return MCPServer("nsys-mine", title="nsys-mine", version=package_version(),
+                         instructions=INSTRUCTIONS, tools=self.tools(), log_level="WARNING")
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nsys-mine")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _is_argument(a: Analysis, name: str) -> bool:
+    return any(p.argument and p.name == name for p in a.params)
+
+
+def list_exports(roots: Roots, folder: str | None, recursive: bool) -> dict[str, Any]:
+    """The exports under ``folder`` (a root's subfolder), sorted by path."""
+    import datetime
+
+    from nsys_parsers.nsys_tool import cached_export_path
+    from profile_cli.runs.sweep import INDEX_NAME
+
+    base = roots.path(folder, "a folder") if folder else roots.folders[0]
+    if not base.is_dir():
+        raise BadOption(f"{folder}: not a folder; give a folder under the server's roots.")
+    found: list[dict[str, Any]] = []
+    sweeps: list[str] = []
+    left = 0
+    for top, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith("."))
+        if not recursive:
+            dirs[:] = []
+        if INDEX_NAME in files:
+            sweeps.append(top)
+        for name in sorted(files):
+            p = Path(top) / name
+            if p.suffix.lower() not in EXPORT_SUFFIXES or p.name.startswith("."):
+                continue
+            if len(found) >= LIST_LIMIT:
+                left += 1
+                continue
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                cached = None
+                if p.suffix.lower() in REPORT_SUFFIXES:
+                    cached = cached_export_path(p).exists()
+                found.append({"path": str(p), "kind": p.suffix.lower().lstrip("."),
+                              "size_bytes": st.st_size,
+                              "modified": datetime.datetime.fromtimestamp(
+                                  st.st_mtime).isoformat(timespec="seconds"),
+                              "sqlite_cached": cached})
+    out: dict[str, Any] = {"folder": str(base), "roots": [str(r) for r in roots.all],
+                           "exports": found, "sweep_folders": sweeps}
+    if left:
+        out["left_out"] = left
+    return out
+
+
+def run_command(command: str, args: list[str], timeout_s: int, cwd: Path) -> dict[str, Any]:
+    """``nsys-mine COMMAND ARGS`` as a child process (its own session; it and everything it
+    started ended by PID after ``timeout_s``)."""
+    from profile_cli.runs.process import run_with_timeout
+
+    argv = [sys.executable, "-c", "from profile_cli.app import main; main()", command, *args]
+    outcome = run_with_timeout(argv, timeout_s, cwd=str(cwd))
+    return {"exit_code": outcome.returncode, "timed_out": outcome.timed_out,
+            "wall_s": round(outcome.wall_s, 3), "stdout": outcome.stdout[-20_000:],
+            "stderr": outcome.stderr[-8_000:]}
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1) -> (host, port)."""
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 < number < 65536:
+        raise BadOption(f"--http {value}: give HOST:PORT (e.g. 127.0.0.1:8765) or a port.")
+    return host, number
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
+          allow_runs: bool) -> None:
+    """Run the server until its client goes (stdio) or it is stopped (HTTP)."""
+    from nsys_parsers.nsys_tool import user_cache_dir
+
+    folders = root_folders(roots)
+    config = ServerConfig(roots=folders, pages=(pages or user_cache_dir() / "pages").resolve(),
+                          transport="http" if http else "stdio", allow_runs=allow_runs)
+    # a gate's files are never written here: not even the GitHub step summary
+    os.environ.pop("GITHUB_STEP_SUMMARY", None)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="nsys-mine mcp: %(message)s")
+    server = NsysMineServer(config).build()
+    listed = ", ".join(str(f) for f in folders)
+    if http is None:
+        server.run("stdio")
+        return
+    host, port = parse_http(http)
+    if not is_loopback(host):
+        sys.stderr.write(f"nsys-mine mcp: listening on {host}, not a loopback address: "
+                         f"anyone who reaches it can read the exports under {listed}.\n")
+    sys.stderr.write(f"nsys-mine mcp: http://{host}:{port}/mcp (roots: {listed})\n")
+    server.run("streamable-http", host=host, port=port)

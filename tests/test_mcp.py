@@ -1,0 +1,341 @@
+"""``nsys-mine mcp`` with a real client of the official MCP SDK: the real server process over
+stdio (the SDK's stdio client starts and ends it) and over streamable HTTP on loopback
+(started here and ended by its PID). Each transport runs one session of calls (module-scoped
+fixtures: one server each); the tests check what came back against the command line's JSON
+and ``Error:`` lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURES, ROOT, fixture_path, run_cli
+from tests.synth import slowed_copy
+
+pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+
+from mcp import ClientSession  # noqa: E402
+from mcp import types as mt  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+SERVER = Path(sys.executable).parent / "nsys-mine"  # the console script of this environment
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+GTLS = "gtls_rtx3060_nsys2023.1.sqlite"  # 23,419 kernels: a long answer
+DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
+FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
+T4 = "vecadd_t4_nsys2022.4.sqlite"
+NVTX_ONLY = "centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"  # no CUDA tables
+SLOW_RANGE = "aten::_softmax"
+
+
+class World:
+    """Paths of one module's servers: the fixtures (a root), a private root with a slowed
+    copy of a fixture and a symlink that leads out of it, a file outside every root."""
+
+    def __init__(self, tmp: Path) -> None:
+        for name in (DLPROF, GTLS, DDP, FASTVIDEO, T4, NVTX_ONLY):
+            fixture_path(name)  # skips cleanly without the shared fixtures
+        self.fixtures = FIXTURES.resolve()
+        self.root = tmp / "root"
+        self.root.mkdir()
+        self.slow = slowed_copy(self.fixtures / FASTVIDEO, self.root / "slow.sqlite",
+                                SLOW_RANGE)
+        outside = tmp / "outside"
+        outside.mkdir()
+        self.outside = outside / "vecadd.sqlite"
+        shutil.copy(self.fixtures / T4, self.outside)
+        self.escape = self.root / "escape.sqlite"
+        self.escape.symlink_to(self.outside)
+        self.pages = tmp / "pages"
+        self.env = {"NSYS_MINE_CACHE_DIR": os.environ.get("NSYS_MINE_CACHE_DIR",
+                                                          str(tmp / "columns")),
+                    "XDG_CACHE_HOME": str(tmp / "xdg"), "PATH": os.environ["PATH"],
+                    **({"NSYS": os.environ["NSYS"]} if "NSYS" in os.environ else {})}
+
+    def fx(self, name: str) -> str:
+        return str(self.fixtures / name)
+
+    def args(self, *roots: Path) -> list[str]:
+        out = ["mcp", "--pages", str(self.pages)]
+        for r in roots or (self.fixtures, self.root):
+            out += ["--root", str(r)]
+        return out
+
+
+def roots_callback(*folders: Path):
+    async def list_roots(context: Any) -> mt.ListRootsResult:
+        return mt.ListRootsResult(roots=[mt.Root(uri=f"file://{f}", name=f.name)
+                                         for f in folders])
+    return list_roots
+
+
+async def common_calls(s: ClientSession, w: World) -> dict[str, Any]:
+    """The calls both transports make, in this order (an error, then a call that works)."""
+    out: dict[str, Any] = {"tools": (await s.list_tools()).tools}
+
+    async def call(key: str, tool: str, **args: Any) -> None:
+        out[key] = await s.call_tool(tool, args)
+
+    await call("dominant", "dominant", exports=[w.fx(DLPROF)])
+    await call("kernels", "kernels", exports=[w.fx(GTLS)])
+    await call("gaps", "gaps", export=w.fx(DDP))
+    await call("diff", "diff", base=w.fx(FASTVIDEO), cand=str(w.slow), scope=SLOW_RANGE,
+               fail_on="regression")
+    await call("missing", "kernels", exports=[str(w.root / "missing.sqlite")])
+    await call("after_missing", "info", export=w.fx(T4))
+    await call("outside", "kernels", exports=[str(w.outside)])
+    await call("escape", "info", export=str(w.escape))
+    await call("after_outside", "info", export=w.fx(T4))
+    await call("no_table", "kernels", exports=[w.fx(NVTX_ONLY)])
+    await call("no_range", "dominant", exports=[w.fx(DLPROF)], range=["no such range"])
+    await call("malformed", "kernels", exports=[w.fx(T4)], bogus=1)
+    await call("bad_type", "gaps", export=w.fx(DDP), top="many")
+    await call("after_malformed", "gaps", export=w.fx(DDP), top=3)
+    return out
+
+
+async def stdio_session(w: World) -> dict[str, Any]:
+    params = StdioServerParameters(command=str(SERVER), args=w.args(), env=w.env,
+                                   cwd=str(w.root))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            out = await common_calls(s, w)
+            out["relative"] = await s.call_tool("info", {"export": T4})  # the first root's
+            out["report"] = await s.call_tool("report", {"export": w.fx(DLPROF)})
+            out["listed"] = await s.call_tool("list_exports", {})
+            out["listed_root"] = await s.call_tool("list_exports", {"folder": str(w.root)})
+    # a server whose only root is the private folder; the client's roots add the fixtures
+    # (and --allow-runs: the tools that run programs)
+    params = StdioServerParameters(command=str(SERVER), args=[*w.args(w.root), "--allow-runs"],
+                                   env=w.env)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write,
+                                 list_roots_callback=roots_callback(w.fixtures)) as s:
+            await s.initialize()
+            out["client_root"] = await s.call_tool("info", {"export": w.fx(T4)})
+            out["client_root_outside"] = await s.call_tool("info", {"export": str(w.outside)})
+            out["run_tools"] = {t.name for t in (await s.list_tools()).tools}
+            out["bench_help"] = await s.call_tool("bench", {"args": ["--help"]})
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def http_session(url: str, w: World) -> dict[str, Any]:
+    async with streamable_http_client(url) as (read, write):
+        # over HTTP the client's roots do not widen what the server reads
+        async with ClientSession(read, write,
+                                 list_roots_callback=roots_callback(w.outside.parent)) as s:
+            await s.initialize()
+            return await common_calls(s, w)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    return World(tmp_path_factory.mktemp("mcp"))
+
+
+@pytest.fixture(scope="module")
+def stdio(world) -> dict[str, Any]:
+    return anyio.run(stdio_session, world)
+
+
+@pytest.fixture(scope="module")
+def http(world, tmp_path_factory) -> dict[str, Any]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("http-log") / "server.log"
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen([str(SERVER), *world.args(), "--http", f"127.0.0.1:{port}"],
+                                env=world.env, cwd=str(world.root), stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the HTTP server did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        out = anyio.run(http_session, f"http://127.0.0.1:{port}/mcp", world)
+        out["log"] = log
+        yield out
+    finally:
+        proc.terminate()  # by its PID: only the server this fixture started
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def answers(request) -> dict[str, Any]:
+    return request.getfixturevalue(request.param)
+
+
+def cli_rows(*args: Any) -> list[dict[str, Any]]:
+    res = run_cli(*args, "--format", "json", "--top", "20")
+    assert res.exit_code in (0, 3), res.stderr
+    return json.loads(res.stdout)
+
+
+def cli_error(*args: Any) -> str:
+    res = run_cli(*args)
+    assert res.exit_code == 1
+    return res.stderr.strip()
+
+
+def ok(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content[0].text
+    data = result.structured_content
+    assert json.loads(result.content[0].text) == data  # the same JSON as text
+    return data
+
+
+# -- the tools ------------------------------------------------------------------------------
+
+def test_every_analysis_is_a_tool_and_nothing_runs_a_program(answers):
+    from reports.analyses import all_analyses
+    from reports.contract import envelope_schema
+
+    tools = {t.name: t for t in answers["tools"]}
+    assert set(tools) == {a.name for a in all_analyses()} | {"report", "list_exports"}
+    for a in all_analyses():
+        t = tools[a.name]
+        assert t.description == a.help.strip()
+        assert t.output_schema == envelope_schema(a)
+        assert t.annotations.read_only_hint is True
+        assert "top" in t.input_schema["properties"]
+    assert "junit" not in tools["check"].input_schema["properties"]  # writes a file
+    assert "nsys" not in tools["kernels"].input_schema["properties"]  # runs a program
+    assert set(tools["diff"].input_schema["required"]) == {"base", "cand"}
+    assert tools["dominant"].input_schema["properties"]["range"]["type"] == "array"
+
+
+def test_rows_are_the_command_lines(answers, world):
+    dominant = ok(answers["dominant"])
+    assert dominant["rows"] == cli_rows("dominant", world.fx(DLPROF))
+    assert dominant["rows"][0]["range"] is None  # the whole export first
+    assert dominant["rows"][0]["total_ns"] == 51840 and dominant["rows"][0]["instances"] == 6
+    assert dominant["units"]["share_pct"] == "%"
+    gaps = ok(answers["gaps"])
+    assert gaps["rows"] == cli_rows("gaps", world.fx(DDP))
+    assert gaps["rows_total"] == len(json.loads(run_cli("gaps", world.fx(DDP), "-f",
+                                                        "json").stdout))
+
+
+def test_a_long_answer_says_what_was_left_out(answers, world):
+    kernels = ok(answers["kernels"])
+    assert kernels["rows"] == cli_rows("kernels", world.fx(GTLS))
+    assert len(kernels["rows"]) == 20 and kernels["rows_total"] > 20
+    assert kernels["rows_left_out"] == kernels["rows_total"] - 20
+    assert "top=0" in kernels["notes"][0]
+    assert len(answers["kernels"].content[0].text) < 20_000  # fits an agent's context
+
+
+def test_a_gate_verdict_is_a_field_not_an_error(answers, world):
+    diff = ok(answers["diff"])
+    assert diff["exit_code"] == 3  # --fail-on regression, and it regressed
+    assert diff["rows"] == cli_rows("diff", world.fx(FASTVIDEO), world.slow, "--scope",
+                                    SLOW_RANGE, "--fail-on", "regression")
+    assert diff["rows"][0]["verdict"] == "regression"
+
+
+def test_errors_are_the_command_lines_and_the_server_goes_on(answers, world):
+    missing = answers["missing"]
+    assert missing.is_error
+    assert missing.content[0].text == cli_error("kernels", world.root / "missing.sqlite")
+    assert answers["no_table"].content[0].text == cli_error("kernels", world.fx(NVTX_ONLY))
+    assert answers["no_range"].content[0].text == cli_error("dominant", world.fx(DLPROF),
+                                                            "--range", "no such range")
+    for key in ("missing", "no_table", "no_range"):
+        assert "Traceback" not in answers[key].content[0].text
+    for key in ("after_missing", "after_outside"):
+        assert ok(answers[key])["object"]["kernel_count"] == 200
+
+
+def test_a_path_outside_the_roots_is_refused(answers, world):
+    for key in ("outside", "escape"):  # the symlink is resolved before the check
+        res = answers[key]
+        assert res.is_error
+        assert res.content[0].text.startswith("Error: ")
+        assert "outside the folders this server may read" in res.content[0].text
+
+
+def test_a_malformed_call_gets_the_sdks_validation_error(answers):
+    for key, field in (("malformed", "bogus"), ("bad_type", "top")):
+        res = answers[key]
+        assert res.is_error and "validation error" in res.content[0].text
+        assert field in res.content[0].text
+    after = ok(answers["after_malformed"])
+    assert len(after["rows"]) == 3
+
+
+# -- stdio only -----------------------------------------------------------------------------
+
+def test_relative_paths_are_under_the_first_root(stdio):
+    assert ok(stdio["relative"])["object"]["gpus"] == ["Tesla T4"]
+
+
+def test_report_writes_the_page_into_the_pages_folder(stdio, world):
+    page = ok(stdio["report"])
+    path = Path(page["path"])
+    assert path.parent == world.pages.resolve() and path.suffix == ".html"
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert page["answers"]
+
+
+def test_list_exports(stdio, world):
+    listed = ok(stdio["listed"])
+    by_name = {Path(e["path"]).name: e for e in listed["exports"]}
+    assert DLPROF in by_name and by_name[DLPROF]["kind"] == "sqlite"
+    assert by_name[DLPROF]["size_bytes"] == (world.fixtures / DLPROF).stat().st_size
+    rep = by_name["dlprof_pytorch_rtx2070s_nsys2022.1.nsys-rep"]
+    assert rep["kind"] == "nsys-rep" and rep["sqlite_cached"] in (True, False)
+    assert by_name[DLPROF]["sqlite_cached"] is None
+    mine = {Path(e["path"]).name for e in ok(stdio["listed_root"])["exports"]}
+    assert mine == {"slow.sqlite", "escape.sqlite"}
+
+
+def test_the_clients_roots_count_over_stdio(stdio):
+    assert ok(stdio["client_root"])["object"]["kernel_count"] == 200
+    assert stdio["client_root_outside"].is_error
+
+
+def test_allow_runs_offers_the_commands_that_run_programs(stdio):
+    assert {"profile", "sweep", "bench"} <= stdio["run_tools"]
+    bench = ok(stdio["bench_help"])
+    assert bench["exit_code"] == 0 and "Usage: nsys-mine bench" in bench["stdout"]
+
+
+def test_the_http_server_listens_on_loopback(http):
+    assert "http://127.0.0.1:" in http["log"].read_text()
+
+
+def test_the_command_line_starts_the_server_only_when_asked():
+    """`nsys-mine --help` lists `mcp` without importing the SDK."""
+    import subprocess as sp
+
+    code = ("import sys, profile_cli.app; profile_cli.app.app; "
+            "print(','.join(m for m in ('mcp', 'pydantic', 'starlette') if m in sys.modules))")
+    out = sp.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                 check=True).stdout.strip()
+    assert out == ""
+    assert "mcp" in run_cli("--help").stdout
