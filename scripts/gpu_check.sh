@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
 # Run the GPU suite (pytest -m gpu, tests/gpu/) on a machine with a CUDA build of torch and
 # no network, and write its summary. Installs nothing from the network: the project's
-# pure-Python dependencies that such a machine lacks come from a folder of wheels made
-# beforehand by scripts/gpu_wheels.sh (default gpu_wheels/), installed into a temporary
-# folder; the project runs from this checkout (both on PYTHONPATH). See docs/GPU.md.
+# dependencies that such a machine lacks come from a folder of wheels made beforehand by
+# scripts/gpu_wheels.sh (default gpu_wheels/), installed with pip into a temporary folder;
+# the project runs from this checkout (both first on PYTHONPATH). Before the GPU suite, a
+# preflight (scripts/gpu_preflight.py) imports every module of nsys-mine, runs the CLI's
+# --help and collects the WHOLE test suite with that PYTHONPATH. See docs/GPU.md.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR] [--wheels DIR] [--require-cuda] [--run-without-cuda]
-#                             [-- PYTEST_ARGS...]
-#   OUT_DIR             where gpu_check.json, gpu_check.md, pytest.log and the JUnit XML go
-#                       (default: $OUT when set, else gpu_check_out/)
+#                             [--time-limit SECONDS] [-- PYTEST_ARGS...]
+#   OUT_DIR             where gpu_check.json, gpu_check.md, preflight.json, pytest.log and the
+#                       JUnit XML go (default: $OUT when set, else gpu_check_out/)
 #   --wheels DIR        the wheel folder (default: $NSYS_MINE_GPU_WHEELS, else gpu_wheels/)
 #   --require-cuda      no CUDA device is an error (exit 1), for a CI job on a GPU runner
 #   --run-without-cuda  run the suite anyway (every test skips): checks this script itself
+#   --time-limit S      interrupt the GPU suite after S seconds (SIGINT: pytest stops and
+#                       records what ran); the summary is written either way
 # Environment: PYTHON (default python3), the interpreter that has the CUDA build of torch.
-# Exit status: pytest's (0: every test passed or skipped for a stated reason); 0 with the line
-# "no CUDA device: nothing checked" when there is no CUDA device; 2 for a usage error or a
-# missing dependency.
+# Exit status: pytest's (0: every test passed or skipped for a stated reason; 2: interrupted);
+# 0 with the line "no CUDA device: nothing checked" when there is no CUDA device; 2 for a
+# usage error, a missing dependency, wheels that cannot be installed, or nsys-mine failing to
+# import; 3 when the GPU suite passed but the whole suite did not collect.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
-out="" wheels="${NSYS_MINE_GPU_WHEELS:-$here/gpu_wheels}" require=0 force=0
+out="" wheels="${NSYS_MINE_GPU_WHEELS:-$here/gpu_wheels}" require=0 force=0 limit=""
 pytest_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -28,8 +33,11 @@ while [ $# -gt 0 ]; do
                   wheels="$2"; shift 2 ;;
         --require-cuda) require=1; shift ;;
         --run-without-cuda) force=1; shift ;;
+        --time-limit) [[ $# -ge 2 && "$2" =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+                          { echo "gpu_check.sh: --time-limit needs seconds" >&2; exit 2; }
+                      limit="$2"; shift 2 ;;
         --) shift; pytest_args=("$@"); break ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "gpu_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) [ -z "$out" ] || { echo "gpu_check.sh: one OUT_DIR only" >&2; exit 2; }
            out="$1"; shift ;;
@@ -82,9 +90,21 @@ shopt -u nullglob
 if [ ${#whl[@]} -gt 0 ]; then
     if ! PIP_ROOT_USER_ACTION=ignore "$python" -m pip install -q --no-index --no-deps \
             --disable-pip-version-check --target "$site" "${whl[@]}" >"$tmp/pip.log" 2>&1; then
-        # no pip (or a pip that refuses): pure-Python wheels are zip files of the install
         cat "$tmp/pip.log" >&2
-        echo "pip could not install the wheels; unpacking them into $site instead" >&2
+        # No pip (or a pip that refuses): a pure-Python wheel is a zip of its install, so
+        # unpacking it is enough; a compiled one (pydantic-core) needs pip, never unzip.
+        compiled=()
+        for w in "${whl[@]}"; do
+            case "$w" in *-none-any.whl) ;; *) compiled+=("$(basename "$w")") ;; esac
+        done
+        if [ ${#compiled[@]} -gt 0 ]; then
+            echo "gpu_check.sh: pip could not install the wheels, and ${compiled[*]} is" \
+                 "compiled (only pip installs it): is $python a CPython 3.12 with pip?" >&2
+            exit 2
+        fi
+        echo "pip could not install the wheels; unpacking them (all pure Python) into" \
+             "$site instead" >&2
+        rm -rf "$site" && mkdir -p "$site"
         "$python" - "$site" "${whl[@]}" <<'EOF'
 import sys, zipfile
 for wheel in sys.argv[2:]:
@@ -100,7 +120,8 @@ export PYTHONPATH="$here:$site${PYTHONPATH:+:$PYTHONPATH}"
 export MPLBACKEND=Agg MPLCONFIGDIR="$tmp/matplotlib"
 missing="$("$python" - <<'EOF'
 import importlib.util
-need = ["pytest", "torch", "numpy", "pandas", "matplotlib", "rich", "typer", "sqlite_utils"]
+need = ["pytest", "torch", "numpy", "pandas", "matplotlib", "rich", "typer", "sqlite_utils",
+        "platformdirs"]
 print(" ".join(m for m in need if importlib.util.find_spec(m) is None))
 EOF
 )"
@@ -110,21 +131,46 @@ if [ -n "$missing" ]; then
     exit 2
 fi
 
-# 3. The suite
+# 3. The preflight: nsys-mine imports, its CLI runs, the whole suite collects
 mkdir -p "$out"
+set +e
+"$python" scripts/gpu_preflight.py "$out" --carried "$site"
+preflight="$?"
+set -e
 results="$out/gpu_results.json"
 rm -f "$results"
+if [ "$preflight" = 1 ]; then
+    echo "gpu_check.sh: nsys-mine does not import or its CLI fails here (see above and" \
+         "$out/preflight.json): the GPU suite would fail everywhere, so it is not run" >&2
+    "$python" scripts/gpu_summary.py "$out" --results "$results"
+    exit 2
+fi
+
+# 4. The GPU suite
 required="$((1 - force))"
+timed=()
+if [ -n "$limit" ]; then
+    if command -v timeout >/dev/null; then
+        timed=(timeout --preserve-status --signal=INT --kill-after=30 "$limit")
+    else
+        echo "gpu_check.sh: no timeout command here: --time-limit $limit is not applied" >&2
+    fi
+fi
 set +e
 NSYS_MINE_REQUIRE_GPU="$required" NSYS_MINE_GPU_RESULTS="$results" \
-    "$python" -m pytest tests/gpu -m gpu -p no:cacheprovider -v -rfEs \
-    -o junit_family=xunit1 --junitxml "$out/gpu_check_junit.xml" \
+    ${timed[@]+"${timed[@]}"} "$python" -m pytest tests/gpu -m gpu -p no:cacheprovider -v \
+    -rfEs -o junit_family=xunit1 --junitxml "$out/gpu_check_junit.xml" \
     ${pytest_args[@]+"${pytest_args[@]}"} \
     2>&1 | tee "$out/pytest.log"
 rc="${PIPESTATUS[0]}"
 set -e
 
-# 4. The summary
+# 5. The summary
 "$python" scripts/gpu_summary.py "$out" --results "$results" --pytest-exit "$rc"
 echo "summary: $out/gpu_check.md and $out/gpu_check.json (pytest exit status $rc)"
+if [ "$rc" = 0 ] && [ "$preflight" != 0 ]; then
+    echo "gpu_check.sh: the GPU suite passed, but the whole suite does not collect here" \
+         "(see $out/collect.log)" >&2
+    exit 3
+fi
 exit "$rc"

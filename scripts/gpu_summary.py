@@ -3,10 +3,12 @@
     python scripts/gpu_summary.py OUT_DIR [--results FILE] [--pytest-exit N]
 
 Reads the per-test record that ``tests/gpu/conftest.py`` writes when NSYS_MINE_GPU_RESULTS is
-set (default ``OUT_DIR/gpu_results.json``; a missing file means pytest never got that far),
-and adds the machine: device, driver, torch, CUDA, cuDNN, Python, the git commit when there
-is one. The markdown is what docs/GPU.md's "Runs" section collects. Standard library only (and
-torch when it can be imported): it runs with the GPU machine's own python3.
+set (default ``OUT_DIR/gpu_results.json``; a missing file means pytest never got that far)
+and the preflight's ``OUT_DIR/preflight.json`` when there is one (scripts/gpu_preflight.py:
+imports, the whole suite's collection, carried and image packages), and adds the machine:
+device, driver, torch, CUDA, cuDNN, Python, the git commit when there is one. The markdown is
+what docs/GPU.md's "Runs" section collects. Standard library only (and torch when it can be
+imported): it runs with the GPU machine's own python3.
 """
 
 from __future__ import annotations
@@ -70,13 +72,43 @@ def environment() -> dict[str, Any]:
 
 
 def summarize(results: dict[str, Any] | None, pytest_exit: int | None,
-              env: dict[str, Any]) -> dict[str, Any]:
+              env: dict[str, Any], preflight: dict[str, Any] | None = None) -> dict[str, Any]:
     tests = list((results or {}).get("tests", []))
     counts = {o: sum(t["outcome"] == o for t in tests) for o in OUTCOMES}
     return {"date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "pytest_exit": pytest_exit if pytest_exit is not None
             else (results or {}).get("pytest_exit"),
-            "counts": counts, "environment": env, "tests": tests}
+            "counts": counts, "environment": env, "preflight": preflight, "tests": tests}
+
+
+def preflight_lines(pre: dict[str, Any]) -> list[str]:
+    """The preflight in three lines: imports and CLI, the whole suite's collection, and which
+    packages came with the wheels and which from the machine's python."""
+    imports, cli, coll = pre.get("imports", {}), pre.get("cli", {}), pre.get("collect", {})
+    failed = imports.get("failed", {})
+    optional = imports.get("needs_optional", {})
+    told = (f"{imports.get('imported', 0)} modules import"
+            + (f", {len(failed)} do not ({', '.join(failed)})" if failed else "")
+            + (f", {len(optional)} need a missing optional extra" if optional else "")
+            + f"; `--help` {'ok' if cli.get('ok') else 'failed'}")
+    skipped = coll.get("skipped_modules", {})
+    collect = (f"{coll.get('collected', 0)} tests, {coll.get('errors', 0)} errors"
+               + (f", {len(skipped)} modules skipped ("
+                  + "; ".join(f"{m}: {why}" for m, why in skipped.items()) + ")"
+                  if skipped else ""))
+    carried = [p for p in pre.get("packages", []) if p["origin"] == "carried"]
+    image = [p for p in pre.get("packages", []) if p["origin"] != "carried"]
+    mine = pre.get("image", {})
+    shadowed = [f"{p['name']} {mine[p['name']]}" for p in carried
+                if mine.get(p["name"]) not in (None, p["version"])]
+    return [f"- preflight (Python {pre.get('python')}): {told}; whole suite collects: "
+            f"{collect}",
+            "- from the wheels: " + (", ".join(f"{p['name']} {p['version']}" for p in carried)
+                                     or "nothing")
+            + (f" (first on PYTHONPATH, over the machine's {', '.join(shadowed)})"
+               if shadowed else ""),
+            "- from the machine's python: " + ", ".join(
+                f"{p['name']} {p['version'] or 'MISSING'}" for p in image)]
 
 
 # ---- markdown ------------------------------------------------------------------------------
@@ -130,6 +162,8 @@ def markdown(summary: dict[str, Any]) -> str:
              f"{' (uncommitted changes)' if env.get('git_dirty') else ''}", ""]
     if env.get("torch_error"):
         lines[-1:-1] = [f"- torch could not be inspected: {env['torch_error']}"]
+    if summary.get("preflight"):
+        lines[-1:-1] = preflight_lines(summary["preflight"])
     if not summary["tests"]:
         lines.append("pytest recorded no test (see pytest.log).")
         return "\n".join(lines) + "\n"
@@ -159,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results_path = args.results or args.out_dir / "gpu_results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else None
-    summary = summarize(results, args.pytest_exit, environment())
+    pre_path = args.out_dir / "preflight.json"
+    preflight = json.loads(pre_path.read_text()) if pre_path.exists() else None
+    summary = summarize(results, args.pytest_exit, environment(), preflight)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "gpu_check.json").write_text(json.dumps(summary, indent=1) + "\n")
     (args.out_dir / "gpu_check.md").write_text(markdown(summary))

@@ -270,10 +270,17 @@ def probe_nsys(nsys: Path, folder: Path) -> str | None:
                               env=child_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{type(exc).__name__}: {exc}"
+    export = base.with_name(base.name + ".sqlite")
+    raw = sorted(p.name for p in folder.glob(base.name + "*.qdstrm"))
+    if raw and not export.exists():
+        # nsys records a raw .qdstrm first and turns it into a report with its QdstrmImporter;
+        # an nsys without one (the one bundled with Nsight Compute) stops there.
+        return (f"nsys profile wrote only {raw[0]}, no report: this nsys cannot turn its "
+                "capture into a report (no QdstrmImporter, as with the nsys bundled with "
+                "Nsight Compute); install Nsight Systems or set NSYS to its nsys")
     if proc.returncode != 0:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         return f"nsys profile exited with {proc.returncode}: {tail}"
-    export = base.with_name(base.name + ".sqlite")
     if not export.exists():
         return "nsys profile wrote no SQLite export"
     conn = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
@@ -299,7 +306,8 @@ def working_nsys(gpu, tmp_path_factory) -> Path:
             return nsys
         problems.append(f"{nsys}: {why}")
     reason = ("no working nsys: " + "; ".join(problems) if problems else
-              "no nsys found (set NSYS=/path/to/nsys or put nsys on PATH)")
+              f"no nsys found (looked at NSYS={os.environ.get('NSYS') or '(unset)'}, PATH, "
+              + ", ".join(NSYS_PATTERNS) + "): install Nsight Systems, or set NSYS=/path/to/nsys")
     if nsys_required():
         pytest.fail(f"{reason}; NSYS_MINE_REQUIRE_NSYS is set, so this is a failure")
     pytest.skip(reason)
