@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 from urllib.parse import unquote, urlparse
 
-import anyio
-import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
@@ -266,7 +264,7 @@ class NsysMineServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self._lock: anyio.Lock | None = None
+        self._lock: Any = None  # an anyio.Lock, made in the server's event loop
 
     # the roots of one call
     async def roots(self, ctx: Context[Any, Any] | None) -> Roots:
@@ -290,6 +288,9 @@ class NsysMineServer:
         """``work(roots)`` on a worker thread (questions one at a time: they share the
         process's memory and cores); NsysMineError -> an error result with its message;
         anything else -> logged with its traceback, one line to the client."""
+        import anyio.to_thread  # with the [mcp] extra (imported here: that extra's own
+                                # package, mcp, is what a machine without it misses first)
+
         if self._lock is None:
             self._lock = anyio.Lock()
         roots = await self.roots(ctx)
