@@ -92,9 +92,9 @@ class Analysis:
     """One question (see the module docstring). ``inputs``: ``none`` (no export),
     ``export`` (one), ``exports`` (one or several: one table with a ``config`` column) or
     ``two`` (``run(a, b, ...)``, b may be None) or ``paths`` (``run(paths, options, ...)``:
-    the analysis opens its exports itself, e.g. on Dask workers). ``title`` (or ``Report.title``) heads the
-    table; ``exit_code(report, params)`` and ``outputs(report, params, source)`` (files a
-    CI gate writes) are for gates."""
+    the analysis opens its exports itself, e.g. on Dask workers). ``title`` (or
+    ``Report.title``) heads the table; ``exit_code(report, params)`` and ``outputs(report,
+    params, source)`` (files a CI gate writes) are for gates."""
 
     name: str
     help: str

@@ -106,7 +106,7 @@ def dask_client(engine: Engine, tasks: int = 1) -> Iterator[Any]:
         n = engine.workers or default_workers()
         try:
             cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                 silence_logs=logging.ERROR)
         except Exception as exc:  # noqa: BLE001 - whatever stops a cluster from starting
             raise EngineError(f"the local Dask cluster did not start ({exc}); try --workers 1 "

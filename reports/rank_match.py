@@ -292,12 +292,13 @@ class Why:
 
     def sentences(self) -> list[str]:
         cause = max(self.idle_extra, key=lambda c: self.idle_extra[c])
-        extra = self.idle_extra[cause]
+        extra = sum(self.idle_extra.values())
         text = (f"rank {self.rank} arrives {human_ns(self.late_ns)} late at {self.late_at} of "
                 f"{self.matched} collectives (mostly {self.kind})")
         if extra > 0:
             text += (f"; {human_ns(extra)} of the time before them is extra GPU idle "
-                     f"(beyond the median rank's) with cause `{cause}`")
+                     f"(beyond the median rank's), {human_ns(self.idle_extra[cause])} of it "
+                     f"with cause `{cause}`")
             if cause == "cpu" and self.idle_range:
                 text += f" inside `{self.idle_range}`"
         else:
@@ -311,12 +312,14 @@ class Why:
                        + "; ".join(
                            f"`{r['range']}` +{human_ns(r['cpu_growth_ns'])} CPU, "
                            f"+{human_ns(r['gpu_growth_ns'])} GPU"
-                           + (f" (dominant kernel {shorten(r['kernel'], 60)})" if r["kernel"] else "")
+                           + (f" (dominant kernel {shorten(r['kernel'], 60)})"
+                              if r["kernel"] else "")
                            for r in self.ranges) + ".")
         if self.kernels:
             out.append(f"rank {self.rank}: kernels slower on its GPU than the same kernels on "
                        f"the others: " + "; ".join(
-                           f"{shorten(k['kernel'], 60)} {k['ratio']:.2f}x (+{human_ns(k['excess_ns'])})"
+                           f"{shorten(k['kernel'], 60)} {k['ratio']:.2f}x "
+                           f"(+{human_ns(k['excess_ns'])})"
                            for k in self.kernels) + ".")
         return out
 
@@ -332,10 +335,11 @@ def explain(s: int, summaries: list[RankSummary], m: Matched, lt: Lateness,
         mine = summaries[s].coll_idle[m.index[s, late_set]]
         theirs = np.stack([summaries[i].coll_idle[m.index[i, late_set]] for i in others])
         idle = (mine - np.median(theirs, axis=0)).clip(0).sum(axis=0).astype(np.int64)
-        wanted = set(m.index[s, late_set].tolist())
-        for i, name, ns in summaries[s].coll_idle_range:
-            if i in wanted:
-                ranges[name] += ns
+        ranges = _idle_ranges(summaries[s], m.index[s, late_set])
+        their_ranges = [_idle_ranges(summaries[i], m.index[i, late_set]) for i in others]
+        for name in list(ranges):  # beyond the median rank's
+            ranges[name] -= int(np.median([t.get(name, 0) for t in their_ranges]))
+        ranges = Counter({k: v for k, v in ranges.items() if v > 0})
     lost = lt.wait_at[:, late_set].sum(axis=1) if late_set.size else np.zeros(len(summaries))
     lost_each = int(np.median(lost[others])) if others else 0
     steps = [summaries[i].steps for i in others if summaries[i].steps.shape[0]]
@@ -355,6 +359,16 @@ def explain(s: int, summaries: list[RankSummary], m: Matched, lt: Lateness,
         lost_share_pct=round(100.0 * lost_each / whole, 1) if whole else None, lost_of=lost_of,
         ranges=_grown_ranges(summaries[s], [summaries[i] for i in others]),
         kernels=_slower_kernels(summaries[s], [summaries[i] for i in others]))
+
+
+def _idle_ranges(s: RankSummary, at: np.ndarray) -> Counter[str]:
+    """The ``cpu`` idle time before the collectives at positions ``at``, per open range."""
+    wanted = set(at.tolist())
+    out: Counter[str] = Counter()
+    for i, name, ns in s.coll_idle_range:
+        if i in wanted:
+            out[name] += ns
+    return out
 
 
 def _grown_ranges(me: RankSummary, others: list[RankSummary], top: int = 3

@@ -283,7 +283,7 @@ def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
     count = np.bincount(code, minlength=nn)
     cpu = np.bincount(code, weights=(r.end[mine] - r.start[mine]).astype(np.float64),
                       minlength=nn)
-    gpu = np.zeros(nn)
+    gpu: np.ndarray = np.zeros(nn)
     dominant: dict[int, tuple[str, int]] = {}
     if k is not None and len(k):
         p = s.pairs("all")
