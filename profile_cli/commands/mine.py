@@ -175,7 +175,18 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
     if a.inputs == "exports" and (len(paths) > 1 or paths[0].is_dir()):
         _emit_many(a, paths, options, params, out)
         return
-    report = ask(a, sources, options, params, opener=open_session)
+    if a.inputs == "paths":  # it opens its exports itself: a progress bar over them
+        from profile_cli.commands.progress import progress_bar
+        from reports.cluster import PROGRESS
+
+        with progress_bar(a.name) as update:
+            token = PROGRESS.set(update)
+            try:
+                report = ask(a, sources, options, params)
+            finally:
+                PROGRESS.reset(token)
+    else:
+        report = ask(a, sources, options, params, opener=open_session)
     if a.outputs is not None:
         a.outputs(report, params, sources[0])
     if report.obj is not None:

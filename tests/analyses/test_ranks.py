@@ -190,14 +190,14 @@ def test_bad_options_and_paths():
         ranks(["/nonexistent/rank_*.sqlite"])
 
 
-def test_the_command_line(built, cli, monkeypatch):
+def test_the_command_line(built, cli, client, monkeypatch):
     monkeypatch.setattr("reports.cluster.CONNECT_TIMEOUT_S", 2)
     res = cli("ranks", built, "--workers", "2", "-f", "json")
     assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [r["rank"] for r in rows if r["straggler"]] == [SLOW]
     res = cli("ranks", built / "rank_0.sqlite", built / "rank_5.sqlite", "--collectives",
-              "--scheduler", "local", "--workers", "1", "-f", "csv")
+              "--scheduler", client.scheduler.address, "-f", "csv")
     assert res.exit_code == 0, res.stderr
     assert res.stdout.splitlines()[0].startswith("collective,key,kind,bytes")
     res = cli("ranks", built, "--scheduler", "tcp://127.0.0.1:1")
@@ -284,3 +284,51 @@ def test_slurm_workers(built, slurm_cluster, monkeypatch):
     jobs = subprocess.run(["squeue", "-h", "-n", "nsys-mine-ranks", "-t", "PD,R"],
                           capture_output=True, text=True).stdout.strip()
     assert jobs == ""  # the worker jobs were cancelled at the end
+
+
+def test_check_rules_max_late_and_max_wait(fx, tmp_path, cli):
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmax_late_ms = 0.05\n\n[[rule]]\nmax_wait_pct = 15\n')
+    junit = tmp_path / "check.xml"
+    res = cli("check", fx(DDP), "--rules", rules, "--junit", junit, "-f", "json")
+    assert res.exit_code == 3, res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["status"], r["observed"]) for r in rows] == [("fail", 0.098), ("pass", 11.2)]
+    assert rows[0]["rule"] == "whole export: every rank's median lateness at collectives " \
+                              "<= 0.05 ms"
+    assert rows[0]["message"] == "median lateness 0.098 ms on rank 1, the most of 2 ranks"
+    assert 'failures="1"' in junit.read_text()
+
+
+def test_progress_over_ranks(built, client):
+    from reports.cluster import PROGRESS
+
+    seen = []
+    token = PROGRESS.set(lambda done, total, what: seen.append((done, total)))
+    try:
+        ranks([built / "rank_0.sqlite", built / "rank_1.sqlite"], client=client)
+    finally:
+        PROGRESS.reset(token)
+    assert seen[0] == (0, 2) and seen[-1] == (2, 2)
+
+
+def test_the_page_of_a_folder_of_ranks(built, client, cli, tmp_path):
+    from reports.cluster import Engine
+    from reports.page.model import page_markdown
+    from reports.page.ranks import ranks_page
+
+    page = ranks_page([built], engine=Engine(scheduler=client.scheduler.address),
+                      title="ranks")
+    text, files = page_markdown(page, "page")
+    assert f"rank {SLOW} arrives 2.000 ms late at 230 of 230" in text
+    assert sorted(files) == ["page-lateness.png", "page-rank-lanes.png", "page-rank-time.png"]
+    assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in files.values())
+    # `report FOLDER` of exports without a sweep index: the ranks page
+    folder = tmp_path / "one"
+    folder.mkdir()
+    shutil.copy(built / "rank_0.sqlite", folder)
+    res = cli("report", folder, "-f", "md", "-o", tmp_path / "one.md")
+    assert res.exit_code == 0, res.stderr
+    text = (tmp_path / "one.md").read_text()
+    assert text.startswith("# nsys-mine ranks report: ")
+    assert "nothing to compare" in text
