@@ -26,7 +26,7 @@ or, from Python, ``build_rank_exports(src, out_dir, ranks=8, slow_rank=5, delay_
 5. ``replay`` > 1 replays each rank's activity that many times (``scale_export``), for
    benchmark sizes; ``truncate_export`` cuts an export short (a crashed rank).
 
-Files: ``OUT_DIR/rank_<r>.sqlite``, written as ``.partial`` and renamed.
+Files: ``OUT_DIR/rank_<r>.sqlite``, written under a hidden name and renamed.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def build_rank_exports(src: str | os.PathLike, out_dir: str | os.PathLike, *, ra
     paths = []
     for rank in range(first_rank, first_rank + ranks):
         dst = out / name.format(rank=rank)
-        tmp = dst.with_name(dst.name + ".partial")
+        tmp = dst.with_name(f".{dst.stem}.build.sqlite")
         db = _copy(base, tmp)
         try:
             db.execute("BEGIN")
