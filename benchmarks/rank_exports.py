@@ -14,9 +14,9 @@ or, from Python, ``build_rank_exports(src, out_dir, ranks=8, slow_rank=5, delay_
    each collective for the last one. Before each collective k of the slow rank, D of host
    time is inserted where its GPU goes idle before the collective (the start of the last idle
    gap after collective k-1, or the collective's start): every later row moves by D, NVTX
-   ranges open there grow by D, CUDA calls in flight there move whole (the host is in no CUDA
-   call: the gap's cause is ``cpu``), and an NVTX range ``data_loader`` covers the D on the
-   launching thread. On every other rank, collective k's kernel runs D longer (it waits) and
+   ranges open there grow by D, CUDA calls in flight there end there (the host leaves them for
+   its loader: the gap's cause is ``cpu``), and an NVTX range ``data_loader`` covers the D on
+   the launching thread. On every other rank, collective k's kernel runs D longer (it waits) and
    every later row moves by D. So each collective ends at the same time on every rank, and
    the slow rank arrives exactly D after the others at each of them.
 4. **Clocks**: rank r's timestamps are shifted by ``r * clock_step_ns`` (another machine's
@@ -148,10 +148,20 @@ def _warp(db: sqlite3.Connection, points: list[int], delay: int, *, slow: bool) 
                        deterministic=True)
     db.create_function("n_lt", 1, lambda t: None if t is None else bisect.bisect_left(pts, t),
                        deterministic=True)
+    def api_end(start: int | None, end: int | None) -> int | None:
+        """A call in flight at a point ends there (the host leaves it for the loader)."""
+        if start is None or end is None:
+            return end
+        i = bisect.bisect_right(pts, start)
+        if i < len(pts) and pts[i] < end:
+            return pts[i] + delay * i
+        return end + delay * bisect.bisect_left(pts, end)
+
+    db.create_function("api_end", 2, api_end, deterministic=True)
     for t in _timed_tables(db):
-        if slow and t in API_TABLES:  # calls in flight at a point move whole
-            db.execute(f"UPDATE {_q(t)} SET start = start + {delay} * n_lt(\"end\"), "
-                       f"\"end\" = \"end\" + {delay} * n_lt(\"end\")")
+        if slow and t in API_TABLES:
+            db.execute(f"UPDATE {_q(t)} SET \"end\" = api_end(start, \"end\"), "
+                       f"start = start + {delay} * n_le(start)")
         elif slow:  # rows ending exactly at a point stay: the gap starts there
             db.execute(f"UPDATE {_q(t)} SET start = start + {delay} * n_le(start), "
                        f"\"end\" = \"end\" + {delay} * n_lt(\"end\")")

@@ -36,8 +36,9 @@ SRC = ROOT.parent / "shared" / "fixtures" / "nsys" / "cs336_lizhieffe_ddp53_prof
 NSYS_MINE = Path(sys.executable).parent / "nsys-mine"
 
 
-def run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS bytes of the process itself, stdout)."""
+def run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str, float]:
+    """(wall seconds, peak RSS bytes of the process itself, stdout, CPU seconds of the
+    process and its children: the Dask workers)."""
     import psutil
 
     t0 = time.perf_counter()
@@ -45,9 +46,13 @@ def run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
     ps = psutil.Process(proc.pid)
     peak = 0
+    cpu: dict[int, float] = {}
     while proc.poll() is None:
         try:
             peak = max(peak, ps.memory_info().rss)
+            for p in [ps, *ps.children(recursive=True)]:
+                t = p.cpu_times()
+                cpu[p.pid] = t.user + t.system
         except psutil.Error:
             pass
         time.sleep(0.02)
@@ -56,7 +61,7 @@ def run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     text = out.read().decode()
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} exited {proc.returncode}")
-    return wall, peak, text
+    return wall, peak, text, sum(cpu.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,12 +91,13 @@ def main(argv: list[str] | None = None) -> int:
             os.symlink(f, sub / f.name)
         cache = tempfile.mkdtemp(prefix="nsm-bench-cache-")
         env = dict(os.environ, NSYS_MINE_CACHE_DIR=cache)
-        wall, peak, text = run_measured([str(NSYS_MINE), "ranks", str(sub), "-f", "json"],
-                                        env)
+        wall, peak, text, cpu_s = run_measured(
+            [str(NSYS_MINE), "ranks", str(sub), "-f", "json"], env)
         rows = json.loads(text)
         slow = [r["rank"] for r in rows if r["straggler"]]
         row = {"what": "ranks (local Dask cluster)", "ranks": k, "wall_s": round(wall, 1),
-               "client_peak_mb": round(peak / 2**20), "stragglers": slow,
+               "cpu_s": round(cpu_s, 1), "client_peak_mb": round(peak / 2**20),
+               "stragglers": slow, "load": round(os.getloadavg()[0], 1),
                "mb": round(sum(f.stat().st_size for f in files[:k]) / 2**20)}
         print(json.dumps(row), flush=True)
         results.append(row)
@@ -100,21 +106,24 @@ def main(argv: list[str] | None = None) -> int:
             cache = tempfile.mkdtemp(prefix="nsm-bench-cache-")
             env = dict(os.environ, NSYS_MINE_CACHE_DIR=cache)
             t0 = time.perf_counter()
-            biggest = 0
+            biggest, cpu_total = 0, 0.0
             for f in files[:k]:
-                _, peak, _ = run_measured([str(NSYS_MINE), "gpus", str(f), "-f", "json"], env)
-                biggest = max(biggest, peak)
+                _, peak, _, cpu_s = run_measured([str(NSYS_MINE), "gpus", str(f), "-f", "json"],
+                                                 env)
+                biggest, cpu_total = max(biggest, peak), cpu_total + cpu_s
             row = {"what": "sequential `nsys-mine gpus` per file", "ranks": k,
-                   "wall_s": round(time.perf_counter() - t0, 1),
+                   "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu_total, 1),
                    "client_peak_mb": round(biggest / 2**20), "stragglers": None,
+                   "load": round(os.getloadavg()[0], 1),
                    "mb": results[-1]["mb"]}
             print(json.dumps(row), flush=True)
             results.append(row)
             shutil.rmtree(cache, ignore_errors=True)
-    print(f"\n| what | ranks | MB | wall s | peak MB (client) |\n|---|---:|---:|---:|---:|")
+    print("\n| what | ranks | MB | wall s | CPU s | peak MB (client) | load |\n"
+          "|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['what']} | {r['ranks']} | {r['mb']} | {r['wall_s']} | "
-              f"{r['client_peak_mb']} |")
+        print(f"| {r['what']} | {r['ranks']} | {r['mb']} | {r['wall_s']} | {r['cpu_s']} | "
+              f"{r['client_peak_mb']} | {r['load']} |")
     return 0
 
 

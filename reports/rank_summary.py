@@ -44,7 +44,7 @@ from reports.session import Session
 COMMUNICATION = "communication"
 CAUSES = ("cpu", "sync", "api", "unknown")
 STEP_RANGE = "step"
-MIN_GAP_MS = 0.01  # idle gaps shorter than 10 µs are launch latency, not a cause
+MIN_GAP_MS = 0.05  # idle gaps shorter than 50 µs are launch latency, not a cause
 TOP_RANGES = 60
 TOP_KERNELS = 100
 LANE_POINTS = 3000  # a lane keeps at most about this many intervals

@@ -187,7 +187,7 @@ class _given:
         return None
 
 
-def rank_rows(a: RanksAnswer) -> list[dict[str, Any]]:
+def per_rank_rows(a: RanksAnswer) -> list[dict[str, Any]]:
     rows = []
     for i, s in enumerate(a.summaries):
         span = s.gpus.get("span_ns") or 0
@@ -265,7 +265,7 @@ def ranks(paths: Sequence[str | Path], *, options: AnalysisOptions | None = None
         return Report(rows=rows, columns=COLLECTIVE_COLUMNS, notes=notes,
                       sentences=sentences, view=COLLECTIVE_VIEW,
                       title="Matched collectives across ranks")
-    return Report(rows=rank_rows(a), columns=RANKS_COLUMNS, notes=notes,
+    return Report(rows=per_rank_rows(a), columns=RANKS_COLUMNS, notes=notes,
                   sentences=sentences, view=RANKS_VIEW)
 
 

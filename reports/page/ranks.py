@@ -16,7 +16,7 @@ from reports.analyses.ranks import (
     RanksAnswer,
     answer_notes,
     mine_ranks,
-    rank_rows,
+    per_rank_rows,
 )
 from reports.cluster import Engine
 from reports.options import AnalysisOptions
@@ -37,7 +37,7 @@ def ranks_page(paths: Sequence[str | Path], options: AnalysisOptions | None = No
 def answer_page(a: RanksAnswer, title: str) -> Page:
     from reports.page.rank_plots import lateness_heatmap_png, rank_lanes_png, rank_time_bars_png
 
-    rows = rank_rows(a)
+    rows = per_rank_rows(a)
     notes = answer_notes(a)
     stragglers = [r["rank"] for r in rows if r["straggler"]]
     page = Page(title=title, lead=[

@@ -26,7 +26,7 @@ pytest.importorskip("distributed")
 
 from benchmarks.rank_exports import build_rank_exports, truncate_export  # noqa: E402
 from nsys_parsers.errors import BadOption, ExportNotFound  # noqa: E402
-from reports.analyses.ranks import ranks  # noqa: E402
+from reports.analyses.ranks import mine_ranks, ranks  # noqa: E402
 from reports.ask import ask  # noqa: E402
 from reports.cluster import map_exports  # noqa: E402
 from reports.rank_match import RanksMismatch  # noqa: E402
@@ -104,6 +104,10 @@ def test_the_straggler_and_its_lateness_are_recovered(built, even, client):
     assert "with cause `cpu` inside `data_loader`" in why
     assert "the other ranks lose 460.000 ms each waiting for it" in why
     assert "`data_loader` +460.000 ms CPU" in report.sentences[1]
+    why = mine_ranks([built], client=client).why
+    assert [w.rank for w in why] == [SLOW]  # the injected idle, all of it `cpu`, recovered
+    assert abs(why[0].idle_extra["cpu"] - DELAY * matched) <= 0.02 * DELAY * matched
+    assert why[0].idle_range == "data_loader" and why[0].lost_ns == DELAY * matched
 
 
 def test_per_rank_gpu_columns_equal_gpus(built, client):
@@ -332,3 +336,26 @@ def test_the_page_of_a_folder_of_ranks(built, client, cli, tmp_path):
     text = (tmp_path / "one.md").read_text()
     assert text.startswith("# nsys-mine ranks report: ")
     assert "nothing to compare" in text
+
+
+def test_within_a_range_gives_per_step_columns(fx):
+    report = ranks([fx(DDP)], within="distributed_training")
+    gpus = {(g["pid"], g["device"]): g for g in ask("gpus", [fx(DDP)],
+                                                    within="distributed_training").rows}
+    for row in report.rows:
+        g = gpus[(row["pid"], row["device"])]
+        assert {c: row[c] for c in GPUS_COLUMNS} == {c: g[c] for c in GPUS_COLUMNS}
+        assert row["steps"] == 1 and row["step_med_ns"] > 0
+        assert row["wait_per_step_ns"] == row["wait_ns"]
+        assert row["matched"] == 119  # the all-reduces the training loop launched
+
+
+@pytest.mark.nsys
+def test_reports_are_exported_on_the_workers(fx, nsys_bin, client):
+    rep = fx("dlprof_pytorch_rtx2070s_nsys2022.1.nsys-rep")
+    report = ranks([rep, fx("vecadd_t4_nsys2022.4.sqlite")], client=client)
+    assert [Path(r["export"]).name for r in report.rows] == [rep.name,
+                                                             "vecadd_t4_nsys2022.4.sqlite"]
+    gpus = ask("gpus", [fx("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")]).rows[0]
+    assert {c: report.rows[0][c] for c in GPUS_COLUMNS} == {c: gpus[c] for c in GPUS_COLUMNS}
+    assert report.rows[0]["matched"] == 0
