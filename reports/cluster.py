@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import os
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -182,8 +183,9 @@ def map_exports(client: Any, fn: Callable[..., Any], paths: list[Path], *args: A
     distributed = _distributed()
     update = PROGRESS.get()
     total = len(paths)
-    futures = {client.submit(fn, str(p), *args, key=f"{what}-{i}-{p.name}", pure=False): p
-               for i, p in enumerate(paths)}
+    batch = uuid.uuid4().hex[:8]  # keys never repeat: Dask would hand back an older result
+    futures = {client.submit(fn, str(p), *args, key=f"{what}-{p.name}-{batch}-{i}",
+                             pure=False): p for i, p in enumerate(paths)}
     if update is not None:
         update(0, total, f"{total} {what}s on {_workers(client)} worker(s)")
     done = 0

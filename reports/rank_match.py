@@ -109,7 +109,7 @@ def match(summaries: list[RankSummary], ranks: list[int]) -> Matched:
     """Match the collectives of ``summaries`` (see the module docstring)."""
     n = len(summaries)
     notes: list[str] = []
-    counts = [Counter(s.coll_key) for s in summaries]
+    counts = [Counter(s.key_counts()) for s in summaries]
     with_any = [i for i in range(n) if counts[i]]
     common = set.intersection(*(set(counts[i]) for i in with_any)) if with_any else set()
     if len(with_any) > 1 and not common:
@@ -129,7 +129,7 @@ def match(summaries: list[RankSummary], ranks: list[int]) -> Matched:
             notes.append(f"{key}: {m} collectives matched on every rank; "
                          f"{'; '.join(extra)} (a rank that crashed or a capture cut short "
                          f"has fewer): the rest could not be matched.")
-        pos = [np.flatnonzero(np.array(summaries[i].coll_key) == key)[:m] for i in range(n)
+        pos = [summaries[i].positions(key)[:m] for i in range(n)
                if i in with_any]
         keys += [key] * m
         cols.append(np.stack(pos) if pos else np.zeros((0, m), dtype=np.int64))
@@ -150,7 +150,8 @@ def match(summaries: list[RankSummary], ranks: list[int]) -> Matched:
         arrive, end, index = arrive[:, order], end[:, order], index[:, order]
         keys = [keys[i] for i in order.tolist()]
     first = rows[0] if rows else 0
-    kinds = ([summaries[first].coll_kind[i] for i in index[first].tolist()] if keys else [])
+    kinds = ([summaries[first].kinds[c] for c in summaries[first].coll_kind[index[first]]]
+             if keys else [])
     nbytes = (summaries[first].coll_bytes[index[first]] if keys
               else np.zeros(0, dtype=np.int64))
     return Matched(keys=keys, kinds=kinds, nbytes=nbytes, arrive=arrive, end=end, index=index,

@@ -72,8 +72,10 @@ class RankSummary:
     utc_start_ns: int | None
     gpus: dict[str, Any]
     # collectives, in matching order within each key
-    coll_key: list[str] = field(default_factory=list)  # per collective
-    coll_kind: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # the distinct matching keys
+    kinds: list[str] = field(default_factory=list)  # the distinct collective kinds
+    coll_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # into keys
+    coll_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # into kinds
     coll_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -91,6 +93,17 @@ class RankSummary:
     @property
     def collectives(self) -> int:
         return int(self.coll_start.size)
+
+    def key_counts(self) -> dict[str, int]:
+        """How many collectives of each matching key."""
+        counts = np.bincount(self.coll_key, minlength=len(self.keys))
+        return {k: int(c) for k, c in zip(self.keys, counts.tolist()) if c}
+
+    def positions(self, key: str) -> np.ndarray:
+        """The positions of the collectives of ``key``, in matching order."""
+        if key not in self.keys:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self.coll_key == self.keys.index(key))
 
 
 def rank_from_name(name: str) -> int | None:
@@ -216,8 +229,11 @@ def _collectives(s: Session, out: RankSummary, calls: NcclCalls | None) -> None:
         keys = [f"{kd} stream {st}" for kd, st in zip(kind, k.stream[mine].tolist())]
         order_time = k.start[mine]
     order = np.lexsort((k.start[mine], order_time))
-    out.coll_key = [keys[i] for i in order.tolist()]
-    out.coll_kind = [kind[i] for i in order.tolist()]
+    out.keys = sorted(set(keys))
+    out.kinds = sorted(set(kind))
+    out.coll_key = np.array([out.keys.index(keys[i]) for i in order.tolist()], dtype=np.int64)
+    out.coll_kind = np.array([out.kinds.index(kind[i]) for i in order.tolist()],
+                             dtype=np.int64)
     rows = mine[order]
     out.coll_start = k.start[rows].astype(np.int64)
     out.coll_end = k.end[rows].astype(np.int64)
