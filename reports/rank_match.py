@@ -366,9 +366,9 @@ def _idle_ranges(s: RankSummary, at: np.ndarray) -> Counter[str]:
     """The ``cpu`` idle time before the collectives at positions ``at``, per open range."""
     wanted = set(at.tolist())
     out: Counter[str] = Counter()
-    for i, name, ns in s.coll_idle_range:
+    for i, code, ns in s.coll_idle_range.tolist():
         if i in wanted:
-            out[name] += ns
+            out[s.idle_ranges[code]] += ns
     return out
 
 

@@ -80,7 +80,9 @@ class RankSummary:
     coll_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
-    coll_idle_range: list[tuple[int, str, int]] = field(default_factory=list)  # (i, range, ns)
+    # the cpu idle before collective i inside each range: rows (i, code into idle_ranges, ns)
+    coll_idle_range: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    idle_ranges: list[str] = field(default_factory=list)
     keyed_by: str = "kind and stream"  # or "communicator"
     steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     step_range: str | None = None
@@ -267,7 +269,10 @@ def _idle_before(out: RankSummary, gaps: list[dict[str, Any]]) -> None:
         name = gaps[i]["range"] or "(no range)"
         key = (int(target[i]), name)
         per[key] = per.get(key, 0) + int(length[i])
-    out.coll_idle_range = [(i, name, ns) for (i, name), ns in sorted(per.items())]
+    out.idle_ranges = sorted({name for _, name in per})
+    code = {name: c for c, name in enumerate(out.idle_ranges)}
+    out.coll_idle_range = np.array([(i, code[name], ns) for (i, name), ns in sorted(per.items())],
+                                   dtype=np.int64).reshape(-1, 3)
 
 
 def _steps(s: Session, name: str, pid: int) -> np.ndarray:
