@@ -30,7 +30,11 @@ from reports.analyses.ranks import mine_ranks, ranks  # noqa: E402
 from reports.ask import ask  # noqa: E402
 from reports.cluster import map_exports  # noqa: E402
 from reports.rank_match import RanksMismatch  # noqa: E402
-from reports.rank_summary import rank_from_name, summarize_export  # noqa: E402
+from reports.rank_summary import (  # noqa: E402
+    rank_from_capture,
+    rank_from_name,
+    summarize_export,
+)
 from tests.conftest import fixture_path  # noqa: E402
 
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
@@ -74,6 +78,13 @@ def test_rank_numbers_from_file_names():
     assert [rank_from_name(n) for n in ("rank_3.sqlite", "rank12.nsys-rep", "job-r3.sqlite",
                                         "trace-7.sqlite", "profile.sqlite")] == [3, 12, 3, 7,
                                                                                  None]
+
+
+def test_rank_numbers_from_the_capture():
+    assert rank_from_capture({"LOCAL_RANK": "1", "RANK": "3"}, []) == (3, "environment")
+    assert rank_from_capture({}, ["train.py", "--local-rank", "2"]) == (2, "command line")
+    assert rank_from_capture({}, ["train.py", "--rank=4"]) == (4, "command line")
+    assert rank_from_capture({"PATH": "/bin"}, ["train.py"]) == (None, "")
 
 
 def test_the_straggler_and_its_lateness_are_recovered(built, even, client):
