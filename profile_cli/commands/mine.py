@@ -76,6 +76,9 @@ GraphAttributionOpt = Annotated[str, typer.Option(
     help="Where the kernels of CUDA graphs count: launch (in the NVTX ranges around the "
          "graph's launch, as nsys) or capture (in those open when the graph and its nodes "
          "were captured).")]
+PathsArg = Annotated[List[Path], typer.Argument(
+    help="nsys exports (.sqlite, or .nsys-rep/.qdrep), globs or folders of them.",
+    show_default=False, metavar="EXPORT")]
 # Give a command the analysis options it names (``only=``); it receives ``analysis``.
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
@@ -139,8 +142,10 @@ def analysis_command(a: Analysis) -> Callable[..., None]:
     inputs: list[tuple[str, Any]] = []
     if a.inputs in ("export", "two"):
         inputs = [(a.input_name, ExportArg)]
-    elif a.inputs in ("exports", "paths"):
+    elif a.inputs == "exports":
         inputs = [("exports", ExportsArg)]
+    elif a.inputs == "paths":
+        inputs = [("exports", PathsArg)]
 
     def command(**kwargs: Any) -> None:
         options: AnalysisOptions = kwargs.pop("analysis", AnalysisOptions())
