@@ -370,3 +370,18 @@ def test_reports_are_exported_on_the_workers(fx, nsys_bin, client):
     gpus = ask("gpus", [fx("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")]).rows[0]
     assert {c: report.rows[0][c] for c in GPUS_COLUMNS} == {c: gpus[c] for c in GPUS_COLUMNS}
     assert report.rows[0]["matched"] == 0
+
+
+def test_clocks_fall_back_to_the_session_start(built):
+    from reports.rank_match import match
+
+    summaries = [summarize_export(built / f"rank_{r}.sqlite")[0] for r in (0, 1)]
+    aligned = match(summaries, [0, 1])
+    assert list(aligned.offsets) == [0, -CLOCK_STEP] and aligned.residual_ns == 0
+    for s in summaries:  # no collective to align by: the UTC start times
+        s.coll_key = s.coll_key[:0]
+        s.coll_start, s.coll_end = s.coll_start[:0], s.coll_end[:0]
+    by_utc = match(summaries, [0, 1])
+    assert by_utc.clock.startswith("session start times (UTC")
+    # the builder made the session clocks disagree by 3 ms per rank
+    assert list(by_utc.offsets) == [0, -CLOCK_STEP + 3_000_000]
