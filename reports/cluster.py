@@ -6,7 +6,8 @@
   each, as many as the cores (``workers``), ended when the block ends;
 * an address (``tcp://host:8786``): a running Dask scheduler and its workers, left running;
 * ``slurm``: workers started as Slurm jobs by ``dask_jobqueue.SLURMCluster`` with the sweep's
-  Slurm options (partition, time, memory, extra ``#SBATCH`` lines), cancelled at the end.
+  Slurm options (partition, time, memory, extra ``#SBATCH`` lines), cancelled at the end; their
+  logs under ``~/.cache/nsys-mine/ranks-slurm/`` (``slurm_log_folder``).
 
 ``map_exports(client, fn, paths, ...)`` runs ``fn(path, *args)`` once per export on the
 workers and yields, as each ends, the path and its result or the error it raised: one bad
@@ -22,6 +23,7 @@ import contextlib
 import contextvars
 import os
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,10 +141,7 @@ def _slurm_cluster(engine: Engine, tasks: int) -> Iterator[Any]:
     """Dask workers as Slurm jobs (dask-jobqueue), one single-threaded worker per job, as
     many jobs as ``workers`` (default: one per export, at most ``SLURM_JOBS``). The jobs run
     this Python (its environment must be on a filesystem the nodes share, as for sweeps)."""
-    try:
-        from dask_jobqueue import SLURMCluster
-    except ImportError:
-        raise EngineError(f"--scheduler slurm needs dask-jobqueue: {INSTALL_HINT}.") from None
+    SLURMCluster = _import_slurm_cluster()
     extra = []
     for arg in engine.slurm_args:
         key, eq, value = str(arg).partition("=")
@@ -155,7 +154,8 @@ def _slurm_cluster(engine: Engine, tasks: int) -> Iterator[Any]:
             cores=1, processes=1, memory=engine.slurm_mem or SLURM_MEM,
             walltime=_walltime(engine.slurm_time), queue=engine.slurm_partition,
             job_extra_directives=extra, python=sys.executable, job_name="nsys-mine-ranks",
-            log_directory=None, scheduler_options={"dashboard_address": None})
+            log_directory=str(slurm_log_folder()),
+            scheduler_options={"dashboard_address": None})
     except Exception as exc:  # noqa: BLE001 - a bad option or no sbatch
         raise EngineError(f"the Slurm Dask cluster did not start ({exc}).") from None
     try:
@@ -163,6 +163,36 @@ def _slurm_cluster(engine: Engine, tasks: int) -> Iterator[Any]:
         yield cluster
     finally:
         cluster.close()
+
+
+def _import_slurm_cluster() -> Any:
+    """dask_jobqueue's SLURMCluster. Importing dask_jobqueue sets a SIGINT handler of its own
+    (``sys.exit``, in its runner module): the process's handler is put back, so that Ctrl-C
+    stays a KeyboardInterrupt everywhere else."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        raise EngineError(f"--scheduler slurm needs dask-jobqueue: {INSTALL_HINT}.") from None
+    finally:
+        if main and before is not None:
+            signal.signal(signal.SIGINT, before)
+    return SLURMCluster
+
+
+def slurm_log_folder() -> Path:
+    """Where the worker jobs write their logs: the user cache (home folders are shared with
+    the nodes on clusters), one folder per run; never the current directory."""
+    from nsys_parsers.nsys_tool import user_cache_dir
+
+    folder = user_cache_dir() / "ranks-slurm" / time.strftime("%Y%m%d-%H%M%S")
+    folder = folder.with_name(f"{folder.name}-{uuid.uuid4().hex[:6]}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _walltime(text: str | None) -> str:

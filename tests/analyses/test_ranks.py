@@ -291,6 +291,7 @@ def test_a_running_dask_scheduler_and_workers(built):
 @pytest.mark.slurm
 def test_slurm_workers(built, slurm_cluster, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster))
+    handler = signal.getsignal(signal.SIGINT)
     files = [built / f"rank_{r}.sqlite" for r in (0, 1, SLOW)]
     rows = by_rank(ranks(files, scheduler="slurm", workers=2, slurm_time="10",
                          slurm_mem="2GB"))
@@ -299,6 +300,9 @@ def test_slurm_workers(built, slurm_cluster, monkeypatch):
     jobs = subprocess.run(["squeue", "-h", "-n", "nsys-mine-ranks", "-t", "PD,R"],
                           capture_output=True, text=True).stdout.strip()
     assert jobs == ""  # the worker jobs were cancelled at the end
+    logs = Path(os.environ["XDG_CACHE_HOME"]) / "nsys-mine" / "ranks-slurm"
+    assert list(logs.rglob("nsys-mine-ranks-*.out"))  # their logs: never in the cwd
+    assert signal.getsignal(signal.SIGINT) is handler  # dask_jobqueue's own is taken back
 
 
 def test_check_rules_max_late_and_max_wait(fx, tmp_path, cli):
