@@ -9,6 +9,7 @@ answer is rendered by ``reports.render`` and written by ``emit``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from dataclasses import replace
@@ -76,6 +77,9 @@ GraphAttributionOpt = Annotated[str, typer.Option(
     help="Where the kernels of CUDA graphs count: launch (in the NVTX ranges around the "
          "graph's launch, as nsys) or capture (in those open when the graph and its nodes "
          "were captured).")]
+PathsArg = Annotated[List[Path], typer.Argument(
+    help="nsys exports (.sqlite, or .nsys-rep/.qdrep), globs or folders of them.",
+    show_default=False, metavar="EXPORT")]
 # Give a command the analysis options it names (``only=``); it receives ``analysis``.
 analysis_options = option_group(AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
@@ -139,8 +143,10 @@ def analysis_command(a: Analysis) -> Callable[..., None]:
     inputs: list[tuple[str, Any]] = []
     if a.inputs in ("export", "two"):
         inputs = [(a.input_name, ExportArg)]
-    elif a.inputs in ("exports", "paths"):
+    elif a.inputs == "exports":
         inputs = [("exports", ExportsArg)]
+    elif a.inputs == "paths":
+        inputs = [("exports", PathsArg)]
 
     def command(**kwargs: Any) -> None:
         options: AnalysisOptions = kwargs.pop("analysis", AnalysisOptions())
@@ -175,8 +181,15 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
 
     human = out.format in HUMAN_FORMATS
     top_each = out.top if out.top is not None else (TOP_EACH if human else None)
-    report = ask(a, paths, options, params, opener=open_session, targets=export_targets,
-                 top_each=top_each)
+    with contextlib.ExitStack() as stack:
+        if a.inputs == "paths":  # it opens its exports itself: a progress bar over them
+            from profile_cli.commands.progress import progress_bar
+            from reports.cluster import PROGRESS
+
+            token = PROGRESS.set(stack.enter_context(progress_bar(a.name)))
+            stack.callback(PROGRESS.reset, token)
+        report = ask(a, paths, options, params, opener=open_session, targets=export_targets,
+                     top_each=top_each)
     if report.obj is not None:
         from reports.render import render_object
 

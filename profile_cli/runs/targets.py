@@ -39,6 +39,11 @@ def build_report(target: Path, options: Any, shape: Any, *, top: int = 20,
                  opener: Any = None) -> Any:
     """The page (``reports.page.model.Page``) of an export or of a sweep folder."""
     if target.is_dir():
+        if not (target / INDEX_NAME).exists():  # a folder of rank exports: the ranks page
+            from reports.page.ranks import is_rank_folder, ranks_page
+
+            if is_rank_folder(target):
+                return ranks_page([target], options, title=f"nsys-mine ranks report: {target}")
         tables, runs = sweep_runs(target)
         if tables.kind == "command":
             return command_sweep_page(tables, runs, folder=str(target))

@@ -17,6 +17,9 @@ export) and exactly ONE assertion:
     max_idle_pct = 20                       GPU idle inside the range's instances (gpus
                                             --within), on the worst (process, device)
     max_exposed_comm_pct = 30               communication no compute hides, worst device
+    max_late_ms = 0.5                       the worst rank's median lateness at collectives
+                                            (``ranks`` on the export's GPU processes)
+    max_wait_pct = 10                       the worst rank's wait for the others, % of span
 
 Status per rule: ``pass`` or ``fail`` (a rule whose range is missing fails, saying so).
 """

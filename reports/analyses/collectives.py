@@ -17,7 +17,6 @@ it. With several ranks in one export, every rank's calls and kernels count.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import numpy as np
@@ -28,22 +27,12 @@ from nsys_parsers.gpu_ops import KERNEL
 from nsys_parsers.intervals import Intervals, intersection
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis
+from reports.collective_kinds import KINDS, collective_kind
 from reports.gpu_time import communication_mask, require_gpu_ops
 from reports.render import View, human_bytes, human_ns
 from reports.report import Report, r1, rows_of
 from reports.session import Session
 
-KINDS = ("AllReduce", "Broadcast", "AllGather", "ReduceScatter", "Reduce", "Send/Recv",
-         "AllToAll", "other")
-_KIND_WORDS = [  # (kind, pattern on the name without "_" and in lower case), first match wins
-    ("AllReduce", r"allreduce|crossdevicereduce"),
-    ("AllGather", r"allgather"),
-    ("ReduceScatter", r"reducescatter"),
-    ("AllToAll", r"alltoall"),
-    ("Broadcast", r"broadcast|bcast"),
-    ("Send/Recv", r"sendrecv|send|recv"),
-    ("Reduce", r"reduce"),
-]
 SIZE_KEY = "Message size [bytes]"
 NCCL_DOMAIN = "NCCL:"
 COLLECTIVE_COLUMNS = [
@@ -57,15 +46,6 @@ COLLECTIVE_VIEW = View(
     hide_if_zero=("calls", "total_bytes", "avg_bytes"),
     headers={"time_pct": "comm %", "exposed_pct": "exposed %", "total_bytes": "bytes moved",
              "avg_bytes": "bytes per call"})
-
-
-def collective_kind(name: str) -> str:
-    """The collective a kernel or NCCL call name performs (``other`` when none is named)."""
-    flat = name.replace("_", "").lower()
-    for kind, pattern in _KIND_WORDS:
-        if re.search(pattern, flat):
-            return kind
-    return "other"
 
 
 def _calls(s: Session) -> tuple[dict[str, int], dict[str, int], bool]:

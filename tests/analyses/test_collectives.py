@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from reports.analyses.collectives import collective_kind
 from reports.ask import ask
+from reports.collective_kinds import collective_kind
 from tests.synth import Synth
 
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"

@@ -1,0 +1,393 @@
+"""One rank's export mined into a small summary (``RankSummary``): what the ``ranks`` question
+needs of each rank, built where the export is (a Dask worker), small enough to send back.
+
+``summarize_export(path, options)`` opens one export and returns one summary per (process,
+device) that ran GPU work (an export of one rank has one; a torchrun capture under one ``nsys
+profile`` has one per process). Each holds:
+
+* the ``gpus`` row of that process and device (asked through ``reports.ask.answer``: value for
+  value what ``nsys-mine gpus`` says);
+* its collective kernels (the ``communication`` category), in the order they are matched
+  across ranks: per communicator where NCCL's NVTX payload names it (the kernel launched
+  inside an ``ncclAllReduce``... call), else per collective kind and stream, each with its
+  start (the rank's arrival), end and message size;
+* the GPU idle time before each collective (from its previous collective's end to its
+  arrival) by cause (``gaps``: cpu, sync, api, unknown) and, for ``cpu``, the NVTX range open;
+* NVTX range times (CPU and GPU, with the dominant kernel) and per-kernel median durations,
+  the top ones: what ``ranks`` compares between a straggler and the median rank;
+* its step instances (``--within`` or a range named ``step``), the session's UTC start, its
+  rank as the export says it (NCCL payload, file name, environment) and the GPU lanes for the
+  page's timeline (unions of compute and communication kernels).
+
+Numbers are nanoseconds on the rank's own clock; ``reports.rank_match`` aligns them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nsys_parsers.capture import capture_environment, session_start_utc
+from nsys_parsers.ids import pid_of
+from nsys_parsers.intervals import holes, open_at_grouped
+from nsys_parsers.nccl import NcclCalls, nccl_calls
+from reports.ask import answer
+from reports.categories import categorize_many
+from reports.collective_kinds import collective_kind
+from reports.options import AnalysisOptions
+from reports.session import Session
+
+COMMUNICATION = "communication"
+CAUSES = ("cpu", "sync", "api", "unknown")
+STEP_RANGE = "step"
+MIN_GAP_MS = 0.05  # idle gaps shorter than 50 µs are launch latency, not a cause
+TOP_RANGES = 60
+TOP_KERNELS = 100
+LANE_POINTS = 3000  # a lane keeps at most about this many intervals
+
+# Where a file name says its rank: rank_3, rank-3, rank3, r3, -3.
+_FILE_RANK = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE),
+              re.compile(r"(?:^|[^A-Za-z0-9])r(\d+)(?![0-9])", re.IGNORECASE),
+              re.compile(r"-(\d+)\."))
+_ENV_RANK = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+_ARG_RANK = re.compile(r"^--?(?:local[_-])?rank(?:=(\d+))?$", re.IGNORECASE)
+
+
+@dataclass
+class RankSummary:
+    """One (process, device) of one export, summarized (see the module docstring)."""
+
+    export: str  # the path given
+    label: str  # its file name
+    pid: int
+    device: int
+    rank_hint: int | None  # the rank the export names (None: it does not)
+    rank_source: str  # nccl, file name, environment, command line (or "" when none)
+    nranks: int | None
+    processes: int  # GPU processes in its export
+    utc_start_ns: int | None
+    gpus: dict[str, Any]
+    # collectives, in matching order within each key
+    keys: list[str] = field(default_factory=list)  # the distinct matching keys
+    kinds: list[str] = field(default_factory=list)  # the distinct collective kinds
+    coll_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # into keys
+    coll_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # into kinds
+    coll_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coll_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coll_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coll_idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
+    # the cpu idle before collective i inside each range: rows (i, code into idle_ranges, ns)
+    coll_idle_range: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    idle_ranges: list[str] = field(default_factory=list)
+    keyed_by: str = "kind and stream"  # or "communicator"
+    steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    step_range: str | None = None
+    ranges: list[dict[str, Any]] = field(default_factory=list)
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    lanes: dict[str, np.ndarray] = field(default_factory=dict)  # compute/comm: (n, 2)
+    step_lanes: dict[str, np.ndarray] = field(default_factory=dict)  # the middle step's
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def collectives(self) -> int:
+        return int(self.coll_start.size)
+
+    def key_counts(self) -> dict[str, int]:
+        """How many collectives of each matching key."""
+        counts = np.bincount(self.coll_key, minlength=len(self.keys))
+        return {k: int(c) for k, c in zip(self.keys, counts.tolist()) if c}
+
+    def positions(self, key: str) -> np.ndarray:
+        """The positions of the collectives of ``key``, in matching order."""
+        if key not in self.keys:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self.coll_key == self.keys.index(key))
+
+
+def rank_from_name(name: str) -> int | None:
+    """The rank a file name gives (``rank_3.sqlite``, ``job-r3.nsys-rep``, ``trace-3.sqlite``)."""
+    for pattern in _FILE_RANK:
+        m = pattern.search(name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def rank_from_capture(env: dict[str, str], args: list[str]) -> tuple[int | None, str]:
+    """The rank the launched program's environment or arguments give, and which."""
+    for key in _ENV_RANK:
+        value = env.get(key, "")
+        if value.isdigit():
+            return int(value), "environment"
+    for i, arg in enumerate(args):
+        m = _ARG_RANK.match(arg)
+        if m:
+            value = m.group(1) or (args[i + 1] if i + 1 < len(args) else "")
+            if value.isdigit():
+                return int(value), "command line"
+        key, eq, value = arg.partition("=")
+        if eq and key in _ENV_RANK and value.isdigit():
+            return int(value), "command line"
+    return None, ""
+
+
+def summarize_export(path: str | Path, options: AnalysisOptions | None = None,
+                     step_range: str | None = None) -> list[RankSummary]:
+    """The summaries of one export (see the module docstring); ``step_range``: the range
+    whose instances are steps (default: ``options.within``, else ``step`` if present)."""
+    options = options or AnalysisOptions()
+    with Session(path, options) as s:
+        s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges")
+        gpus = answer(s, "gpus")
+        gaps = answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows
+        calls = nccl_calls(s.export) if s.has_ranges else None
+        utc = session_start_utc(s.export)
+        env, args = capture_environment(s.export)
+        label = Path(path).name
+        rows = [r for r in gpus.rows if r["pid"] is not None and r["pid"] >= 0]
+        pids = sorted({int(r["pid"]) for r in rows})
+        steps_name = step_range or s.within or (STEP_RANGE if _has_range(s, STEP_RANGE) else None)
+        out = []
+        for row in rows:
+            pid, device = int(row["pid"]), int(row["device"])
+            hint, source, nranks = _rank_hint(calls, pid, label, env, args, len(pids))
+            summary = RankSummary(
+                export=str(path), label=label, pid=pid, device=device, rank_hint=hint,
+                rank_source=source, nranks=nranks, processes=len(pids), utc_start_ns=utc,
+                gpus=dict(row), notes=list(gpus.notes))
+            _collectives(s, summary, calls)
+            _idle_before(summary, [g for g in gaps if g["pid"] == pid
+                                   and g["device"] == device])
+            if steps_name is not None:
+                summary.step_range = steps_name
+                summary.steps = _steps(s, steps_name, pid)
+            summary.ranges = _range_times(s, pid)
+            summary.kernels = _kernel_times(s, pid, device)
+            _lanes(s, summary)
+            out.append(summary)
+        return out
+
+
+def _has_range(s: Session, name: str) -> bool:
+    if s.trace.ranges is None:
+        return False
+    return s.trace.range_names().index(name) is not None
+
+
+def _rank_hint(calls: NcclCalls | None, pid: int, label: str, env: dict[str, str],
+               args: list[str], processes: int) -> tuple[int | None, str, int | None]:
+    """(rank, its source, number of ranks) of one process, from what the export says."""
+    if calls is not None:
+        mine = np.flatnonzero((pid_of(calls.tid) == pid) & (calls.rank >= 0))
+        if mine.size:
+            best = mine[np.argmax(calls.nranks[mine])]  # the largest communicator: the world
+            return int(calls.rank[best]), "nccl", int(calls.nranks[best])
+    if processes == 1:
+        by_name = rank_from_name(label)
+        if by_name is not None:
+            return by_name, "file name", None
+        rank, source = rank_from_capture(env, args)
+        if rank is not None:
+            return rank, source, None
+    return None, "", None
+
+
+def _collectives(s: Session, out: RankSummary, calls: NcclCalls | None) -> None:
+    """The collective kernels of ``out``'s process and device, keyed for matching."""
+    k = s.kernels
+    if k is None or not len(k) or k.pid is None or k.device is None or k.stream is None:
+        return
+    comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
+    mine = np.flatnonzero(comm[np.maximum(k.name_code, 0)] & (pid_of(k.pid) == out.pid)
+                          & (k.device == out.device) & (k.start > 0))
+    if mine.size == 0:
+        return
+    kind = [collective_kind(k.names[c]) for c in k.name_code[mine].tolist()]
+    # the NCCL call each kernel was launched from (its launch inside the call, same thread)
+    call = np.full(mine.size, -1, dtype=np.int64)
+    if calls is not None and k.launch_tid is not None and k.launch_start is not None:
+        tids = np.unique(np.concatenate([calls.tid, k.launch_tid[mine]]))
+        launched = k.launch_tid[mine] >= 0
+        hit = open_at_grouped(np.searchsorted(tids, calls.tid), calls.start, calls.end + 1,
+                              np.searchsorted(tids, k.launch_tid[mine][launched]),
+                              k.launch_start[mine][launched])
+        call[launched] = hit
+    has_call = call >= 0
+    nbytes = np.full(mine.size, -1, dtype=np.int64)
+    if calls is not None and has_call.any():
+        out.keyed_by = "communicator"
+        comm_id = calls.comm[np.maximum(call, 0)]
+        keys = [f"comm {c & 0xFFFFFFFFFFFFFFFF:016x}" if h else f"{kd} stream {st}"
+                for c, h, kd, st in zip(comm_id.tolist(), has_call.tolist(), kind,
+                                        k.stream[mine].tolist())]
+        nbytes[has_call] = calls.nbytes[call[has_call]]
+        # the n-th collective of a communicator: in the order of the calls
+        order_time = np.where(has_call, calls.start[np.maximum(call, 0)], k.start[mine])
+    else:
+        keys = [f"{kd} stream {st}" for kd, st in zip(kind, k.stream[mine].tolist())]
+        order_time = k.start[mine]
+    order = np.lexsort((k.start[mine], order_time))
+    out.keys = sorted(set(keys))
+    out.kinds = sorted(set(kind))
+    out.coll_key = np.array([out.keys.index(keys[i]) for i in order.tolist()], dtype=np.int64)
+    out.coll_kind = np.array([out.kinds.index(kind[i]) for i in order.tolist()],
+                             dtype=np.int64)
+    rows = mine[order]
+    out.coll_start = k.start[rows].astype(np.int64)
+    out.coll_end = k.end[rows].astype(np.int64)
+    out.coll_bytes = nbytes[order]
+
+
+def _idle_before(out: RankSummary, gaps: list[dict[str, Any]]) -> None:
+    """GPU idle time before each collective (after the previous one's end), by cause, and the
+    NVTX range open during the ``cpu`` part."""
+    n = out.collectives
+    out.coll_idle = np.zeros((n, len(CAUSES)), dtype=np.int64)
+    if n == 0 or not gaps:
+        return
+    by_time = np.argsort(out.coll_start, kind="stable")
+    arrive = out.coll_start[by_time]
+    ends = np.maximum.accumulate(out.coll_end[by_time])
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], ends[:-1]])
+    g_start = np.array([g["start_ns"] for g in gaps], dtype=np.int64)
+    g_end = np.array([g["end_ns"] for g in gaps], dtype=np.int64)
+    j = np.searchsorted(arrive, g_start, side="right")  # the next arrival after the gap
+    ok = j < n
+    jj = np.minimum(j, n - 1)
+    lo = np.maximum(g_start, prev_end[jj])
+    hi = np.minimum(g_end, arrive[jj])
+    length = np.where(ok & (hi > lo), hi - lo, 0)
+    cause = np.array([CAUSES.index(g["cause"]) if g["cause"] in CAUSES else 3 for g in gaps])
+    target = by_time[jj]
+    np.add.at(out.coll_idle, (target[length > 0], cause[length > 0]), length[length > 0])
+    per: dict[tuple[int, str], int] = {}
+    for i in np.flatnonzero((length > 0) & (cause == 0)).tolist():
+        name = gaps[i]["range"] or "(no range)"
+        key = (int(target[i]), name)
+        per[key] = per.get(key, 0) + int(length[i])
+    out.idle_ranges = sorted({name for _, name in per})
+    code = {name: c for c, name in enumerate(out.idle_ranges)}
+    out.coll_idle_range = np.array([(i, code[name], ns) for (i, name), ns in sorted(per.items())],
+                                   dtype=np.int64).reshape(-1, 3)
+
+
+def _steps(s: Session, name: str, pid: int) -> np.ndarray:
+    """(start, end) of each instance of ``name`` in ``pid``, by start."""
+    r = s.trace.ranges
+    if r is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    names = s.trace.range_names()
+    code = names.index(name)
+    if code is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    rows = np.flatnonzero((names.code == code) & (pid_of(r.tid) == pid))
+    rows = rows[np.argsort(r.start[rows], kind="stable")]
+    return np.stack([r.start[rows], r.end[rows]], axis=1).astype(np.int64)
+
+
+def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
+    """Per NVTX range name of ``pid``: instances, CPU time, GPU time of the kernels launched
+    inside, and the dominant one of those kernels (the top ones by CPU and by GPU time)."""
+    r, k = s.ranges, s.kernels
+    if r is None or not len(r):
+        return []
+    names = s.names()
+    mine = np.flatnonzero((pid_of(r.tid) == pid) & (names.code >= 0))
+    if mine.size == 0:
+        return []
+    nn = len(names.names)
+    code = names.code[mine]
+    count = np.bincount(code, minlength=nn)
+    cpu = np.bincount(code, weights=(r.end[mine] - r.start[mine]).astype(np.float64),
+                      minlength=nn)
+    gpu: np.ndarray = np.zeros(nn)
+    dominant: dict[int, tuple[str, int]] = {}
+    if k is not None and len(k):
+        p = s.pairs("all")
+        keep = (pid_of(r.tid[p.range_idx]) == pid) & (names.code[p.range_idx] >= 0)
+        rc, kc = names.code[p.range_idx[keep]], p.kernel_idx[keep]
+        dur = (k.end[kc] - k.start[kc]).astype(np.float64)
+        gpu = np.bincount(rc, weights=dur, minlength=nn)
+        if rc.size:
+            nk = max(len(k.names), 1)
+            joint, inv = np.unique(rc * nk + k.name_code[kc], return_inverse=True)
+            total = np.bincount(inv, weights=dur)
+            order = np.lexsort((-total, joint // nk))
+            for i in order.tolist():
+                dominant.setdefault(int(joint[i] // nk),
+                                    (k.names[int(joint[i] % nk)], int(total[i])))
+    top = set(np.argsort(-cpu)[:TOP_RANGES].tolist()) | set(np.argsort(-gpu)[:TOP_RANGES].tolist())
+    out = []
+    for c in sorted(top):
+        if count[c] == 0:
+            continue
+        kernel, kernel_ns = dominant.get(c, (None, 0))
+        out.append({"range": names.names[c], "instances": int(count[c]),
+                    "cpu_ns": int(cpu[c]), "gpu_ns": int(gpu[c]), "kernel": kernel,
+                    "kernel_ns": kernel_ns})
+    return out
+
+
+def _kernel_times(s: Session, pid: int, device: int) -> list[dict[str, Any]]:
+    """Per compute kernel name of (``pid``, ``device``): count, median and total duration
+    (the top ones by total)."""
+    k = s.kernels
+    if k is None or not len(k) or k.pid is None or k.device is None:
+        return []
+    comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
+    mine = np.flatnonzero((pid_of(k.pid) == pid) & (k.device == device) & (k.start > 0)
+                          & ~comm[np.maximum(k.name_code, 0)])
+    if mine.size == 0:
+        return []
+    code = k.name_code[mine]
+    dur = (k.end[mine] - k.start[mine]).astype(np.int64)
+    total = np.bincount(code, weights=dur.astype(np.float64), minlength=len(k.names))
+    order = np.lexsort((dur, code))
+    code, dur = code[order], dur[order]
+    bounds = np.searchsorted(code, np.arange(len(k.names) + 1))
+    out = []
+    for c in np.argsort(-total)[:TOP_KERNELS].tolist():
+        a, b = int(bounds[c]), int(bounds[c + 1])
+        if b == a:
+            continue
+        mid = dur[a:b]
+        n = b - a
+        med = float(mid[n // 2]) if n % 2 else (float(mid[n // 2 - 1]) + float(mid[n // 2])) / 2
+        out.append({"kernel": k.names[c], "count": n, "med_ns": med, "total_ns": int(total[c])})
+    return out
+
+
+def _union(start: np.ndarray, end: np.ndarray, min_hole: int) -> np.ndarray:
+    """The union of intervals as (n, 2), holes shorter than ``min_hole`` closed."""
+    if start.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    h = holes(np.zeros(start.size, dtype=np.int64), start, end)
+    big = h.duration >= max(min_hole, 1)
+    lo = np.concatenate([[start.min()], h.end[big]])
+    hi = np.concatenate([h.start[big], [end.max()]])
+    return np.stack([lo, hi], axis=1).astype(np.int64)
+
+
+def _lanes(s: Session, out: RankSummary) -> None:
+    """Compute and communication kernels of the rank as unions: over its whole span (holes
+    under span / LANE_POINTS closed) and, with steps, over its middle step in detail."""
+    k = s.kernels
+    if k is None or not len(k) or k.pid is None or k.device is None:
+        return
+    comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
+    mine = (pid_of(k.pid) == out.pid) & (k.device == out.device) & (k.start > 0)
+    is_comm = comm[np.maximum(k.name_code, 0)]
+    span = int(out.gpus.get("span_ns") or 0)
+    for lane, mask in (("compute", mine & ~is_comm), ("comm", mine & is_comm)):
+        rows = np.flatnonzero(mask)
+        out.lanes[lane] = _union(k.start[rows], k.end[rows], span // LANE_POINTS)
+        if out.steps.shape[0]:
+            a, b = out.steps[out.steps.shape[0] // 2]
+            inside = rows[(k.end[rows] > a) & (k.start[rows] < b)]
+            out.step_lanes[lane] = _union(np.maximum(k.start[inside], a),
+                                          np.minimum(k.end[inside], b),
+                                          int(b - a) // LANE_POINTS)
