@@ -336,6 +336,10 @@ ANALYSIS = Analysis(
     ),
     shape=lambda params: ((COLLECTIVE_COLUMNS, COLLECTIVE_VIEW) if params.get("collectives")
                           else (RANKS_COLUMNS, RANKS_VIEW)),
+    column_types={"rank": "integer", "export": "string", "last_at": "integer",
+                  "matched": "integer", "straggler": "boolean", "rank_source": "string",
+                  "steps": "integer", "wait_per_step_ns": "number", "collective": "integer",
+                  "bytes": "integer", "last_rank": "integer"},
     columns=RANKS_COLUMNS, view=RANKS_VIEW, title="Ranks: lateness and waits", order=69,
     default_top=0,
     checks=(
