@@ -51,16 +51,24 @@ class RangeRow:
 
 
 @dataclass
+class Lane:
+    """A stream's operations at the picture's resolution: for each category (``memory``:
+    memcpy and memset), the time (ns) it ran in each of the window's BINS bins."""
+
+    label: str
+    categories: list[str]
+    busy: np.ndarray  # categories x BINS
+
+
+@dataclass
 class Panel:
-    """One device's window: its title, the window (ns), lanes (label, [(category, starts,
-    ends)]: each category's operations merged into runs at the picture's resolution), NVTX
-    range rows and gaps (start, end)."""
+    """One device's window: its title, the window (ns), a lane per stream, NVTX range rows
+    and gaps (start, end)."""
 
     title: str
     start: int
     end: int
-    lanes: list[tuple[str, list[tuple[str, np.ndarray, np.ndarray]]]] = field(
-        default_factory=list)
+    lanes: list[Lane] = field(default_factory=list)
     ranges: list[RangeRow] = field(default_factory=list)
     gaps: list[tuple[int, int]] = field(default_factory=list)
     categories: set[str] = field(default_factory=set)
@@ -211,34 +219,42 @@ def _busiest(start: np.ndarray, end: np.ndarray) -> tuple[int, int]:
 
 
 def _lanes(panel: Panel, ops: GpuOps, mine: np.ndarray, cats: list[str]) -> None:
-    """A lane per stream: each category's operations in the window, merged into runs at the
-    picture's resolution (kernels by category, memory operations as ``memory``)."""
+    """A lane per stream, at the picture's resolution: how long each category (kernels by
+    category, memory operations as ``memory``) ran in each of the window's BINS bins."""
     w0, w1 = panel.start, panel.end
     inside = mine[(ops.start[mine] < w1) & (ops.end[mine] > w0)]
     if inside.size == 0:
         return
     names = sorted(set(cats)) + ["memory"]
-    memory = len(names) - 1
     code = ops.name_code[inside]
-    cat = np.full(inside.size, memory, dtype=np.int64)
+    cat = np.full(inside.size, len(names) - 1, dtype=np.int64)
     if cats:
         index = {c: i for i, c in enumerate(names)}
         of_code = np.array([index[c] for c in cats], dtype=np.int64)
         kernel = (ops.kind[inside] == KERNEL) & (code >= 0)
         cat[kernel] = of_code[code[kernel]]
-    streams = sorted_unique(ops.stream[inside])
-    lane = np.searchsorted(streams, ops.stream[inside])
-    key, a, b = merge_runs(lane * len(names) + cat, np.maximum(ops.start[inside], w0),
-                           np.minimum(ops.end[inside], w1), panel.bin_ns)
-    for n, stream in enumerate(streams.tolist()):
-        runs = []
-        for c in sorted_unique(key[key // len(names) == n] % len(names)).tolist():
-            sel = key == n * len(names) + c
-            runs.append((names[c], a[sel], b[sel]))
-            panel.categories.add(names[c])
-        # the categories with the most time first: the rarer ones are drawn over them
-        runs.sort(key=lambda r: -int((r[2] - r[1]).sum()))
-        panel.lanes.append((f"stream {stream}", runs))
+    a = np.maximum(ops.start[inside], w0) - w0
+    b = np.minimum(ops.end[inside], w1) - w0
+    edges = np.arange(BINS + 1) * ((w1 - w0) / BINS)
+    stream = ops.stream[inside]
+    for lane in sorted_unique(stream).tolist():
+        on = stream == lane
+        present = sorted_unique(cat[on]).tolist()
+        busy = np.stack([_bin_time(a[on & (cat == c)], b[on & (cat == c)], edges)
+                         for c in present])
+        panel.lanes.append(Lane(f"stream {lane}", [names[c] for c in present], busy))
+        panel.categories.update(names[c] for c in present)
+
+
+def _bin_time(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """How long the intervals [start, end) cover each bin between ``edges``: the difference
+    of the covered time up to each edge, sum(min(t, end) - start) over the starts before t."""
+    s, e = np.sort(start), np.sort(end)
+    sum_s = np.concatenate([[0], np.cumsum(s)]).astype(np.float64)
+    sum_e = np.concatenate([[0], np.cumsum(e)]).astype(np.float64)
+    ks, ke = np.searchsorted(s, edges), np.searchsorted(e, edges)
+    covered = (ks * edges - sum_s[ks]) - (ke * edges - sum_e[ke])
+    return np.diff(covered)
 
 
 def _range_rows(s: Any, panel: Panel, tids: np.ndarray, pid: int) -> None:
@@ -321,9 +337,9 @@ def _bars(ax: Any, start: np.ndarray, end: np.ndarray, origin: int, y: float, ha
 
 
 def timeline_figure(panels: list[Panel]) -> Any:
-    """The matplotlib figure of the panels: per panel a collection per (lane, category) and
-    per NVTX row, one for the gaps, and the names that fit: as many artists whatever the
-    number of operations and ranges in the window."""
+    """The matplotlib figure of the panels: per panel an image per lane (a row of pixels),
+    a collection or two per NVTX row, one for the gaps, and the names that fit: as many
+    artists whatever the number of operations and ranges in the window."""
     from matplotlib.patches import Patch
 
     from reports.page.plots import _figure, category_color, category_order, compact_ns
@@ -334,7 +350,7 @@ def timeline_figure(panels: list[Panel]) -> Any:
     for ax, p in zip(axes, panels, strict=True):
         scale = 1e6  # ms
         width = p.end - p.start
-        labels = [row.label for row in p.ranges] + [label for label, _ in p.lanes]
+        labels = [row.label for row in p.ranges] + [lane.label for lane in p.lanes]
         ys = [len(labels) - 1 - i for i in range(len(labels))]
         for y, row in zip(ys, p.ranges):
             _bars(ax, row.start, row.end, p.start, y, facecolors=RANGE_FACE,
@@ -347,10 +363,6 @@ def timeline_figure(panels: list[Panel]) -> Any:
                 ax.text((a + b) / 2 / scale - p.start / scale, y,
                         shorten(name, chars).replace("$", r"\$"), ha="center", va="center",
                         fontsize=7, clip_on=True)
-        for y, (_, runs) in zip(ys[len(p.ranges):], p.lanes):
-            for category, starts, ends in runs:
-                color = MEMORY_COLOR if category == "memory" else category_color(category)
-                _bars(ax, starts, ends, p.start, y, facecolors=color, linewidths=0)
         if p.gaps:
             gaps = np.array(p.gaps, dtype=np.int64)
             bottom, top = -1.3, len(labels) - 0.4
@@ -381,4 +393,55 @@ def timeline_figure(panels: list[Panel]) -> Any:
                              label="many short NVTX ranges"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)),
                frameon=False, fontsize=8)
+    fig.draw_without_rendering()  # the layout: where each axes' pixels are
+    for ax, p in zip(axes, panels, strict=True):
+        box = ax.get_window_extent()
+        ys = [len(p.ranges) + len(p.lanes) - 1 - len(p.ranges) - i for i in range(len(p.lanes))]
+        for y, lane in zip(ys, p.lanes):
+            _lane_image(ax, p, lane, y, box.x0, box.x1)
     return fig
+
+
+def _lane_image(ax: Any, p: Panel, lane: Lane, y: float, x0: float, x1: float) -> None:
+    """A lane as one row of the figure's pixels (the axes span pixels x0 to x1): each pixel
+    takes one category's colour, or none, so that along the lane each category gets pixels in
+    proportion to its time (error diffusion: what a pixel cannot show is carried to the
+    next) where the lane is busy at least half a pixel; a pixel idle for more than half its
+    time shows what ran longest in it, as opaque as it was busy (as antialiasing would), or
+    nothing. Categories keep their colours: no blends."""
+    from matplotlib.colors import to_rgba
+
+    from reports.page.plots import category_color
+
+    first, last = int(np.floor(x0)), int(np.ceil(x1))
+    width = p.end - p.start
+    # whole pixels, from the one the axes start in to the one they end in (the image is
+    # clipped to the axes): equal columns, each exactly one pixel of the PNG
+    edges = (np.arange(first, last + 1) - x0) / (x1 - x0) * width
+    bins = np.arange(BINS + 1) * (width / BINS)
+    # the time of each category up to each pixel edge (bins are finer than pixels)
+    upto = np.concatenate([np.zeros((len(lane.categories), 1)),
+                           np.cumsum(lane.busy, axis=1)], axis=1)
+    per_pixel = np.diff(np.stack([np.interp(edges, bins, u) for u in upto]), axis=1)
+    share = np.minimum(per_pixel / np.diff(edges), 1.0)
+    idle = np.clip(1.0 - share.sum(axis=0), 0.0, 1.0)
+    shares = np.vstack([share, idle])  # the last row: nothing ran
+    none = shares.shape[0] - 1
+    pick = np.full(shares.shape[1], none, dtype=np.int64)
+    carry = np.zeros(none)
+    for i, column in enumerate(shares.T):
+        if column[-1] < 0.5:  # mostly busy: the category owed the most time (dithered)
+            carry += column[:none]
+            pick[i] = int(np.argmax(carry))
+            carry[pick[i]] -= 1.0
+        else:  # mostly idle: what ran longest in it, faintly; nothing carried over
+            carry[:] = 0.0
+            if column[-1] < 1.0 - 1e-9:
+                pick[i] = int(np.argmax(column[:none]))
+    colors = np.array([to_rgba(MEMORY_COLOR if c == "memory" else category_color(c))
+                       for c in lane.categories] + [(1.0, 1.0, 1.0, 0.0)])[pick]
+    faint = (shares[-1] >= 0.5) & (pick != none)
+    colors[faint, 3] = 1.0 - shares[-1][faint]
+    ms = 1e6
+    ax.imshow(colors[None], extent=(edges[0] / ms, edges[-1] / ms, y - 0.4, y + 0.4),
+              aspect="auto", interpolation="nearest", origin="lower", zorder=1)
