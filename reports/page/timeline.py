@@ -393,7 +393,9 @@ def timeline_figure(panels: list[Panel]) -> Any:
                              label="many short NVTX ranges"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)),
                frameon=False, fontsize=8)
-    fig.draw_without_rendering()  # the layout: where each axes' pixels are
+    # the layout, once: where each axes' pixels are (kept: the lane images go inside them)
+    fig.get_layout_engine().execute(fig)
+    fig.set_layout_engine("none")
     for ax, p in zip(axes, panels, strict=True):
         box = ax.get_window_extent()
         ys = [len(p.ranges) + len(p.lanes) - 1 - len(p.ranges) - i for i in range(len(p.lanes))]
