@@ -29,7 +29,6 @@ class PageContext:
     top: int = 20
     notes: list[str] = field(default_factory=list)
     _answers: dict[str, Report] = field(default_factory=dict)
-    _range_rows: dict[str, dict[str, Any]] | None = None
 
     def answer(self, name: str) -> Report:
         """The analysis ``name``'s answer, asked once for the page."""
@@ -46,12 +45,9 @@ class PageContext:
         return self.session.has_ranges
 
     def range_rows(self) -> dict[str, dict[str, Any]]:
-        """The NVTX range summary's rows by range name ({} without NVTX), made once for the
-        page (tens of thousands of rows on an emit_nvtx capture; several sections ask)."""
-        if self._range_rows is None:
-            ranges = self.answer("ranges") if self.has_ranges else None
-            self._range_rows = {r["range"]: r for r in (ranges.rows if ranges else [])}
-        return self._range_rows
+        """The NVTX range summary's rows by range name ({} without NVTX)."""
+        ranges = self.answer("ranges") if self.has_ranges else None
+        return {r["range"]: r for r in (ranges.rows if ranges else [])}
 
 
 def export_page(session: Session, *, label: str, sidecar: dict[str, Any] | None = None,

@@ -393,7 +393,8 @@ def timeline_figure(panels: list[Panel]) -> Any:
                              label="many short NVTX ranges"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)),
                frameon=False, fontsize=8)
-    # the layout, once: where each axes' pixels are (kept: the lane images go inside them)
+    # the layout: where each axes' pixels are; kept as it is when saved, so that the lane
+    # images, made for these pixels, fall on them
     fig.get_layout_engine().execute(fig)
     fig.set_layout_engine("none")
     for ax, p in zip(axes, panels, strict=True):
