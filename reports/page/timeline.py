@@ -1,12 +1,19 @@
 """The timeline picture of the report page: one measured window per device, streams as lanes,
 kernels coloured by category, memory operations grey, the NVTX ranges of the process's
-launching threads above, idle gaps shaded.
+threads that launched kernels above, idle gaps shaded.
 
 The window of each (process, device): one measured step, an instance of ``step`` (inside
 ``--within`` when given; the one of median length: a typical step), else an instance of the
 ``--within`` range, else the busiest second (the second whose operations start the most GPU
 time). Operations come from ``Session.gpu_ops`` (every kind of
 GPU work), ranges and names from the session.
+
+The picture costs what its pixels cost, not what the window holds: a lane keeps each
+category's time in BINS bins and is drawn as one row of the axes' pixels (``_lane_image``);
+NVTX ranges narrower than a bin are merged into runs (``merge_runs``); a range's name is
+written only where it fits; the gaps are those wider than half a pixel. So the figure has
+an image per lane, a collection or two per NVTX row, one for the gaps and at most a few
+dozen names per row, whatever the number of operations and ranges.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from reports.render import shorten
 
 MAX_PANELS = 4
 MAX_RANGE_ROWS = 5
-BINS = 4096  # bins across a window, ~4 per pixel: what lies closer than a bin is one run
+BINS = 4096  # bins across a window, about 4 per pixel
 NAME_CHARS = 150  # characters across a window's width, for the ranges' names
 MIN_NAME_CHARS = 4  # a range shows its name when this many characters fit
 BUSIEST_NS = 1_000_000_000
