@@ -11,7 +11,7 @@ GPU work), ranges and names from the session.
 The picture costs what its pixels cost, not what the window holds: a lane keeps each
 category's time in BINS bins and is drawn as one row of the axes' pixels (``_lane_image``);
 NVTX ranges narrower than a bin are merged into runs (``merge_runs``); a range's name is
-written only where it fits; the gaps are those wider than half a pixel. So the figure has
+written only where it fits; the gaps shaded are those over 1/200 of the window. So the figure has
 an image per lane, a collection or two per NVTX row, one for the gaps and at most a few
 dozen names per row, whatever the number of operations and ranges.
 """
