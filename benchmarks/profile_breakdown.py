@@ -2,7 +2,7 @@
 """Where the time of one nsys-mine command goes: cProfile, cold (empty cache) then warm.
 
     .venv/bin/python benchmarks/profile_breakdown.py FILE [--command nvtx-kernels]
-        [--format json]
+        [--format json]      (the page: --command report --format html)
 
 Runs ``python -m cProfile -m profile_cli COMMAND FILE --format FORMAT`` twice in a fresh
 cache folder (cold: it reads the export; warm: from the cache) and prints the cumulative
@@ -37,9 +37,14 @@ STAGES = [
     ("report (dominant)", "reports/analyses/dominant.py", "dominant_report"),
     ("report (kernels)", "reports/analyses/kernels.py", "summarize_kernels"),
     ("rendering", "reports/render/__init__.py", "render_rows"),
+    ("page (report): every section", "reports/page/export.py", "export_page"),
+    ("  of which the timeline", "reports/page/timeline.py", "timeline_figures"),
+    ("  of which PNG files written", "reports/page/plots.py", "_png"),
 ]
 
 
+PAGE = "page (report): every section"
+BUILD = "building the commands (every analysis imported)"
 OTHER = "everything else (numpy and report imports, option parsing, opening the export)"
 
 
@@ -81,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     for run in ("cold", "warm"):  # what no stage names: imports inside the command, ...
         top = [v for k, v in rows[run].items() if k not in (
             "whole command", "imports at start (typer)") and not k.startswith(" ")]
+        if PAGE in rows[run]:  # the page holds the loads and reports above
+            top = [rows[run][k] for k in (PAGE, BUILD) if k in rows[run]]
         rows[run][OTHER] = rows[run].get("whole command", 0.0) - sum(top)
     for label in [s[0] for s in STAGES] + [OTHER]:
         c, w = rows["cold"].get(label), rows["warm"].get(label)
