@@ -135,3 +135,16 @@ def test_tests_import_no_tests():
                     node.module.split(".")[-1].startswith("test_"):
                 crossing.append(f"{path.relative_to(ROOT)} imports {node.module}")
     assert not crossing, crossing
+
+
+def test_no_function_is_longer_than_80_lines():
+    """A function a reader must hold in their head at once stays short: none of the four
+    packages has one over 80 lines (its decorators and docstring included)."""
+    long = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if node.end_lineno is not None and node.end_lineno - first + 1 > 80:
+                    long.append(f"{name}.{node.name}: {node.end_lineno - first + 1} lines")
+    assert not long, long

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nsys_parsers.errors import BadOption, RangeNotFound
@@ -58,15 +58,69 @@ def _group_title(key: tuple[Any, ...], fields: list[str]) -> str:
     return " · ".join(text(f, v) for f, v in zip(fields, key, strict=True)) or "all configs"
 
 
+@dataclass
+class _Sweep:
+    """What the sections of a sweep page are made from: the runs, the label of each run
+    name, the range times and the step's category mix of each run, the groups of runs that
+    differ in more than size and context (``varying``: the fields that tell them apart), and
+    the sizes and contexts of the heatmaps."""
+
+    runs: list[dict[str, Any]]
+    label: dict[str, str]
+    times: dict[str, dict[str, dict[str, Any]]]
+    step_mix: dict[str, dict[str, float]]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]]
+    varying: list[str]
+    sizes: list[str]
+    contexts: list[int]
+    has_kernels: bool
+
+
 def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
                mix: list[dict[str, Any]], range_times: list[dict[str, Any]],
                notes: list[str], *, labels: dict[str, str], folder: str) -> Page:
     """The page of a sweep: ``runs``, ``dominant``, ``mix`` and ``range_times`` as
     ``sweep_tables`` returns them (the last three carry ``config`` labels); ``labels``: the
     label of each run name."""
-    from reports.page import plots
+    c = _sweep(runs, dominant, mix, range_times, labels)
+    counts: dict[str, int] = defaultdict(int)
+    for r in runs:
+        counts[r["status"]] += 1
+    page = Page(title=f"nsys-mine sweep report: {folder}", lead=[
+        f"sweep folder: {folder}",
+        f"{len(runs)} configs: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
+        "times: wall-clock per NVTX range instance, measured steps only (the device is "
+        "synchronized at the end of each phase)" + (
+            "" if c.has_kernels else "; no CUDA kernels in these runs (CPU profiles)"),
+    ])
+    answers = Section("Headline answers", "headline")
+    answers.blocks.append(Sentences(_sweep_sentences(runs, c.label, c.times, c.step_mix)))
+    counts_note = re.compile(r"^\d+ \w+(, \d+ \w+)*$")  # said in the lead already
+    answers.blocks += [Text(n) for n in notes if not counts_note.match(n)]
+    page.sections += [answers, _heatmaps(c), _context_lines(c)]
+    att_rows, att_notes = _attention_rows(runs, c.label, c.times)
+    if att_rows or att_notes:
+        page.sections.append(Section("Attention: runtime vs FLOPs per config", "attention", [
+            Table(att_rows, replace(ATTENTION_VIEW, columns=["config", *ATTENTION_VIEW.columns]),
+                  notes=att_notes, top=0)]))
+    if c.has_kernels:
+        page.sections.append(_dominant_section(dominant, mix))
+    compiled = _compile_rows(runs, c.label, c.times, c.step_mix)
+    if compiled:
+        page.sections.append(_compile_section(compiled))
+    problems = [{"config": c.label[r["name"]], "status": r["status"],
+                 "reason": r.get("reason") or ""} for r in runs if r["status"] != "ok"]
+    page.sections.append(Section("Configs that did not finish", "problems", [
+        Table(problems, PROBLEM_VIEW, top=0) if problems
+        else Text("Every config finished ok.")]))
+    page.sections.append(Section("All configs", "configs", [
+        Table([{"config": c.label[r["name"]], **r} for r in runs], RUNS_VIEW, top=0)]))
+    return page
 
-    label = {r["name"]: labels.get(r["name"], r["name"]) for r in runs}
+
+def _sweep(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
+           mix: list[dict[str, Any]], range_times: list[dict[str, Any]],
+           labels: dict[str, str]) -> _Sweep:
     times: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for t in range_times:
         times[t["name"]][t["range"]] = t
@@ -75,114 +129,116 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
         if m["scope"] == nv.STEP:
             step_mix[m["name"]] = {k[:-4]: float(v or 0) for k, v in m.items()
                                    if k.endswith("_pct") and v}
-    counts: dict[str, int] = defaultdict(int)
-    for r in runs:
-        counts[r["status"]] += 1
-    has_kernels = bool(dominant)
     varying = [f for f in GROUP_FIELDS if len({_group_key(r, [f]) for r in runs}) > 1]
-    sizes = list(dict.fromkeys(str(r["size"]) for r in runs))
-    contexts = sorted({int(r["context"]) for r in runs if r.get("context") is not None})
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         groups[_group_key(r, varying)].append(r)
+    return _Sweep(
+        runs=runs, label={r["name"]: labels.get(r["name"], r["name"]) for r in runs},
+        times=times, step_mix=step_mix, groups=groups, varying=varying,
+        sizes=list(dict.fromkeys(str(r["size"]) for r in runs)),
+        contexts=sorted({int(r["context"]) for r in runs if r.get("context") is not None}),
+        has_kernels=bool(dominant))
 
-    page = Page(title=f"nsys-mine sweep report: {folder}", lead=[
-        f"sweep folder: {folder}",
-        f"{len(runs)} configs: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
-        "times: wall-clock per NVTX range instance, measured steps only (the device is "
-        "synchronized at the end of each phase)" + (
-            "" if has_kernels else "; no CUDA kernels in these runs (CPU profiles)"),
-    ])
 
-    # -- answers ---------------------------------------------------------------------------
-    answers = Section("Headline answers", "headline")
-    answers.blocks.append(Sentences(_sweep_sentences(runs, label, times, step_mix)))
-    counts_note = re.compile(r"^\d+ \w+(, \d+ \w+)*$")  # said in the lead already
-    answers.blocks += [Text(n) for n in notes if not counts_note.match(n)]
-    page.sections.append(answers)
-
-    # -- heatmaps --------------------------------------------------------------------------
+def _heatmaps(c: _Sweep) -> Section:
+    """Per group, the step time over size x context and (with kernels) the dominant
+    category of a step and its share."""
     heat = Section("Step time and dominant category over size x context", "heatmaps")
-    for key, members in groups.items():
-        title = _group_title(key, varying)
+    for key, members in c.groups.items():
+        title = _group_title(key, c.varying)
         cells = {(str(r["size"]), int(r["context"])): r for r in members}
-        values: list[list[float | None]] = []
-        texts: list[list[str]] = []
-        colors: list[list[dict[str, Any] | None]] = []
-        for size in sizes:
-            vrow: list[float | None] = []
-            trow: list[str] = []
-            crow: list[dict[str, Any] | None] = []
-            for ctx in contexts:
-                run = cells.get((size, ctx))
-                step = times.get(run["name"], {}).get(nv.STEP) if run else None
-                if run is None:
-                    vrow.append(None)
-                    trow.append("")
-                elif run["status"] != "ok" or step is None:
-                    vrow.append(None)
-                    trow.append(run["status"] if run["status"] != "ok" else "no step")
-                else:
-                    vrow.append(float(step["avg_ns"]) / 1e6)
-                    trow.append(plots.compact_ns(float(step["avg_ns"])))
-                crow.append(run)
-            values.append(vrow)
-            texts.append(trow)
-            colors.append(crow)
-        heat.blocks.append(Figure(
-            f"step-time-{_slug(title)}", plots.heatmap_png(
-                values, texts, sizes, [str(c) for c in contexts],
-                title=f"Step time ({title})", xlabel="context length (tokens)",
-                ylabel="model size", colorbar="step time (ms, log scale)"),
-            alt=f"Heatmap of the step time over model size and context length ({title}); "
-                f"cells of configs that did not run say why."))
-        if has_kernels:
-            shares: list[list[float | None]] = []
-            ctext: list[list[str]] = []
-            ccolor: list[list[str | None]] = []
-            for row in colors:
-                srow: list[float | None] = []
-                krow: list[str | None] = []
-                trow = []
-                for run in row:
-                    cell = step_mix.get(run["name"]) if run else None
-                    if not cell:
-                        srow.append(None)
-                        krow.append(None)
-                        trow.append(run["status"] if run and run["status"] != "ok" else "")
-                        continue
-                    cat, pct = max(cell.items(), key=lambda kv: (kv[1], kv[0]))
-                    srow.append(pct)
-                    krow.append(plots.category_color(cat))
-                    trow.append(f"{cat}\n{pct:.0f}%")
-                shares.append(srow)
-                ctext.append(trow)
-                ccolor.append(krow)
-            present = sorted({t.split("\n")[0] for row in ctext for t in row if "\n" in t})
-            heat.blocks.append(Figure(
-                f"dominant-category-{_slug(title)}", plots.heatmap_png(
-                    shares, ctext, sizes, [str(c) for c in contexts],
-                    title=f"Dominant kernel category of a step and its share ({title})",
-                    xlabel="context length (tokens)", ylabel="model size", colors=ccolor,
-                    legend=plots.category_order(present)),
-                alt=f"Heatmap of the dominant kernel category of a training step and its "
-                    f"share of the step's GPU time, over model size and context ({title})."))
-    if not has_kernels:
+        grid = [[cells.get((size, ctx)) for ctx in c.contexts] for size in c.sizes]
+        heat.blocks.append(_step_time_heatmap(c, grid, title))
+        if c.has_kernels:
+            heat.blocks.append(_category_heatmap(c, grid, title))
+    if not c.has_kernels:
         heat.blocks.append(Text("No CUDA kernels in these runs: no dominant-category heatmap "
                                 "(it needs a GPU sweep)."))
-    page.sections.append(heat)
+    return heat
 
-    # -- forward / backward vs context ---------------------------------------------------
+
+def _step_time_heatmap(c: _Sweep, grid: list[list[dict[str, Any] | None]], title: str
+                       ) -> Figure:
+    from reports.page import plots
+
+    values: list[list[float | None]] = []
+    texts: list[list[str]] = []
+    for row in grid:
+        vrow: list[float | None] = []
+        trow: list[str] = []
+        for run in row:
+            step = c.times.get(run["name"], {}).get(nv.STEP) if run else None
+            if run is None:
+                vrow.append(None)
+                trow.append("")
+            elif run["status"] != "ok" or step is None:
+                vrow.append(None)
+                trow.append(run["status"] if run["status"] != "ok" else "no step")
+            else:
+                vrow.append(float(step["avg_ns"]) / 1e6)
+                trow.append(plots.compact_ns(float(step["avg_ns"])))
+        values.append(vrow)
+        texts.append(trow)
+    return Figure(
+        f"step-time-{_slug(title)}", plots.heatmap_png(
+            values, texts, c.sizes, [str(x) for x in c.contexts],
+            title=f"Step time ({title})", xlabel="context length (tokens)",
+            ylabel="model size", colorbar="step time (ms, log scale)"),
+        alt=f"Heatmap of the step time over model size and context length ({title}); "
+            f"cells of configs that did not run say why.")
+
+
+def _category_heatmap(c: _Sweep, grid: list[list[dict[str, Any] | None]], title: str
+                      ) -> Figure:
+    from reports.page import plots
+
+    shares: list[list[float | None]] = []
+    ctext: list[list[str]] = []
+    ccolor: list[list[str | None]] = []
+    for row in grid:
+        srow: list[float | None] = []
+        krow: list[str | None] = []
+        trow = []
+        for run in row:
+            cell = c.step_mix.get(run["name"]) if run else None
+            if not cell:
+                srow.append(None)
+                krow.append(None)
+                trow.append(run["status"] if run and run["status"] != "ok" else "")
+                continue
+            cat, pct = max(cell.items(), key=lambda kv: (kv[1], kv[0]))
+            srow.append(pct)
+            krow.append(plots.category_color(cat))
+            trow.append(f"{cat}\n{pct:.0f}%")
+        shares.append(srow)
+        ctext.append(trow)
+        ccolor.append(krow)
+    present = sorted({t.split("\n")[0] for row in ctext for t in row if "\n" in t})
+    return Figure(
+        f"dominant-category-{_slug(title)}", plots.heatmap_png(
+            shares, ctext, c.sizes, [str(x) for x in c.contexts],
+            title=f"Dominant kernel category of a step and its share ({title})",
+            xlabel="context length (tokens)", ylabel="model size", colors=ccolor,
+            legend=plots.category_order(present)),
+        alt=f"Heatmap of the dominant kernel category of a training step and its "
+            f"share of the step's GPU time, over model size and context ({title}).")
+
+
+def _context_lines(c: _Sweep) -> Section:
+    """Forward and backward time per instance against context, per group and size."""
+    from reports.page import plots
+
     lines = Section("Forward and backward time vs context length", "context")
-    for key, members in groups.items():
-        title = _group_title(key, varying)
+    for key, members in c.groups.items():
+        title = _group_title(key, c.varying)
         series = []
-        for size in sizes:
+        for size in c.sizes:
             ok = sorted((r for r in members if str(r["size"]) == size and r["status"] == "ok"),
                         key=lambda r: int(r["context"]))
             for phase in (nv.FORWARD, nv.BACKWARD):
-                pts = [(int(r["context"]), float(times[r["name"]][phase]["avg_ns"]) / 1e6)
-                       for r in ok if phase in times.get(r["name"], {})]
+                pts = [(int(r["context"]), float(c.times[r["name"]][phase]["avg_ns"]) / 1e6)
+                       for r in ok if phase in c.times.get(r["name"], {})]
                 if pts:
                     series.append((size, phase, [p[0] for p in pts], [p[1] for p in pts]))
         if series:
@@ -195,70 +251,52 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
                     f"context length, one colour per model size ({title})."))
     if not lines.blocks:
         lines.blocks.append(Text("No finished config has forward or backward range times."))
-    lines.blocks.append(Table(_phase_rows(runs, label, times), View(
+    lines.blocks.append(Table(_phase_rows(c.runs, c.label, c.times), View(
         columns=["config", *(f"{p}_ns" for p in PHASES)], noun="configs",
         hide_if_zero=tuple(f"{p}_ns" for p in PHASES)), title="Time per phase instance",
         top=0))
-    page.sections.append(lines)
+    return lines
 
-    # -- attention ---------------------------------------------------------------------------
-    att_rows, att_notes = _attention_rows(runs, label, times)
-    if att_rows or att_notes:
-        page.sections.append(Section("Attention: runtime vs FLOPs per config", "attention", [
-            Table(att_rows, replace(ATTENTION_VIEW, columns=["config", *ATTENTION_VIEW.columns]),
-                  notes=att_notes, top=0)]))
 
-    # -- dominant kernels ------------------------------------------------------------------
-    if has_kernels:
-        page.sections.append(Section("Dominant kernel per config and range", "dominant", [
-            Table(dominant, View(columns=["config", "range", "share_pct",
-                                          "per_range_instance", "category", "kernel"],
-                                 noun="rows",
-                                 headers={"per_range_instance": "calls per range"}), top=0),
-            Table(mix, View(columns=["config", "scope", *(k for k in (mix[0] if mix else {})
-                                                          if k.endswith("_pct"))],
-                            noun="rows", hide_if_zero=tuple(
-                                k for k in (mix[0] if mix else {}) if k.endswith("_pct"))),
-                  title="Kernel-category mix: forward vs the whole step (%)", top=0)]))
+def _dominant_section(dominant: list[dict[str, Any]], mix: list[dict[str, Any]]) -> Section:
+    pct = [k for k in (mix[0] if mix else {}) if k.endswith("_pct")]
+    return Section("Dominant kernel per config and range", "dominant", [
+        Table(dominant, View(columns=["config", "range", "share_pct", "per_range_instance",
+                                      "category", "kernel"], noun="rows",
+                             headers={"per_range_instance": "calls per range"}), top=0),
+        Table(mix, View(columns=["config", "scope", *pct], noun="rows",
+                        hide_if_zero=tuple(pct)),
+              title="Kernel-category mix: forward vs the whole step (%)", top=0)])
 
-    # -- eager vs compiled ------------------------------------------------------------------
-    compiled = _compile_rows(runs, label, times, step_mix)
-    if compiled:
-        section = Section("Eager vs compiled (--compile)", "compile", [
-            Sentences([_compile_sentence(r) for r in compiled])])
-        bars = [(f"{r['config']}: {who}", float(r[f"{who}_step_ns"]))
-                for r in compiled for who in ("eager", "compiled")]
-        section.blocks.append(Figure("compile-step-time", plots.range_times_png(
-            bars, title="Step time: eager vs compiled", xlabel="time per step (ms)"),
-            alt="Horizontal bars: the step time of each compiled config and of its eager "
-                "twin."))
-        mixes = [(f"{r['config']}: {who}", r[f"_{who}_shares"]) for r in compiled
-                 for who in ("eager", "compiled") if r[f"_{who}_shares"]]
-        if mixes:
-            section.blocks.append(Figure("compile-kernel-mix", plots.category_shares_png(
-                mixes, title="Kernel categories of a step: eager vs compiled (share of the "
-                              "step's GPU time)"),
-                alt="Stacked bars: the kernel-category mix of a step of each compiled config "
-                    "and of its eager twin; cuda graph is GPU time of whole-graph launches "
-                    "whose kernels were not recorded."))
-        notes = ["speedup: eager step time / compiled step time."]
-        if any(r["graph_pct"] for r in compiled):
-            notes.append("in graphs: the share of the compiled step's GPU time spent in "
-                         "whole-graph launches (nsys --cuda-graph-trace=graph), whose kernels "
-                         "were not recorded; profile asks nsys for node-level graph traces, "
-                         "which record them, where the nsys at hand can.")
-        section.blocks.append(Table(compiled, COMPILE_VIEW, top=0, notes=notes))
-        page.sections.append(section)
 
-    # -- problems and configs ------------------------------------------------------------
-    problems = [{"config": label[r["name"]], "status": r["status"],
-                 "reason": r.get("reason") or ""} for r in runs if r["status"] != "ok"]
-    page.sections.append(Section("Configs that did not finish", "problems", [
-        Table(problems, PROBLEM_VIEW, top=0) if problems
-        else Text("Every config finished ok.")]))
-    page.sections.append(Section("All configs", "configs", [
-        Table([{"config": label[r["name"]], **r} for r in runs], RUNS_VIEW, top=0)]))
-    return page
+def _compile_section(compiled: list[dict[str, Any]]) -> Section:
+    """Eager vs compiled twins: sentences, step-time bars, kernel mixes, the table."""
+    from reports.page import plots
+
+    section = Section("Eager vs compiled (--compile)", "compile", [
+        Sentences([_compile_sentence(r) for r in compiled])])
+    bars = [(f"{r['config']}: {who}", float(r[f"{who}_step_ns"]))
+            for r in compiled for who in ("eager", "compiled")]
+    section.blocks.append(Figure("compile-step-time", plots.range_times_png(
+        bars, title="Step time: eager vs compiled", xlabel="time per step (ms)"),
+        alt="Horizontal bars: the step time of each compiled config and of its eager twin."))
+    mixes = [(f"{r['config']}: {who}", r[f"_{who}_shares"]) for r in compiled
+             for who in ("eager", "compiled") if r[f"_{who}_shares"]]
+    if mixes:
+        section.blocks.append(Figure("compile-kernel-mix", plots.category_shares_png(
+            mixes, title="Kernel categories of a step: eager vs compiled (share of the "
+                          "step's GPU time)"),
+            alt="Stacked bars: the kernel-category mix of a step of each compiled config "
+                "and of its eager twin; cuda graph is GPU time of whole-graph launches "
+                "whose kernels were not recorded."))
+    notes = ["speedup: eager step time / compiled step time."]
+    if any(r["graph_pct"] for r in compiled):
+        notes.append("in graphs: the share of the compiled step's GPU time spent in "
+                     "whole-graph launches (nsys --cuda-graph-trace=graph), whose kernels "
+                     "were not recorded; profile asks nsys for node-level graph traces, "
+                     "which record them, where the nsys at hand can.")
+    section.blocks.append(Table(compiled, COMPILE_VIEW, top=0, notes=notes))
+    return section
 
 
 def _compile_mode(run: dict[str, Any]) -> str:
