@@ -103,11 +103,15 @@ class Put:
     store: str = ALWAYS
 
 
-# Raw columns stored other than ``always``: the API calls (read for the launch join, kept only
-# when asked), name ids and raw range name keys (only what is made of them is kept).
-STORE = {**{f"api.{k}": ASKED for k in API}, "api.name_id": NEVER, "nvtx.key": NEVER,
-         **{f"kernel.name_id.{c}": NEVER for c in NAME_COLUMN.values()}}
-TEXT = {"nvtx.key"}
+# The API calls are read for the launch join, and kept only when a question asks for them.
+ASKED_COLUMNS = {f"api.{k}" for k in API}
+
+
+def _column(prefix: str, key: str) -> Column:
+    source = Q.TEMPLATES[prefix]
+    name = f"{prefix}.{key}"
+    store = (NEVER if key in source.unstored else ASKED if name in ASKED_COLUMNS else ALWAYS)
+    return Column(prefix, key, text=key in source.text, store=store)
 
 
 # -- how derived items are made --------------------------------------------------------------
@@ -174,8 +178,7 @@ def _pairs(mode: str, graphs: str) -> Derived:
 
 
 ITEMS: dict[str, Column | Derived | Put] = {
-    f"{prefix}.{key}": Column(prefix, key, text=f"{prefix}.{key}" in TEXT,
-                              store=STORE.get(f"{prefix}.{key}", ALWAYS))
+    f"{prefix}.{key}": _column(prefix, key)
     for prefix, keys in Q.COLUMN_KEYS.items() for key in keys}
 for _c in NAME_COLUMN.values():
     ITEMS[f"kernel.name_code.{_c}"] = _names_of_ids(f"kernel.name_id.{_c}",

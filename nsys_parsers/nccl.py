@@ -4,7 +4,8 @@ NCCL opens a range in its ``NCCL`` domain around each call (``ncclAllReduce``,
 ``ncclBroadcast``, ``ncclCommInitRankConfig``...) and attaches a payload that nsys exports as
 JSON text (``jsonText``): the communicator (``NCCL communicator ID``, the same number on every
 rank of one communicator), the message size, and for communicator set-up calls the rank, the
-number of ranks and the CUDA device. ``nccl_calls(export)`` reads those rows as columns.
+number of ranks and the CUDA device. ``nccl_calls(trace)`` reads those rows as columns,
+through the loader.
 """
 
 from __future__ import annotations
@@ -14,24 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.export import Export
-from nsys_parsers.queries import Query
-from nsys_parsers.schema import NVTX_TABLE
+from nsys_parsers.trace import Trace
 
 COMM_KEY = "NCCL communicator ID"
 SIZE_KEY = "Message size [bytes]"
 RANK_KEY = "Rank"
 NRANKS_KEY = "No. of ranks"
 DEVICE_KEY = "CUDA device"
-
-# NVTX rows whose JSON payload names an NCCL communicator, with the range's name.
-NCCL_PAYLOAD_ROWS = Query(
-    "nccl_payload_rows",
-    """SELECT t.start, t."end", t.globalTid, {name}, t.jsonText FROM NVTX_EVENTS AS t
-       WHERE t.jsonText IS NOT NULL AND instr(t.jsonText, ?) > 0""",
-    needs={NVTX_TABLE: ("start", "end", "globalTid", "jsonText")},
-    purpose="NCCL's NVTX payloads")
-
+# The items of the NCCL calls (nsys_parsers.queries.NCCL_ROWS).
+ITEMS_READ = ("nccl.start", "nccl.end", "nccl.tid", "nccl.name", "nccl.payload")
 
 @dataclass(frozen=True)
 class NcclCalls:
@@ -53,40 +45,36 @@ class NcclCalls:
         return int(self.start.size)
 
 
-def _name_expr(export: Export) -> str:
-    has_text = export.has_column(NVTX_TABLE, "text")
-    if export.has_column(NVTX_TABLE, "textId"):
-        by_id = "(SELECT s.value FROM StringIds AS s WHERE s.id = t.textId)"
-        return f"coalesce(t.text, {by_id})" if has_text else by_id
-    return "t.text" if has_text else "''"
-
-
 def _int(value: object, default: int = -1) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def nccl_calls(export: Export) -> NcclCalls | None:
+def nccl_calls(trace: Trace) -> NcclCalls | None:
     """NCCL's calls that carry a payload (None: the export has none: NCCL older than 2.19,
-    NVTX not traced, or no NCCL at all)."""
-    if not export.has_column(NVTX_TABLE, "jsonText"):
+    NVTX not traced, or no NCCL at all), from the loader's ``nccl.*`` items (the row source
+    ``queries.NCCL_ROWS``: read once, then cached)."""
+    if not trace.sources("nccl"):
         return None
-    sql = NCCL_PAYLOAD_ROWS.sql(export, name=_name_expr(export))
+    trace.load(*ITEMS_READ)
+    r = trace.resolver
+    name_code, names = r.array("nccl.name"), r.strings("nccl.name")
+    text_code, texts = r.array("nccl.payload"), r.strings("nccl.payload")
+    parsed = [_payload(t) for t in texts]
     rows = []
-    for start, end, tid, name, text in export.db.execute(sql, (COMM_KEY,)):
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            continue
-        if not isinstance(payload, dict) or COMM_KEY not in payload:
+    for i, (start, end, tid) in enumerate(zip(r.array("nccl.start").tolist(),
+                                              r.array("nccl.end").tolist(),
+                                              r.array("nccl.tid").tolist())):
+        payload = parsed[int(text_code[i])]
+        if payload is None:
             continue
         comm = _int(payload.get(COMM_KEY), 0) & 0xFFFFFFFFFFFFFFFF
-        rows.append((int(start), int(end if end is not None else start), int(tid or 0),
-                     str(name or ""), comm - (1 << 64) if comm >= 1 << 63 else comm,
+        rows.append((int(start), int(end), int(tid), names[int(name_code[i])],
+                     comm - (1 << 64) if comm >= 1 << 63 else comm,
                      _int(payload.get(SIZE_KEY)), _int(payload.get(RANK_KEY)),
                      _int(payload.get(NRANKS_KEY)), _int(payload.get(DEVICE_KEY))))
     if not rows:
         return None
-    rows.sort(key=lambda r: (r[0], r[2]))
+    rows.sort(key=lambda row: (row[0], row[2]))
     cols = list(zip(*rows))
 
     def arr(i: int) -> np.ndarray:
@@ -94,3 +82,12 @@ def nccl_calls(export: Export) -> NcclCalls | None:
 
     return NcclCalls(start=arr(0), end=arr(1), tid=arr(2), name=list(cols[3]), comm=arr(4),
                      nbytes=arr(5), rank=arr(6), nranks=arr(7), device=arr(8))
+
+
+def _payload(text: str) -> dict[str, object] | None:
+    """A payload's fields (None: not JSON, or no communicator in it)."""
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) and COMM_KEY in payload else None

@@ -71,6 +71,8 @@ class RowSource:
     needs: tuple[str, ...] = ()
     where: str = ""
     purpose: str = ""
+    text: tuple[str, ...] = ()  # columns read as text: a code per row and the distinct values
+    unstored: tuple[str, ...] = ()  # read only to make other items: never cached
 
     def sql(self, export: Schema, keys: list[str] | tuple[str, ...]) -> str:
         """``SELECT`` of the columns ``keys`` (as themselves) for one chunk of rows."""
@@ -114,7 +116,8 @@ KERNEL_ROWS = RowSource(
         "name_id.demangledName": kernel_name_id("demangledName"),
         "name_id.mangledName": kernel_name_id("mangledName"),
     },
-    needs=("start", "end", "demangledName"), purpose="the kernel summary")
+    needs=("start", "end", "demangledName"), purpose="the kernel summary",
+    unstored=("name_id.shortName", "name_id.demangledName", "name_id.mangledName"))
 
 
 def api_rows(table: str) -> RowSource:
@@ -126,7 +129,7 @@ def api_rows(table: str) -> RowSource:
                  "correlation": "t.correlationId", "name_id": optional(table, "nameId")},
         needs=("start", "end", "globalTid", "correlationId"),
         where="t.correlationId IS NOT NULL AND t.globalTid IS NOT NULL",
-        purpose="kernel launch attribution")
+        purpose="kernel launch attribution", unstored=("name_id",))
 
 
 API_ROWS = (api_rows(RUNTIME_TABLE), api_rows(DRIVER_TABLE))
@@ -164,7 +167,8 @@ NVTX_ROWS = RowSource(
     columns={"start": "t.start", "end": "ifnull(t.end, -1)", "tid": "ifnull(t.globalTid, -1)",
              "flags": nvtx_flags, "rowid": "t.rowid", "key": nvtx_name_key},
     needs=("start", "end", "eventType", "globalTid"),
-    where=f"t.eventType IN ({_NVTX_READ_TYPES})", purpose="the NVTX range summary")
+    where=f"t.eventType IN ({_NVTX_READ_TYPES})", purpose="the NVTX range summary",
+    text=("key",), unstored=("key",))
 
 MEMCPY_ROWS = RowSource(
     "memcpy", MEMCPY_TABLE,
@@ -222,6 +226,26 @@ GRAPH_EVENT_ROWS = RowSource(
     needs=("start", "end", "graphId"), where="t.graphId IS NOT NULL",
     purpose="capture-time attribution of graph launches")
 
+def nvtx_name(export: Schema) -> str:
+    """A range's name as SQL: its inline text, else its ``textId`` string."""
+    has_text = export.has_column(NVTX_TABLE, "text")
+    if export.has_column(NVTX_TABLE, "textId"):
+        by_id = "(SELECT s.value FROM StringIds AS s WHERE s.id = t.textId)"
+        return f"coalesce(t.text, {by_id})" if has_text else by_id
+    return "t.text" if has_text else "''"
+
+
+# NCCL's calls (NCCL 2.19 on): its NVTX ranges whose JSON payload names a communicator
+# (nsys_parsers.nccl reads the payload).
+NCCL_ROWS = RowSource(
+    "nccl calls", NVTX_TABLE,
+    columns={"start": "t.start", "end": 'ifnull(t."end", t.start)',
+             "tid": "ifnull(t.globalTid, 0)", "name": nvtx_name, "payload": "t.jsonText"},
+    needs=("start", "end", "globalTid", "jsonText"),
+    where="t.jsonText IS NOT NULL AND instr(t.jsonText, 'NCCL communicator ID') > 0",
+    purpose="NCCL's NVTX payloads", text=("name", "payload"))
+
+
 def _present(source: RowSource) -> Callable[[Schema], list[RowSource]]:
     return lambda ex: [source] if ex.has_table(source.table) else []
 
@@ -251,13 +275,20 @@ SOURCES: dict[str, Callable[[Schema], list[RowSource]]] = {
     "memcpy": _present(MEMCPY_ROWS), "memset": _present(MEMSET_ROWS), "api": _api_sources,
     "graph": _present(GRAPH_ROWS), "gnode": _graph_node_sources,
     "gevent": _graph_event_sources,
+    "nccl": lambda ex: [NCCL_ROWS] if ex.has_column(NVTX_TABLE, "jsonText") else [],
 }
 COLUMN_KEYS: dict[str, tuple[str, ...]] = {
     "nvtx": tuple(NVTX_ROWS.columns), "kernel": tuple(KERNEL_ROWS.columns),
     "memcpy": tuple(MEMCPY_ROWS.columns), "memset": tuple(MEMSET_ROWS.columns),
     "api": tuple(API_ROWS[0].columns), "graph": tuple(GRAPH_ROWS.columns),
     "gnode": tuple(graph_node_rows(GRAPH_NODE_TABLE).columns),
-    "gevent": tuple(GRAPH_EVENT_ROWS.columns),
+    "gevent": tuple(GRAPH_EVENT_ROWS.columns), "nccl": tuple(NCCL_ROWS.columns),
+}
+# One row source of each prefix: what its columns are read as and whether they are cached.
+TEMPLATES: dict[str, RowSource] = {
+    "nvtx": NVTX_ROWS, "kernel": KERNEL_ROWS, "memcpy": MEMCPY_ROWS, "memset": MEMSET_ROWS,
+    "api": API_ROWS[0], "graph": GRAPH_ROWS, "gnode": graph_node_rows(GRAPH_NODE_TABLE),
+    "gevent": GRAPH_EVENT_ROWS, "nccl": NCCL_ROWS,
 }
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from nsys_parsers.capture import capture_environment, session_start_utc
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped
+from nsys_parsers.nccl import ITEMS_READ as NCCL_ITEMS
 from nsys_parsers.nccl import NcclCalls, nccl_calls
 from reports.ask import answer
 from reports.categories import categorize_many
@@ -141,10 +142,11 @@ def summarize_export(path: str | Path, options: AnalysisOptions | None = None,
     whose instances are steps (default: ``options.within``, else ``step`` if present)."""
     options = options or AnalysisOptions()
     with Session(path, options) as s:
-        s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges")
+        s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges",
+               *NCCL_ITEMS)  # one read of all
         gpus = answer(s, "gpus")
         gaps = answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows
-        calls = nccl_calls(s.export) if s.has_ranges else None
+        calls = nccl_calls(s.trace) if s.has_ranges else None
         utc = session_start_utc(s.export)
         env, args = capture_environment(s.export)
         label = Path(path).name
