@@ -80,13 +80,15 @@ def launch_summary(s: Session) -> Report:
         notes.append(f"{len(k) - placed.size:,} of {len(k):,} kernels have no launch record "
                      f"(trimmed export): left out of these rows.")
     call = src[placed]
+    del src
     names = [api_base_name(n) for n in calls.names]
-    api_code, api_names = factorize([names[c] for c in calls.name_code[call].tolist()])
-    tid = calls.tid[call]
-    gid, (g_tid, g_dev, g_api, g_kernel) = group_ids(tid, k.device[placed], api_code,
-                                                     k.name_code[placed])
+    base_code, api_names = factorize(names)  # launch APIs by base name, then per call
+    gid, (g_tid, g_dev, g_api, g_kernel) = group_ids(
+        calls.tid[call], k.device[placed], base_code[calls.name_code[call]],
+        k.name_code[placed])
     ng = g_tid.size
     a_start, a_end = calls.start[call], calls.end[call]
+    del call
     k_start, k_end = k.start[placed], k.end[placed]
     queue = k_start - a_end
     queued = queue >= 0
@@ -134,7 +136,9 @@ ANALYSIS = Analysis(
     Examples: `nsys-mine launches run.sqlite` ·
     `nsys-mine launches run.sqlite --within step --name-kind short -f csv`
     """,
-    run=launch_summary, needs=("kernels", "kernel_ids", "api"),  # the launch join is here
+    # the launch join is here, on the kernels' process and correlationId (not every id)
+    run=launch_summary, needs=("kernels", "kernel.pid", "kernel.correlation", "kernel.device",
+                               "api"),
     options=("within", "name_kind", "nsys", "cache"),
     columns=LAUNCH_COLUMNS, view=LAUNCH_VIEW, title="Kernel launches", order=66,
 )
