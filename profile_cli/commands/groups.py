@@ -165,12 +165,25 @@ class GroupedCommand(typer.core.TyperCommand):
     with its own options."""
 
     groups: tuple[GroupUse, ...] = ()
+    _params: Optional[list[Any]] = None
+    _own: list[Any] = []
 
-    def __init__(self, *args: Any, params: Optional[list[Any]] = None, **kwargs: Any) -> None:
-        grouped_params = [p for use in self.groups for p in use.params()]
-        super().__init__(*args, params=[*grouped_params, *(params or [])], **kwargs)
+    @property
+    def params(self) -> list[Any]:
+        """The groups' parameters, then the function's own; the groups' are made when first
+        asked for (when the command runs or shows its help), so that a start-up pays only for
+        the command it runs."""
+        if self._params is None:
+            self._params = [*(p for use in self.groups for p in use.params()), *self._own]
+        return self._params
+
+    @params.setter
+    def params(self, own: list[Any]) -> None:
+        self._own, self._params = list(own), None
 
     def invoke(self, ctx: Any) -> Any:
+        """Build the groups' values into ``ctx.meta`` (their options taken out of
+        ``ctx.params``), then run the command function with its own options."""
         for use in self.groups:
             use.take(ctx, self.params)
         return super().invoke(ctx)
