@@ -120,7 +120,13 @@ class OptionGroup:
 
     def of(self, ctx: typer.Context) -> Any:
         """The value the group built for the command that runs in ``ctx``."""
-        return ctx.meta[f"nsys_mine.{self.key}"]
+        return built(ctx, self.key)
+
+
+def built(ctx: typer.Context, key: str) -> Any:
+    """The value the group of ``key`` built for the command that runs in ``ctx`` (for groups
+    made per command, such as an analysis's own parameters)."""
+    return ctx.meta[f"nsys_mine.{key}"]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from profile_cli.commands.groups import (
     REQUIRED,
     GroupedCommand,
     OptionGroup,
+    built,
     dataclass_defaults,
     grouped,
 )
@@ -169,8 +170,8 @@ def mine(ctx: typer.Context) -> None:
     groups built them) -> ``answer_command``."""
     command = ctx.command
     assert isinstance(command, AnalysisCommand)
-    answer_command(command.analysis, ctx.meta["nsys_mine.inputs"], ANALYSIS.of(ctx),
-                   ctx.meta["nsys_mine.params"], OUTPUT.of(ctx))
+    answer_command(command.analysis, built(ctx, "inputs"), ANALYSIS.of(ctx),
+                   built(ctx, "params"), OUTPUT.of(ctx))
 
 
 def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
