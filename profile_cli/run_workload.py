@@ -28,19 +28,19 @@ from nvtx_model.infer_config import (
     WORKLOAD_KINDS,
     infer_configs_from_workload,
 )
-from nvtx_model.workload import WorkloadSpec
+from profile_cli.commands.groups import grouped
 from profile_cli.commands.output import choice
-from profile_cli.commands.workload import workload_options
+from profile_cli.commands.workload import WORKLOAD
 
 PROG = "python -m profile_cli.run_workload"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@app.command()
-@workload_options(nvtx="coarse", context="128", mode="train", warmup=1, steps=2)
+@app.command(cls=grouped(WORKLOAD(nvtx="coarse", context="128", mode="train", warmup=1,
+                                  steps=2)))
 def run(
-    workload: WorkloadSpec,
+    ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the configs as JSON lines; run nothing.")] = False,
     kind: Annotated[str, typer.Option(
@@ -53,6 +53,7 @@ def run(
     """Run the Transformer workload(s) with NVTX ranges; one JSON result line per config."""
     from dataclasses import asdict
 
+    workload = WORKLOAD.of(ctx)
     infer_configs = (infer_configs_from_workload(workload, output_length)
                      if kind == "infer" else None)
     configs: list[Any] = infer_configs if infer_configs is not None else workload.configs()

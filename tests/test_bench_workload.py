@@ -12,7 +12,8 @@ from nsys_parsers.errors import BadOption
 from nvtx_model.config import PRESETS, RunConfig
 from nvtx_model.errors import BadShape
 from nvtx_model.workload import WorkloadSpec, config_args, parse_choices, parse_ints
-from profile_cli.commands.workload import workload_options
+from profile_cli.commands.groups import grouped
+from profile_cli.commands.workload import WORKLOAD
 
 
 def test_defaults_follow_the_issue():
@@ -93,10 +94,9 @@ def test_config_args_round_trip(spec):
     app = typer.Typer()
     seen: list[RunConfig] = []
 
-    @app.command()
-    @workload_options()
-    def child(workload: WorkloadSpec) -> None:
-        seen.extend(workload.configs())
+    @app.command(cls=grouped(WORKLOAD()))
+    def child(ctx: typer.Context) -> None:
+        seen.extend(WORKLOAD.of(ctx).configs())
 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -114,14 +114,13 @@ def test_run_module_dry_run_parses_config_args():
     assert line["model"]["context_length"] == 16
 
 
-def test_decorator_defaults_and_own_options():
+def test_a_commands_defaults_and_own_options():
     app = typer.Typer()
     got = {}
 
-    @app.command()
-    @workload_options(warmup=1, steps=1, nvtx="coarse")
-    def memory_like(workload: WorkloadSpec, extra: int = 3) -> None:
-        got["spec"], got["extra"] = workload, extra
+    @app.command(cls=grouped(WORKLOAD(warmup=1, steps=1, nvtx="coarse")))
+    def memory_like(ctx: typer.Context, extra: int = 3) -> None:
+        got["spec"], got["extra"] = WORKLOAD.of(ctx), extra
 
     result = CliRunner().invoke(app, ["--size", "tiny", "--extra", "4"])
     assert result.exit_code == 0, result.output
@@ -129,7 +128,7 @@ def test_decorator_defaults_and_own_options():
     assert got["spec"].size == "tiny" and got["extra"] == 4
     assert isinstance(got["spec"].nvtx, str)  # enums arrive as plain strings
     with pytest.raises(TypeError, match="not WorkloadSpec options: wramup"):
-        workload_options(wramup=1)
+        WORKLOAD(wramup=1)
 
 
 def test_a_commands_default_size_never_becomes_the_base_of_a_custom_shape():
@@ -142,10 +141,9 @@ def test_a_commands_default_size_never_becomes_the_base_of_a_custom_shape():
     app = typer.Typer()
     got = {}
 
-    @app.command()
-    @workload_options(default_size="tiny", context="32", mode="forward")
-    def profile_like(workload: WorkloadSpec) -> None:
-        got["spec"] = workload
+    @app.command(cls=grouped(WORKLOAD(default_size="tiny", context="32", mode="forward")))
+    def profile_like(ctx: typer.Context) -> None:
+        got["spec"] = WORKLOAD.of(ctx)
 
     def configs(*args):
         result = CliRunner().invoke(app, list(args))
@@ -161,15 +159,14 @@ def test_a_commands_default_size_never_becomes_the_base_of_a_custom_shape():
     assert (cfg.model.d_ff, cfg.model.num_layers) == (PRESETS["tiny"].d_ff, 1)
     assert "[default: (tiny)]" in " ".join(CliRunner().invoke(app, ["--help"]).output.split())
     with pytest.raises(TypeError, match="not WorkloadSpec options: default_sise"):
-        workload_options(default_sise="tiny")
+        WORKLOAD(default_sise="tiny")
 
 
 def test_enum_options_are_validated_by_the_parser():
     app = typer.Typer()
 
-    @app.command()
-    @workload_options()
-    def cmd(workload: WorkloadSpec) -> None:
+    @app.command(cls=grouped(WORKLOAD()))
+    def cmd(ctx: typer.Context) -> None:
         pass
 
     result = CliRunner().invoke(app, ["--nvtx", "verbose"])

@@ -135,17 +135,19 @@ def test_help_for_every_command(cli):
         assert (cmd.callback.__doc__ or "").strip(), f"{name} has no help text"
 
 
-@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("width", [80, 100, 120])
 def test_help_cuts_no_word(cli, monkeypatch, width):
-    """At 80 and 120 columns, no help shows a word cut to ``…`` (Typer's tables cut
+    """At 80, 100 (docs/CLI.md) and 120 columns, no help of any command or subcommand shows
+    a word cut to ``…`` (Typer's tables cut a word longer than its column: once
     ``--slurm-gpus-per-t…``, ``--d-model/--d-ff/--layers/-…``, cache paths and environment
-    variables): long words fold onto the next line, and every option's name is all there."""
+    variables; the help texts, metavars and panels are written to fit), and every option's
+    name is all there."""
     import typer.main
 
     from profile_cli.app import app
 
     monkeypatch.setenv("COLUMNS", str(width))
-    for name in ["", *command_names(), "micro matmul", "micro mlp"]:
+    for name in ["", *command_paths()]:
         out = cli(*name.split(), "--help").stdout
         assert "…" not in out, (name, width, [ln for ln in out.splitlines() if "…" in ln])
         assert all(len(ln) <= width for ln in out.splitlines()), (name, width)
@@ -164,12 +166,13 @@ def test_help_cuts_no_word(cli, monkeypatch, width):
     assert set(options) <= shown, sorted(set(options) - shown)
 
 
-def test_help_splits_no_word_at_80_columns(cli, monkeypatch):
-    """Every help shows each word whole at 80 columns: no cache path, environment variable,
-    option name, identifier or choice list folded in the middle (`~/.cache/nsys-mine/co` +
-    `lumns`, `--slurm-gpus-per-ta` + `sk`, `short|demangled|mangl` + `ed`, as before
-    daa74b3 and the commit after it). A word that is a piece of a word of the same help
-    printed wide is a split one."""
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_help_splits_no_word(cli, monkeypatch, width):
+    """Every help of every command and subcommand shows each word whole at 80, 100 and 120
+    columns: no cache path, environment variable, option name, identifier or choice list
+    folded in the middle (`~/.cache/nsys-mine/co` + `lumns`, `--slurm-gpus-per-ta` + `sk`,
+    `short|demangled|mangl` + `ed`, as before daa74b3 and the commit after it). A word that
+    is a piece of a word of the same help printed wide is a split one."""
     def words(args: list[str], width: int) -> list[str]:
         monkeypatch.setenv("COLUMNS", str(width))
         out = cli(*args, "--help").stdout
@@ -177,9 +180,9 @@ def test_help_splits_no_word_at_80_columns(cli, monkeypatch):
                  for c in re.split(r"\s{2,}|│", ln.strip("│╭╮╰╯─ "))]
         return [w for c in cells for w in c.split()]
 
-    for name in ["", *command_names(), "micro matmul", "micro mlp"]:
+    for name in ["", *command_paths()]:
         wide = set(words(name.split(), 1000))
-        split = {w for w in words(name.split(), 80) if w not in wide and len(w) > 1
+        split = {w for w in words(name.split(), width) if w not in wide and len(w) > 1
                  and any(x.startswith(w) or x.endswith(w) for x in wide)}
         assert not split, (name, sorted(split))
 
@@ -190,6 +193,22 @@ def command_names() -> list[str]:
 
     return ([c.name or c.callback.__name__ for c in app.registered_commands]
             + [g.name for g in app.registered_groups if g.name])
+
+
+def command_paths() -> list[str]:
+    """Every command and subcommand, as typed (``micro matmul``), groups too."""
+    import typer.main
+
+    from profile_cli.app import app
+
+    def walk(cmd, prefix: str) -> list[str]:
+        subs = getattr(cmd, "commands", {})
+        return [p for name, sub in subs.items()
+                for p in [f"{prefix}{name}", *walk(sub, f"{prefix}{name} ")]]
+
+    paths = walk(typer.main.get_command(app), "")
+    assert {"kernels", "micro", "micro matmul", "micro mlp"} <= set(paths)
+    return paths
 
 
 def test_every_analysis_is_a_command_in_order():

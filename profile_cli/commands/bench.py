@@ -12,10 +12,10 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from nvtx_model.workload import WorkloadSpec
-from profile_cli.commands.output import OutputSpec, output_options
+from profile_cli.commands.groups import grouped
+from profile_cli.commands.output import OUTPUT, OutputSpec
 from profile_cli.commands.progress import progress_bar
-from profile_cli.commands.workload import DbOpt, workload_options
+from profile_cli.commands.workload import WORKLOAD, DbOpt
 
 # Columns that are usually the same for every row: shown in the sentence above human tables
 # when they are, as columns when they vary.
@@ -58,15 +58,13 @@ MaxEntriesOpt = Annotated[int, typer.Option(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
-    app.command("memory")(memory)
+    """Add ``bench`` and ``memory`` to ``app``."""
+    app.command("bench", cls=grouped(WORKLOAD(), OUTPUT(top=0)))(bench)
+    app.command("memory", cls=grouped(WORKLOAD(warmup=1, steps=1), OUTPUT(top=0)))(memory)
 
 
-@workload_options()
-@output_options(top=0)
 def bench(
-    workload: WorkloadSpec,
-    out: OutputSpec,
+    ctx: typer.Context,
     peak_tflops: PeakOpt = None,
     db: DbOpt = None,
 ) -> None:
@@ -81,20 +79,17 @@ def bench(
     """
     from nvtx_model.errors import require_torch
 
-    configs = workload.configs()
+    configs = WORKLOAD.of(ctx).configs()
     require_torch("nsys-mine bench")
     from nvtx_model.bench import BENCH_COLUMNS, benchmark
 
     with progress_bar("bench") as progress:
         result = benchmark(configs, progress=progress, db=db, peak_tflops=peak_tflops)
-    emit_sweep(result, BENCH_COLUMNS, BENCH_TABLE, out, "Step time per config")
+    emit_sweep(result, BENCH_COLUMNS, BENCH_TABLE, OUTPUT.of(ctx), "Step time per config")
 
 
-@workload_options(warmup=1, steps=1)
-@output_options(top=0)
 def memory(
-    workload: WorkloadSpec,
-    out: OutputSpec,
+    ctx: typer.Context,
     snapshot_dir: SnapshotDirOpt = Path("memory_snapshots"),
     max_entries: MaxEntriesOpt = 1_000_000,
     db: DbOpt = None,
@@ -111,14 +106,14 @@ def memory(
     """
     from nvtx_model.errors import require_torch
 
-    configs = workload.configs()
+    configs = WORKLOAD.of(ctx).configs()
     require_torch("nsys-mine memory")
     from nvtx_model.memory import MEMORY_COLUMNS, profile_memory
 
     with progress_bar("memory") as progress:
         result = profile_memory(configs, snapshot_dir=snapshot_dir, max_entries=max_entries,
                                 progress=progress, db=db)
-    emit_sweep(result, MEMORY_COLUMNS, MEMORY_TABLE, out, "Peak memory per config",
+    emit_sweep(result, MEMORY_COLUMNS, MEMORY_TABLE, OUTPUT.of(ctx), "Peak memory per config",
                headers=MEMORY_HEADERS)
 
 

@@ -23,7 +23,8 @@ from nvtx_model.infer_config import (
 from nvtx_model.micro_config import DEFAULT_DIMS, DEFAULT_SCALES, MLP_BASE, MLP_PARAMS, MicroSpec
 from nvtx_model.nvtx_ranges import LEVELS
 from profile_cli.commands.bench import emit_sweep
-from profile_cli.commands.output import OutputSpec, choice, option_group, output_options
+from profile_cli.commands.groups import OptionGroup, dataclass_defaults, grouped
+from profile_cli.commands.output import OUTPUT, OutputSpec, choice
 from profile_cli.commands.progress import progress_bar
 from profile_cli.commands.workload import (
     AttentionOpt,
@@ -130,7 +131,8 @@ OutDirOpt = Annotated[Path, typer.Option(
 SaveOpt = Annotated[bool, typer.Option(
     "--save/--no-save", help="Write the files into --out-dir (the table is printed either way).")]
 
-infer_options = option_group(InferSpec, {
+# The options of infer -> ``InferSpec`` (``INFER.of(ctx)``).
+INFER = OptionGroup("spec", InferSpec, {
     "size": SizeOpt, "d_model": DModelOpt, "d_ff": DffOpt, "layers": LayersOpt,
     "heads": HeadsOpt, "vocab": VocabOpt, "precision": InferPrecisionOpt,
     "attention": AttentionOpt, "nvtx": InferNvtxOpt, "device": DeviceOpt, "seed": SeedOpt,
@@ -139,16 +141,17 @@ infer_options = option_group(InferSpec, {
     "input_lengths": InputLengthsOpt, "output_length": OutputLengthOpt, "runs": RunsOpt,
     "warmup": WarmupOpt, "max_batch_input_product": MaxProductOpt,
     "temperature": TemperatureOpt, "top_p": TopPOpt, "model": ModelOpt,
-}, "spec")
+}, dataclass_defaults(InferSpec))
 
-micro_options = option_group(MicroSpec, {
+# The options of micro matmul and micro mlp -> ``MicroSpec`` (``MICRO.of(ctx)``).
+MICRO = OptionGroup("spec", MicroSpec, {
     "precision": MicroPrecisionOpt, "device": DeviceOpt,
     "warmup": Annotated[int, typer.Option("--warmup", min=0, rich_help_panel=MEASURE,
                                           help="Untimed repetitions first.")],
     "runs": Annotated[int, typer.Option("--runs", min=1, rich_help_panel=MEASURE,
                                         help="Timed samples per config.")],
     "seed": SeedOpt, "threads": ThreadsOpt,
-}, "spec")
+}, dataclass_defaults(MicroSpec))
 
 micro_app = typer.Typer(name="micro", no_args_is_help=True, add_completion=False,
                         help="Micro-benchmarks: matmul time vs dimension, MLP time vs steps, "
@@ -156,16 +159,14 @@ micro_app = typer.Typer(name="micro", no_args_is_help=True, add_completion=False
 
 
 def register(app: typer.Typer) -> None:
-    app.command("infer")(infer)
+    """Add ``infer`` and the ``micro`` group to ``app``."""
+    app.command("infer", cls=grouped(INFER(), OUTPUT(top=0)))(infer)
     app.add_typer(micro_app, name="micro")
 
 
 # ---- infer ----------------------------------------------------------------------------------
-@infer_options()
-@output_options(top=0)
 def infer(
-    spec: InferSpec,
-    out: OutputSpec,
+    ctx: typer.Context,
     out_dir: OutDirOpt = Path("infer_results"),
     save: SaveOpt = True,
     db: DbOpt = None,
@@ -187,7 +188,8 @@ def infer(
     from nvtx_model.errors import require_torch
     from nvtx_model.infer_config import expand_infer
 
-    configs, plan = expand_infer(spec)
+    out: OutputSpec = OUTPUT.of(ctx)
+    configs, plan = expand_infer(INFER.of(ctx))
     require_torch("nsys-mine infer")
     from nvtx_model.infer import INFER_COLUMNS, run_inference
 
@@ -223,12 +225,9 @@ MicroOutDirOpt = Annotated[Path, typer.Option(
          "table goes to.")]
 
 
-@micro_app.command("matmul")
-@micro_options()
-@output_options(top=0)
+@micro_app.command("matmul", cls=grouped(MICRO(), OUTPUT(top=0)))
 def matmul(
-    spec: MicroSpec,
-    out: OutputSpec,
+    ctx: typer.Context,
     dims: Annotated[Optional[str], typer.Option(
         "--dims", show_default=f"{','.join(map(str, DEFAULT_DIMS['cpu']))} on CPU, "
                                f"{','.join(map(str, DEFAULT_DIMS['cuda']))} on CUDA",
@@ -246,21 +245,18 @@ def matmul(
     from nvtx_model.errors import require_torch
 
     require_torch("nsys-mine micro matmul")
-    configs = spec.matmul_configs(dims)
+    configs = MICRO.of(ctx).matmul_configs(dims)
     from nvtx_model.micro import MATMUL_COLUMNS, matmul_benchmark
 
     with progress_bar("matmul") as progress:
         result = matmul_benchmark(configs, progress=progress, db=db)
-    _finish("matmul", result, MATMUL_COLUMNS, MATMUL_TABLE, out_dir, save, out,
+    _finish("matmul", result, MATMUL_COLUMNS, MATMUL_TABLE, out_dir, save, OUTPUT.of(ctx),
             ("precision",), "dim", "Square matmul time per dimension")
 
 
-@micro_app.command("mlp")
-@micro_options()
-@output_options(top=0)
+@micro_app.command("mlp", cls=grouped(MICRO(), OUTPUT(top=0)))
 def mlp(
-    spec: MicroSpec,
-    out: OutputSpec,
+    ctx: typer.Context,
     params: Annotated[str, typer.Option(
         "--params", show_default=False,
         help=f"Comma list of the parameters to scale: {', '.join(MLP_PARAMS)} (default: all).")
@@ -292,13 +288,13 @@ def mlp(
 
     base = {"num_steps": base_steps, "num_layers": base_layers, "batch_size": base_batch,
             "dim": base_dim}
-    configs = spec.mlp_configs(params, scales, base)
+    configs = MICRO.of(ctx).mlp_configs(params, scales, base)
     require_torch("nsys-mine micro mlp")
     from nvtx_model.micro import MLP_COLUMNS, mlp_benchmark
 
     with progress_bar("mlp") as progress:
         result = mlp_benchmark(configs, progress=progress, db=db)
-    _finish("mlp", result, MLP_COLUMNS, MLP_TABLE, out_dir, save, out,
+    _finish("mlp", result, MLP_COLUMNS, MLP_TABLE, out_dir, save, OUTPUT.of(ctx),
             ("param", "precision"), "param", "MLP time per scaled parameter")
 
 

@@ -10,7 +10,6 @@ answer is rendered by ``reports.render`` and written by ``emit``.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +18,16 @@ from typing import Annotated, Any, Callable, List, Optional
 import typer
 
 from nsys_parsers.schema import GRAPH_ATTRIBUTIONS, NAME_KINDS
+from profile_cli.commands.groups import (
+    REQUIRED,
+    GroupedCommand,
+    OptionGroup,
+    built,
+    dataclass_defaults,
+    grouped,
+)
 from profile_cli.commands.output import (
+    OUTPUT,
     ExportArg,
     ExportsArg,
     OutputSpec,
@@ -27,11 +35,10 @@ from profile_cli.commands.output import (
     emit,
     emit_report,
     open_session,
-    option_group,
     output_folder,
-    output_options,
     write_bytes,
 )
+from reports.analyses.attention import SHAPE_PARAMS, AttentionShape
 from reports.analysis import Analysis, Param
 from reports.options import MERGE_MODES, AnalysisOptions
 
@@ -80,27 +87,29 @@ GraphAttributionOpt = Annotated[str, typer.Option(
 PathsArg = Annotated[List[Path], typer.Argument(
     help="nsys exports (.sqlite, or .nsys-rep/.qdrep), globs or folders of them.",
     show_default=False, metavar="EXPORT")]
-# Give a command the analysis options it names (``only=``); it receives ``analysis``.
-analysis_options = option_group(AnalysisOptions, {
+# The analysis options -> ``AnalysisOptions`` (``ANALYSIS.of(ctx)``); a command takes those its
+# analysis honours (``ANALYSIS(only=...)``).
+ANALYSIS = OptionGroup("analysis", AnalysisOptions, {
     "within": WithinOpt, "merge_op_ids": MergeOpt, "name_kind": NameKindOpt,
     "rules": RulesOpt, "depth": DepthOpt, "match": MatchOpt, "nsys": NsysOpt,
     "cache": CacheOpt, "graph_attribution": GraphAttributionOpt,
-}, "analysis", convert={"match": lambda v: tuple(v or ()),
-                        "rules": lambda v: v})
-
+}, dataclass_defaults(AnalysisOptions), convert={"match": lambda v: tuple(v or ())})
 
 
 def register(app: typer.Typer) -> None:
+    """Add one command per analysis to ``app``, in their order, and ``report`` after
+    ``attention`` (the page comes after the analyses of one export)."""
     from reports.analyses import all_analyses
 
     for analysis in all_analyses():
-        app.command(analysis.name, help=analysis.help)(analysis_command(analysis))
-        if analysis.name == "attention":  # the page comes after the analyses of one export
-            app.command("report")(report)
+        app.command(analysis.name, cls=analysis_command(analysis), help=analysis.help)(mine)
+        if analysis.name == "attention":
+            app.command("report", cls=grouped(REPORT_ANALYSIS, SHAPE()))(report)
 
 
 def param_type(p: Param) -> Any:
-    """The annotated type of a parameter for Typer."""
+    """The declaration of a parameter for Typer: ``Annotated[type, typer.Option(...)]`` (or
+    ``typer.Argument`` for an argument)."""
     base: Any = List[p.type] if p.multiple else p.type  # type: ignore[name-defined]
     if not p.required and p.default is None and p.type is not bool:
         base = Optional[base]
@@ -125,49 +134,49 @@ def param_type(p: Param) -> Any:
     return Annotated[base, typer.Option(*p.flags, help=p.help, **extra)]
 
 
-def param_signature(params: tuple[Param, ...]) -> list[inspect.Parameter]:
-    """Keyword parameters of a command function for ``params``."""
-    return [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY,
-                              default=inspect.Parameter.empty if p.required else p.default,
-                              annotation=param_type(p)) for p in params]
+def param_group(key: str, params: tuple[Param, ...], build: Callable[..., Any] = dict
+                ) -> OptionGroup:
+    """The options of ``params`` (an analysis's own) as one group that builds
+    ``build(**values)`` (default: the dict of the parameters by name)."""
+    return OptionGroup(key, build, {p.name: param_type(p) for p in params},
+                       {p.name: REQUIRED if p.required else p.default for p in params})
 
 
-def with_signature(fn: Callable[..., Any], params: list[inspect.Parameter]) -> Callable:
-    fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    fn.__annotations__ = {p.name: p.annotation for p in params}
-    return fn
-
-
-def analysis_command(a: Analysis) -> Callable[..., None]:
-    """The Typer command of an analysis."""
-    inputs: list[tuple[str, Any]] = []
+def inputs_group(a: Analysis) -> OptionGroup:
+    """The export arguments of ``a`` as a group that builds the list of paths: one export
+    (``export``, ``two``: its first), several (``exports``, ``paths``), or none."""
     if a.inputs in ("export", "two"):
-        inputs = [(a.input_name, ExportArg)]
-    elif a.inputs == "exports":
-        inputs = [("exports", ExportsArg)]
-    elif a.inputs == "paths":
-        inputs = [("exports", PathsArg)]
+        name = a.input_name
+        return OptionGroup("inputs", lambda **v: [v[name]], {name: ExportArg}, {name: REQUIRED})
+    if a.inputs in ("exports", "paths"):
+        return OptionGroup("inputs", lambda exports: list(exports or []),
+                           {"exports": PathsArg if a.inputs == "paths" else ExportsArg},
+                           {"exports": REQUIRED})
+    return OptionGroup("inputs", lambda: [], {}, {})
 
-    def command(**kwargs: Any) -> None:
-        options: AnalysisOptions = kwargs.pop("analysis", AnalysisOptions())
-        out: OutputSpec = kwargs.pop("out")
-        paths: list[Path] = list(kwargs.pop("exports", None) or [])
-        if a.input_name in kwargs:
-            paths = [kwargs.pop(a.input_name)]
-        answer_command(a, paths, options, kwargs, out)
 
-    sig = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann)
-           for name, ann in inputs]
-    sig += [inspect.Parameter("analysis", inspect.Parameter.KEYWORD_ONLY,
-                              annotation=AnalysisOptions)] if a.options else []
-    sig += [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=OutputSpec)]
-    sig += param_signature(a.params)
-    command.__name__ = a.name.replace("-", "_")
-    command.__doc__ = a.help
-    fn = output_options(top=a.default_top)(with_signature(command, sig))
-    if a.options:
-        fn = analysis_options(only=a.options, **a.defaults)(fn)
-    return fn
+class AnalysisCommand(GroupedCommand):
+    """The command of one analysis (``analysis``): its groups are the analysis options it
+    honours, the output options, its export argument(s) and its own parameters."""
+
+    analysis: Analysis
+
+
+def analysis_command(a: Analysis) -> type[GroupedCommand]:
+    """The command class (Typer's ``cls=``) of the analysis ``a``, built from its declaration:
+    --help order as ever (analysis options, output options, exports, own parameters)."""
+    options = ANALYSIS(only=a.options, **(a.defaults if a.options else {}))
+    return grouped(options, OUTPUT(top=a.default_top), inputs_group(a)(),
+                   param_group("params", a.params)(), base=AnalysisCommand, analysis=a)
+
+
+def mine(ctx: typer.Context) -> None:
+    """Every analysis's command: its exports, options and parameters (as the command's
+    groups built them) -> ``answer_command``."""
+    command = ctx.command
+    assert isinstance(command, AnalysisCommand)
+    answer_command(command.analysis, built(ctx, "inputs"), ANALYSIS.of(ctx),
+                   built(ctx, "params"), OUTPUT.of(ctx))
 
 
 def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
@@ -205,17 +214,17 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
 REPORT_FORMATS = ("html", "md")
 
 
-def _shape_params() -> tuple[Param, ...]:
-    from reports.analyses.attention import SHAPE_PARAMS
+# report's options: the analysis options of its sections, the attention shape (AttentionShape)
+REPORT_ANALYSIS = ANALYSIS(only=("within", "merge_op_ids", "rules", "nsys", "graph_attribution"),
+                           merge_op_ids="auto")
+SHAPE = param_group("shape", SHAPE_PARAMS, AttentionShape)
 
-    return SHAPE_PARAMS
 
-
-def _report(
+def report(
+    ctx: typer.Context,
     target: Annotated[Path, typer.Argument(
         help="An nsys export (.sqlite, .nsys-rep) or a sweep folder (sweep --out-dir).",
         show_default=False, metavar="TARGET")],
-    analysis: AnalysisOptions,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", dir_okay=False, metavar="FILE", show_default=False,
         help="The file to write (default: report.html, or report.md with --format md).")
@@ -228,7 +237,6 @@ def _report(
     top: Annotated[int, typer.Option(
         "--top", min=0, metavar="N", help="Rows of the kernel and range tables (0: all).")
     ] = 20,
-    **shape: Any,
 ) -> None:
     """The page people open: headline answers, plots and tables of an export or a sweep.
 
@@ -241,13 +249,11 @@ def _report(
     `nsys-mine report sweep/ --format md -o sweep.md`
     """
     from profile_cli.runs.targets import build_report
-    from reports.analyses.attention import AttentionShape
     from reports.render import Rendered
 
     fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")
     output = output_folder(output or Path(f"report.{fmt}"))
-    page = build_report(target, analysis, AttentionShape(**shape), top=top,
-                        opener=open_session)
+    page = build_report(target, ANALYSIS.of(ctx), SHAPE.of(ctx), top=top, opener=open_session)
     if fmt == "html":
         from reports.page.html import page_html
 
@@ -262,23 +268,3 @@ def _report(
             write_bytes(output.parent / name, data)
         extra = f" and {len(files)} PNG file(s) beside it"
     sys.stderr.write(f"wrote {output}{extra} ({len(page.figures())} plot(s))\n")
-
-
-def _with_shape(fn: Callable[..., None]) -> Callable[..., None]:
-    """``fn`` with the attention-shape options (``**shape``)."""
-    sig = inspect.signature(fn, eval_str=True)
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()
-              if p.kind != inspect.Parameter.VAR_KEYWORD]
-    at = [p.name for p in params].index("analysis") + 1  # the shape options come next
-    names = [p.name for p in _shape_params()]
-
-    def command(**kwargs: Any) -> None:
-        shape = {n: kwargs.pop(n) for n in names}
-        fn(**kwargs, **shape)
-
-    command.__name__, command.__doc__ = "report", fn.__doc__
-    return with_signature(command, params[:at] + param_signature(_shape_params()) + params[at:])
-
-
-report = analysis_options(only=("within", "merge_op_ids", "rules", "nsys", "graph_attribution"),
-                          merge_op_ids="auto")(_with_shape(_report))

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import sys
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, List, Optional
 
 import typer
 
+from profile_cli.commands.groups import OptionGroup, dataclass_defaults
 from reports.render import FORMATS, Rendered
 
 if TYPE_CHECKING:
@@ -148,63 +147,6 @@ def _write(rendered: Rendered, output: Path | None) -> None:
         console.print(part)
 
 
-def option_group(cls: Any, option_types: dict[str, Any], param: str, *,
-                 annotate: Callable[[str, Any], Any] | None = None,
-                 convert: dict[str, Callable[[Any], Any]] | None = None,
-                 hidden: tuple[str, ...] = (),
-                 ) -> Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]:
-    """A decorator factory that gives a Typer command one option per field of the dataclass
-    ``cls`` (declared in ``option_types``, in --help order) and hands them to the command as
-    one ``param: cls`` argument. ``@group(field=value)`` changes a default for one command;
-    ``annotate(field, default)`` may return a per-command declaration (e.g. a help text that
-    names that default); ``convert`` maps a field's CLI value to the dataclass value. Groups
-    stack: outer groups' options come first. ``hidden`` fields are no options: a command
-    may only fix their value (``@group(field=value)``)."""
-    names = list(option_types)
-    field_defaults = {f.name: (f.default_factory() if f.default_factory is not MISSING
-                               else f.default) for f in fields(cls)}
-    convert = convert or {}
-
-    def factory(only: tuple[str, ...] | None = None, **defaults: Any
-                ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """``only``: declare just these options (the others keep the dataclass default)."""
-        unknown = (set(defaults) - set(hidden) | set(only or ())) - set(names)
-        if unknown:
-            raise TypeError(f"not {cls.__name__} options: {', '.join(sorted(unknown))}")
-        declared = [n for n in names if only is None or n in only]
-        fixed = {n: defaults[n] for n in [*names, *hidden]
-                 if n not in declared and n in defaults}
-
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-                   for p in inspect.signature(fn, eval_str=True).parameters.values()
-                   if p.name != param]
-            params = []
-            for name in declared:
-                default = defaults.get(name, field_defaults[name])
-                annotation = option_types[name]
-                if annotate is not None:
-                    annotation = annotate(name, default) or annotation
-                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                                default=default, annotation=annotation))
-
-            @functools.wraps(fn)
-            def command(**kwargs: Any) -> Any:
-                values = {n: kwargs.pop(n) for n in declared}
-                values = {k: convert[k](v) if k in convert else v for k, v in values.items()}
-                return fn(**{param: cls(**fixed, **values)}, **kwargs)
-
-            all_params = params + own
-            del command.__wrapped__  # Typer must see the new signature, not fn's
-            command.__signature__ = inspect.Signature(all_params)  # type: ignore[attr-defined]
-            command.__annotations__ = {p.name: p.annotation for p in all_params}
-            return command
-
-        return decorate
-
-    return factory
-
-
 TopOpt = Annotated[Optional[int], typer.Option(
     "--top", min=0, metavar="N", rich_help_panel=OUTPUT_PANEL, show_default=False,
     help="Show the N first rows by GPU time (CPU time without kernels); 0 shows all. Default: "
@@ -237,10 +179,12 @@ class OutputSpec:
         emit(rendered, self.output)
 
 
-# Give a command the output options; it receives them as ``out: OutputSpec``.
-output_options = option_group(OutputSpec, {
+# The output options (--format, --output, --top, --wide) -> ``OutputSpec``; a command takes
+# them with ``cls=grouped(OUTPUT())`` (``OUTPUT(top=0)``: its own --top default) and reads
+# ``OUTPUT.of(ctx)``.
+OUTPUT = OptionGroup("out", OutputSpec, {
     "format": FormatOpt, "output": OutputOpt, "top": TopOpt, "wide": WideOpt,
-}, "out")
+}, dataclass_defaults(OutputSpec))
 
 
 @contextlib.contextmanager

@@ -18,16 +18,11 @@ from nsys_parsers.errors import BadOption
 from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import WorkloadSpec
-from profile_cli.commands.output import (
-    OutputSpec,
-    choice,
-    join_rendered,
-    option_group,
-    output_options,
-)
+from profile_cli.commands.groups import GroupedCommand, OptionGroup, dataclass_defaults, grouped
+from profile_cli.commands.output import OUTPUT, OutputSpec, choice, join_rendered
 from profile_cli.commands.progress import progress_board
 from profile_cli.commands.workload import PANEL as WORKLOAD_PANEL
-from profile_cli.commands.workload import workload_options
+from profile_cli.commands.workload import WORKLOAD
 from profile_cli.runs.executors import EXECUTORS, SLURM_TIME_MARGIN_MIN, ExecutorSpec
 from profile_cli.runs.nsys_run import NsysSpec
 
@@ -57,11 +52,11 @@ TimeoutOpt = Annotated[float, typer.Option(
 InstallOpt = Annotated[bool, typer.Option(
     "--install-nsys", rich_help_panel=NSYS_PANEL,
     help="If no nsys is found, fetch nsys 2022.4 (Debian/Ubuntu x86-64) into the user cache.")]
-# Give a command the nsys options; it receives them as ``nsys_spec: NsysSpec``.
-nsys_options = option_group(NsysSpec, {
+# The nsys options -> ``NsysSpec`` (``NSYS.of(ctx)``).
+NSYS = OptionGroup("nsys_spec", NsysSpec, {
     "nsys": NsysPathOpt, "trace": TraceOpt, "quiet_sampling": SamplingOpt,
     "extra_args": ExtraArgsOpt, "timeout_s": TimeoutOpt, "install": InstallOpt,
-}, "nsys_spec", convert={"extra_args": lambda v: list(v or [])})
+}, dataclass_defaults(NsysSpec), convert={"extra_args": lambda v: list(v or [])})
 EXECUTOR_PANEL = "Where configs run (local, or Slurm through submitit)"
 # The Slurm options about the wait have a panel of their own: Typer gives a flag pair's second
 # name a column, which took a fifth of the executor panel's width at 80 columns.
@@ -108,14 +103,14 @@ CancelOpt = Annotated[Optional[bool], typer.Option(
     "--cancel-on-exit/--keep-on-exit", rich_help_panel=WAITING_PANEL, show_default=False,
     help="slurm: on Ctrl-C, cancel the unfinished jobs, or leave them to run (default: ask "
          "on a terminal, keep them otherwise).")]
-# Give a command the executor options; it receives them as ``executor: ExecutorSpec``.
-executor_options = option_group(ExecutorSpec, {
+# The executor options -> ``ExecutorSpec`` (``EXECUTOR.of(ctx)``).
+EXECUTOR = OptionGroup("executor", ExecutorSpec, {
     "executor": ExecutorOpt, "jobs": JobsOpt, "slurm_partition": PartitionOpt,
     "slurm_time": SlurmTimeOpt, "slurm_gpus_per_task": GpusPerTaskOpt,
     "slurm_mem": SlurmMemOpt, "slurm_args": SlurmArgOpt, "slurm_setup": SlurmSetupOpt,
     "slurm_poll_s": SlurmPollOpt, "wait": WaitOpt, "cancel_on_exit": CancelOpt,
-}, "executor", convert={"slurm_args": lambda v: list(v or []),
-                        "slurm_setup": lambda v: list(v or [])})
+}, dataclass_defaults(ExecutorSpec), convert={"slurm_args": lambda v: list(v or []),
+                                              "slurm_setup": lambda v: list(v or [])})
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing exports.")]
 WorkloadKindOpt = Annotated[str, typer.Option(
     "--workload", **choice(WORKLOAD_KINDS),
@@ -144,7 +139,7 @@ COMMAND_OPT_HELP = ("Your own command, one run per combination of --grid: placeh
 DASHDASH_ARGS = "nsys_mine.args"
 
 
-class ProgramCommand(typer.core.TyperCommand):
+class ProgramCommand(GroupedCommand):
     """``profile``: keeps the raw arguments, so that the command can tell ``-- COMMAND`` from
     a command given without ``--``."""
 
@@ -153,22 +148,22 @@ class ProgramCommand(typer.core.TyperCommand):
         return super().parse_args(ctx, args)
 
 
+# profile's and sweep's workload: the tiny model, a short training run; --nvtx also takes the
+# ranges added to your own program
+MODEL_WORKLOAD = WORKLOAD(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
+                          steps=3, annotations={"nvtx": NvtxOpt})
+
+
 def register(app: typer.Typer) -> None:
+    """Add ``profile`` and ``sweep`` to ``app``."""
     # the first word that is not an option ends the options: `profile python x.py --bs 8`
     # reaches the command (which asks for `--`) instead of failing on --bs
-    app.command("profile", cls=ProgramCommand,
+    app.command("profile", cls=grouped(MODEL_WORKLOAD, NSYS(), OUTPUT(), base=ProgramCommand),
                 context_settings={"allow_interspersed_args": False})(profile)
-    app.command("sweep")(sweep)
+    app.command("sweep", cls=grouped(MODEL_WORKLOAD, NSYS(), EXECUTOR(), OUTPUT(top=0)))(sweep)
 
 
-@workload_options(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
-                  steps=3, annotations={"nvtx": NvtxOpt})
-@nsys_options()
-@output_options()
 def profile(
-    workload: WorkloadSpec,
-    nsys_spec: NsysSpec,
-    out: OutputSpec,
     ctx: typer.Context,
     out_dir: OutOpt = Path("profiles"),
     force: ForceOpt = False,
@@ -195,6 +190,7 @@ def profile(
     `nsys-mine profile --size small --precision bf16 --workload infer --out-dir runs/` ·
     `nsys-mine profile --nvtx modules:2,steps -- python train.py --bs 8`
     """
+    workload, nsys_spec, out = WORKLOAD.of(ctx), NSYS.of(ctx), OUTPUT.of(ctx)
     if command or _dashdash(ctx, command or []):
         _profile_program(ctx, command or [], workload, nsys_spec, out, out_dir, force, within)
         return
@@ -442,16 +438,7 @@ def render_profile(report: Any, out: OutputSpec, *, within: str | None = None) -
     return join_rendered(parts, out.format)
 
 
-@workload_options(default_size="tiny", context="128", mode="train", nvtx=None, warmup=2,
-                  steps=3, annotations={"nvtx": NvtxOpt})
-@nsys_options()
-@executor_options()
-@output_options(top=0)
 def sweep(
-    workload: WorkloadSpec,
-    nsys_spec: NsysSpec,
-    executor: ExecutorSpec,
-    out: OutputSpec,
     ctx: typer.Context,
     out_dir: OutOpt = Path("sweep"),
     report: Annotated[Optional[Path], typer.Option(
@@ -492,49 +479,66 @@ def sweep(
     --out-dir sweep/` · `nsys-mine sweep --executor slurm --size small,medium --out-dir cs336/`
     · `nsys-mine sweep --command "python train.py --bs {bs}" --grid bs=8,16 --out-dir bs/`
     """
-    from profile_cli.runs.sweep import collect_sweep, run_sweep, sweep_tables
+    from profile_cli.runs.sweep import sweep_tables
 
     if report is not None and collect is not None:
         raise BadOption("--report only renders and --collect records finished jobs; give one "
                         "of them.")
-    spec: Any = None
+    spec = _sweep_spec(ctx, command, grid)
+    outcome = None
+    folder = report if report is not None else collect if collect is not None else out_dir
+    if report is None:
+        outcome = _run_or_collect(ctx, spec, folder, collect=collect is not None, retry=retry)
+    tables = sweep_tables(folder)
+    notes = list(tables.notes)
+    if outcome is not None:
+        notes[:0] = sweep_notes(outcome, folder)
+    wanted = list(SWEEP_TABLES) if table == "all" else [table]
+    out = OUTPUT.of(ctx)
+    out.emit(render_sweep(tables, wanted, out, notes))
+    if outcome is not None and outcome.interrupted:
+        raise typer.Exit(130)
+
+
+def _sweep_spec(ctx: typer.Context, command: str | None, grid: list[str] | None) -> Any:
+    """What sweep runs: your --command over the --grid (a ``CommandSweep``), or the model's
+    configs (the ``WorkloadSpec`` of the options). BadOption for a --grid without --command
+    and for model options given with --command."""
+    workload = WORKLOAD.of(ctx)
     if command is not None:
         import os
 
         from profile_cli.runs.command import CommandSweep
 
         _program_only(ctx, "--command")
-        spec = CommandSweep(template=command, grid=tuple(grid or ()),
+        return CommandSweep(template=command, grid=tuple(grid or ()),
                             nvtx=program_nvtx(workload.nvtx), cwd=os.getcwd())
-    elif grid:
+    if grid:
         raise BadOption("--grid gives the values of --command's placeholders; add --command "
                         "\"python train.py --bs {bs}\" (or sweep the model with --size, "
                         "--context, ...).")
-    else:
-        spec = replace(workload, nvtx=model_nvtx(workload.nvtx))
-    tables_wanted = list(SWEEP_TABLES) if table == "all" else [table]
-    outcome = None
-    folder = report if report is not None else collect if collect is not None else out_dir
-    if report is None:
-        with progress_board("sweep") as board:
-            ask = _cancel_question(board, folder)
-            if collect is not None:
-                outcome = collect_sweep(collect, executor, progress=board, confirm_cancel=ask)
-            else:
-                # Slurm jobs need torch on the nodes only; a command brings its own Python
-                if executor.executor == "local" and command is None:
-                    from nvtx_model.errors import require_torch
+    return replace(workload, nvtx=model_nvtx(workload.nvtx))
 
-                    require_torch("nsys-mine sweep")
-                outcome = run_sweep(spec, out_dir, nsys_spec, executor, retry=retry,
-                                    progress=board, warn=_warn, confirm_cancel=ask)
-    tables = sweep_tables(folder)
-    notes = list(tables.notes)
-    if outcome is not None:
-        notes[:0] = sweep_notes(outcome, folder)
-    out.emit(render_sweep(tables, tables_wanted, out, notes))
-    if outcome is not None and outcome.interrupted:
-        raise typer.Exit(130)
+
+def _run_or_collect(ctx: typer.Context, spec: Any, folder: Path, *, collect: bool,
+                    retry: bool) -> Any:
+    """Run the sweep ``spec`` into ``folder`` (resuming it), or with ``collect`` record the
+    Slurm jobs of ``folder`` that ended; a progress board on stderr. Out: the sweep's
+    outcome (``profile_cli.runs.sweep``)."""
+    from profile_cli.runs.sweep import collect_sweep, run_sweep
+
+    executor: ExecutorSpec = EXECUTOR.of(ctx)
+    with progress_board("sweep") as board:
+        ask = _cancel_question(board, folder)
+        if collect:
+            return collect_sweep(folder, executor, progress=board, confirm_cancel=ask)
+        # Slurm jobs need torch on the nodes only; a command brings its own Python
+        if executor.executor == "local" and isinstance(spec, WorkloadSpec):
+            from nvtx_model.errors import require_torch
+
+            require_torch("nsys-mine sweep")
+        return run_sweep(spec, folder, NSYS.of(ctx), executor, retry=retry, progress=board,
+                         warn=_warn, confirm_cancel=ask)
 
 
 def _warn(message: str) -> None:

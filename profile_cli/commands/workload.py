@@ -1,9 +1,9 @@
 """Workload options on the command line: one declaration for ``bench``, ``memory``,
 ``profile``, ``sweep`` and the child process ``python -m profile_cli.run_workload``.
 
-Commands get the options by decorating themselves with ``@workload_options()`` and taking a
-``workload: WorkloadSpec`` parameter (``nvtx_model.workload``: what the options mean). No torch
-here: options are checked before torch is imported.
+Commands take the options with ``cls=grouped(WORKLOAD())`` and read them as one
+``WorkloadSpec`` (``WORKLOAD.of(ctx)``; ``nvtx_model.workload``: what the options mean). No
+torch here: options are checked before torch is imported.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import typer
 from nvtx_model.config import ADAMW_IMPLS, COMPILE_MODES, DEVICES, PRESETS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
-from profile_cli.commands.output import choice, option_group
+from profile_cli.commands.groups import OptionGroup, dataclass_defaults
+from profile_cli.commands.output import choice
 
 PANEL = "Workload"
 
@@ -98,22 +99,18 @@ OPTION_TYPES: dict[str, Any] = {
 }
 
 
-# Give a Typer command every workload option; it receives them as ``workload: WorkloadSpec``.
-# ``@workload_options(warmup=1, steps=1)`` changes defaults for one command;
-# ``default_size="tiny"`` its size when neither --size nor a shape flag is given (--size itself
-# stays unset, so --d-model & co. alone describe a shape from nothing, as in every command).
-# The command's own options follow the workload options in --help.
-# ``annotations={"nvtx": ...}`` declares an option differently for one command (profile and
-# sweep take program range kinds in --nvtx too).
-def workload_options(only: tuple[str, ...] | None = None, *,
-                     annotations: dict[str, Any] | None = None, **defaults: Any) -> Any:
-    size = defaults.get("default_size", DEFAULT_SIZE)
-    own = dict(annotations or {})
+def _annotate(name: str, defaults: dict[str, Any]) -> Any:
+    """--size of one command: its help shows the size the command starts from."""
+    if name == "size":
+        return _size_option(defaults["size"] or defaults["default_size"])
+    return None
 
-    def annotate(name: str, default: Any) -> Any:  # --help shows the default size
-        if name in own:
-            return own[name]
-        return _size_option(default or size) if name == "size" else None
 
-    return option_group(WorkloadSpec, OPTION_TYPES, "workload", annotate=annotate,
-                        hidden=("default_size",))(only, **defaults)
+# Every workload option -> ``WorkloadSpec``; a command takes them with
+# ``cls=grouped(WORKLOAD(...))`` and reads ``WORKLOAD.of(ctx)``. ``WORKLOAD(warmup=1, steps=1)``
+# changes defaults for one command; ``default_size="tiny"`` its size when neither --size nor a
+# shape flag is given (--size itself stays unset, so --d-model & co. alone describe a shape from
+# nothing, as in every command). ``annotations={"nvtx": ...}`` declares an option differently
+# for one command (profile and sweep take program range kinds in --nvtx too).
+WORKLOAD = OptionGroup("workload", WorkloadSpec, OPTION_TYPES, dataclass_defaults(WorkloadSpec),
+                       hidden=("default_size",), annotate=_annotate)
