@@ -23,9 +23,22 @@ COMMAND_MODULES = ("profile_cli.commands.mine", "profile_cli.commands.bench",
                    "profile_cli.commands.mcp")
 
 
-def new_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
+# The hand-written commands' modules (every other command is an analysis: commands.mine).
+MODULE_OF = {"report": "profile_cli.commands.mine", "bench": "profile_cli.commands.bench",
+             "memory": "profile_cli.commands.bench", "profile": "profile_cli.commands.profile",
+             "sweep": "profile_cli.commands.profile", "infer": "profile_cli.commands.infer",
+             "micro": "profile_cli.commands.infer", "mcp": "profile_cli.commands.mcp"}
+
+
+def _root() -> None:
+    """Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, and where."""
+
+
+def new_app(modules: tuple[str, ...] = COMMAND_MODULES, command: str | None = None
+            ) -> typer.Typer:
     """The application with the commands of ``modules`` (an optional one that is not
-    installed is left out)."""
+    installed is left out); ``command``: with that command only (what a run of it needs:
+    its module alone is imported, and of the analyses, its own)."""
     app = typer.Typer(
         name="nsys-mine",
         help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, "
@@ -35,6 +48,9 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode="markdown",
     )
+    app.callback()(_root)  # a group, also with one command (Typer makes one command its app)
+    if command is not None:
+        modules = (MODULE_OF.get(command, "profile_cli.commands.mine"),)
     for module in modules:
         try:
             mod = importlib.import_module(module)
@@ -42,8 +58,22 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
             if exc.name == module:
                 continue
             raise
-        mod.register(app)
+        if module == "profile_cli.commands.mine":
+            mod.register(app, command)
+        else:
+            mod.register(app)
     return app
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The application a command line runs: with only its command when the first argument
+    names one (else, for --help, a misspelt command or none: with every command)."""
+    if args and not args[0].startswith("-"):
+        app = new_app(command=args[0])
+        if any(c.name == args[0] for c in app.registered_commands) or any(
+                g.name == args[0] for g in app.registered_groups):
+            return app
+    return new_app()
 
 
 def __getattr__(name: str) -> Any:
@@ -58,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; NsysMineError -> ``Error: ...`` on stderr, exit code 1."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        new_app()(args=args, standalone_mode=True, prog_name="nsys-mine")
+        app_for(args)(args=args, standalone_mode=True, prog_name="nsys-mine")
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         sys.exit(1)

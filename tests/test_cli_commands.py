@@ -190,3 +190,30 @@ def test_option_groups_per_command_defaults_and_values():
     assert CliRunner().invoke(app, ["run", "--steps", "7", "--name", "y"]).exit_code == 0
     assert seen == [(Spec(5, ("a", "b"), "tiny"), "x"), (Spec(7, (), "tiny"), "y")]
     assert CliRunner().invoke(app, ["run", "--steps", "0"]).exit_code == 2
+
+
+def test_a_command_line_builds_its_own_command_only(fx):
+    """``nsys-mine kernels EXPORT`` imports the kernels analysis and not the others, and the
+    answer is the one the whole application gives (one command is still a group: the
+    command's name is not taken for an export)."""
+    import json
+    import subprocess
+    import sys
+
+    from profile_cli.app import app_for
+    from reports.ask import ask
+
+    export = fx("vecadd_t4_nsys2022.4.sqlite")
+    code = ("import sys, json; from profile_cli.app import main\n"
+            f"try: main(['kernels', {str(export)!r}, '--format', 'json'])\n"
+            "except SystemExit: pass\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('reports.analyses.'))),"
+            " file=sys.stderr)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert json.loads(res.stdout) == ask("kernels", [export]).rows
+    assert json.loads(res.stderr.strip().splitlines()[-1]) == ["reports.analyses.kernels"]
+    assert [c.name for c in app_for(["kernels"]).registered_commands] == ["kernels"]
+    everything = [c.name for c in app_for(["--help"]).registered_commands]
+    assert "kernels" in everything and "gaps" in everything and "bench" in everything
+    assert len(app_for(["kernel"]).registered_commands) == len(everything)  # a typo: all

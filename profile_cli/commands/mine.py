@@ -10,6 +10,7 @@ answer is rendered by ``reports.render`` and written by ``emit``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +39,6 @@ from profile_cli.commands.output import (
     output_folder,
     write_bytes,
 )
-from reports.analyses.attention import SHAPE_PARAMS, AttentionShape
 from reports.analysis import Analysis, Param
 from reports.options import MERGE_MODES, AnalysisOptions
 
@@ -96,15 +96,24 @@ ANALYSIS = OptionGroup("analysis", AnalysisOptions, {
 }, dataclass_defaults(AnalysisOptions), convert={"match": lambda v: tuple(v or ())})
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, command: str | None = None) -> None:
     """Add one command per analysis to ``app``, in their order, and ``report`` after
-    ``attention`` (the page comes after the analyses of one export)."""
-    from reports.analyses import all_analyses
+    ``attention`` (the page comes after the analyses of one export); ``command``: only that
+    one (the analyses' modules are then not all imported: ``reports.analyses.find``)."""
+    from reports.analyses import all_analyses, find
 
-    for analysis in all_analyses():
+    if command is not None:
+        if command == "report":
+            app.command("report", cls=grouped(REPORT_ANALYSIS, shape_group()()))(report)
+            return
+        found = find(command)
+        analyses: tuple[Analysis, ...] = (found,) if found is not None else ()
+    else:
+        analyses = all_analyses()
+    for analysis in analyses:
         app.command(analysis.name, cls=analysis_command(analysis), help=analysis.help)(mine)
-        if analysis.name == "attention":
-            app.command("report", cls=grouped(REPORT_ANALYSIS, SHAPE()))(report)
+        if analysis.name == "attention" and command is None:
+            app.command("report", cls=grouped(REPORT_ANALYSIS, shape_group()()))(report)
 
 
 def param_type(p: Param) -> Any:
@@ -183,7 +192,6 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
                    params: dict[str, Any], out: OutputSpec) -> None:
     """Ask ``a`` of the exports (``reports.ask.ask``: every hook of the analysis runs there),
     write the answer for ``out`` and exit with the analysis's code."""
-    from profile_cli.runs.targets import export_targets
     from reports.ask import ask
     from reports.multi import TOP_EACH
     from reports.render import HUMAN_FORMATS
@@ -197,7 +205,7 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
 
             token = PROGRESS.set(stack.enter_context(progress_bar(a.name)))
             stack.callback(PROGRESS.reset, token)
-        report = ask(a, paths, options, params, opener=open_session, targets=export_targets,
+        report = ask(a, paths, options, params, opener=open_session, targets=_export_targets,
                      top_each=top_each)
     if report.obj is not None:
         from reports.render import render_object
@@ -211,13 +219,29 @@ def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
         raise typer.Exit(report.exit_code)
 
 
+def _export_targets(paths: list[Path]) -> Any:
+    """The exports of several paths, sweep folders read (``runs.targets``, imported only
+    when a question has several)."""
+    from profile_cli.runs.targets import export_targets
+
+    return export_targets(paths)
+
+
 REPORT_FORMATS = ("html", "md")
 
 
 # report's options: the analysis options of its sections, the attention shape (AttentionShape)
 REPORT_ANALYSIS = ANALYSIS(only=("within", "merge_op_ids", "rules", "nsys", "graph_attribution"),
                            merge_op_ids="auto")
-SHAPE = param_group("shape", SHAPE_PARAMS, AttentionShape)
+
+
+@functools.cache
+def shape_group() -> OptionGroup:
+    """The attention shape options of ``report`` (``AttentionShape``), made when ``report``
+    is (the attention analysis is imported then, not at every start)."""
+    from reports.analyses.attention import SHAPE_PARAMS, AttentionShape
+
+    return param_group("shape", SHAPE_PARAMS, AttentionShape)
 
 
 def report(
@@ -253,7 +277,8 @@ def report(
 
     fmt = fmt or ("md" if output is not None and output.suffix.lower() == ".md" else "html")
     output = output_folder(output or Path(f"report.{fmt}"))
-    page = build_report(target, ANALYSIS.of(ctx), SHAPE.of(ctx), top=top, opener=open_session)
+    page = build_report(target, ANALYSIS.of(ctx), shape_group().of(ctx), top=top,
+                        opener=open_session)
     if fmt == "html":
         from reports.page.html import page_html
 

@@ -124,14 +124,14 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 
 def _write(rendered: Rendered, output: Path | None) -> None:
-    from rich.console import Console
-
     if rendered.text is not None:
         if output is not None:
             output.write_text(rendered.text, encoding="utf-8")
         else:
             sys.stdout.write(rendered.text)
         return
+    from rich.console import Console  # tables for people only: text formats need no rich
+
     # the parts were laid out for rendered.width (None: their natural width, --wide); the
     # console must not lay them out again
     width = max(rendered.width, output_width(output)) if rendered.width else 100_000

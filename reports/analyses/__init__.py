@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from pathlib import Path
 
 from nsys_parsers.errors import BadOption, closest_hint
 from reports.analysis import Analysis
@@ -25,6 +26,14 @@ def all_analyses() -> tuple[Analysis, ...]:
 
 
 def find(name: str) -> Analysis | None:
+    """The analysis called ``name`` (None: none is): from its own module when it is named
+    as its command (``nvtx-kernels`` in ``nvtx_kernels.py``), without importing the others;
+    else from all of them."""
+    module = name.replace("-", "_")
+    if module.isidentifier() and (Path(__file__).parent / f"{module}.py").exists():
+        analysis = getattr(importlib.import_module(f"{__name__}.{module}"), "ANALYSIS", None)
+        if isinstance(analysis, Analysis) and analysis.name == name:
+            return analysis
     return next((a for a in all_analyses() if a.name == name), None)
 
 

@@ -77,8 +77,6 @@ def render_rows(
     every column at its natural width. ``sentences`` (one-line answers, one per row) are shown
     in md and text, where text shows only them (text without sentences is the table without
     styling)."""
-    from rich.text import Text
-
     check_format(fmt)
     notes = list(notes)
     sentences = list(sentences)
@@ -108,6 +106,8 @@ def render_rows(
         return Rendered(text=text)
     if fmt == "latex":
         return Rendered(text=to_latex(rows, columns, caption=title))
+    from rich.text import Text  # for people only: CSV and JSON start without rich
+
     parts: list[Any] = [Text(c) for c in caption]
     if rows or not notes:
         drop = tuple(g for g in (view.drop or DEFAULT_DROP)
