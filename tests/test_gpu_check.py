@@ -178,7 +178,7 @@ def test_gpu_wheels_lists_what_it_would_resolve_pinned_to_the_venv():
                          env={**os.environ, "PYTHON": sys.executable})
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert "sqlite-utils>=3.35" in lines and "typer>=0.12" in lines
+    assert "sqlite-utils>=3.35" in lines and any(x.startswith("typer>=") for x in lines)
     assert not [line for line in lines if line.startswith(("numpy", "pandas", "tomli"))]
     assert "# the image's own, never carried: " in res.stdout
     pinned = [line for line in lines if line.startswith("# pinned from ")]

@@ -180,18 +180,14 @@ def analysis_command(a: Analysis) -> type[GroupedCommand]:
 
 
 def mine(ctx: typer.Context) -> None:
-    """Every analysis's command: its exports, options and parameters (as the command's
-    groups built them) -> ``answer_command``."""
+    """Every analysis's command: its exports, options and parameters (as the command's groups
+    built them) asked of the analysis (``reports.ask.ask``: every hook runs there); the answer
+    written for the output options; exit with the analysis's code."""
     command = ctx.command
     assert isinstance(command, AnalysisCommand)
-    answer_command(command.analysis, built(ctx, "inputs"), ANALYSIS.of(ctx),
-                   built(ctx, "params"), OUTPUT.of(ctx))
-
-
-def answer_command(a: Analysis, paths: list[Path], options: AnalysisOptions,
-                   params: dict[str, Any], out: OutputSpec) -> None:
-    """Ask ``a`` of the exports (``reports.ask.ask``: every hook of the analysis runs there),
-    write the answer for ``out`` and exit with the analysis's code."""
+    a, paths, options = command.analysis, built(ctx, "inputs"), ANALYSIS.of(ctx)
+    params: dict[str, Any] = built(ctx, "params")
+    out: OutputSpec = OUTPUT.of(ctx)
     from reports.ask import ask
     from reports.multi import TOP_EACH
     from reports.render import HUMAN_FORMATS
