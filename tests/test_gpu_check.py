@@ -139,7 +139,8 @@ def test_time_limit_interrupts_the_suite_and_still_writes_the_summary(no_cuda, t
     out = tmp_path / "out"
     res = gpu_check(out, "--run-without-cuda", "--time-limit", "10", "--wheels",
                     tmp_path / "none", "--", "-p", "hold_suite",
-                    env={"PYTHONPATH": str(tmp_path)})
+                    env={"PYTHONPATH": str(tmp_path),  # the collection: the other test's
+                         "NSYS_MINE_PREFLIGHT_COLLECT": "0"})
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
     assert "KeyboardInterrupt" in (out / "pytest.log").read_text()
     summary = json.loads((out / "gpu_check.json").read_text())
