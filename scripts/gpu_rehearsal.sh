@@ -100,11 +100,15 @@ if [ "$rc" != 0 ]; then
 fi
 
 # 5. What it must have shown
-"$image/bin/python" - "$out" <<'EOF'
-import json, sys
+"$image/bin/python" - "$out" "$wheels" <<'EOF'
+import json, re, sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
+# Every wheel in the folder, by its normalized name (whatever typer's pin pulls in: pydantic
+# and its compiled core under typer 0.29, neither under 0.28).
+wheeled = {re.sub(r"[-_.]+", "-", w.name.split("-")[0]).lower()
+           for w in Path(sys.argv[2]).glob("*.whl")}
 summary = json.loads((out / "gpu_check.json").read_text())
 pre, tests = summary["preflight"], summary["tests"]
 problems = []
@@ -122,8 +126,7 @@ collect = pre["collect"]
 if not collect["ok"] or collect["collected"] < 500:
     problems.append(f"the whole suite does not collect: {collect}")
 origin = {p["name"]: p for p in pre["packages"]}
-for name in ("typer", "click", "rich", "sqlite-utils", "platformdirs", "pydantic",
-             "pydantic-core"):
+for name in sorted({"typer", "click", "rich", "sqlite-utils", "platformdirs"} | wheeled):
     if origin.get(name, {}).get("origin") != "carried":
         problems.append(f"{name} does not come from the wheels: {origin.get(name)}")
 for name in ("numpy", "pandas", "matplotlib"):
