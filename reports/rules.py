@@ -48,6 +48,9 @@ class CheckKey:
     order: int = 100
     needs_range: bool = False
     needs_baseline: bool = False
+    # a rule about a job's exports together (the ranks of a multi-GPU run):
+    # evaluate_exports(paths, options, rule) -> RuleOutcome; None: about one export only
+    evaluate_exports: Callable[..., RuleOutcome] | None = None
 
 
 def share_bounds(values: dict[str, Any]) -> str:

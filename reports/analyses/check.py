@@ -31,13 +31,14 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from nsys_parsers.errors import BadOption, NsysMineError, closest_names
 from reports.analysis import VERDICTS_PANEL, Analysis, Param
+from reports.options import AnalysisOptions
 from reports.render import View
 from reports.report import Report
-from reports.rules import SHARE_KEYS, CheckKey, CheckRule
+from reports.rules import SHARE_KEYS, CheckKey, CheckRule, RuleOutcome
 from reports.session import Session
 
 CHECK_COLUMNS = ["rule", "range", "status", "observed", "expected", "message"]
@@ -164,19 +165,49 @@ def _validate(p: Path, i: int, t: Any, keys: dict[str, CheckKey],
                 values=values)
 
 
+NEEDS = ("kernels", "launches", "ranges")
+
+
 def run_checks(session: Session, rules: list[CheckRule], baseline: Session | None = None, *,
                alpha: float = 0.05) -> Report:
-    """Evaluate every rule (in file order); one row per rule."""
+    """Evaluate every rule (in file order) on one export; one row per rule."""
     keys = {k.key: k for k in check_keys()}
     needing = [r for r in rules if keys[r.assertion].needs_baseline]
     if needing and baseline is None:
         first = needing[0]
         raise BadRules(f"rule {first.index} ({first.name}) needs a baseline: pass --baseline "
                        f"BASE.sqlite (e.g. the export of main's last run).")
+    report = _judged(rules, lambda rule: keys[rule.assertion].evaluate(session, rule, baseline,
+                                                                       alpha))
+    report.notes += session.operator_notes()  # what the names mean, when calls were grouped
+    return report
+
+
+def run_checks_on_exports(paths: list[Path], options: AnalysisOptions,
+                          rules: list[CheckRule]) -> Report:
+    """Evaluate every rule on a job's exports together (a folder of rank exports): the rules
+    about the ranks (``CheckKey.evaluate_exports``); the others fail, saying they judge one
+    export."""
+    keys = {k.key: k for k in check_keys()}
+    together = sorted(k.key for k in keys.values() if k.evaluate_exports is not None)
+
+    def judge(rule: CheckRule) -> RuleOutcome:
+        spec = keys[rule.assertion]
+        if spec.evaluate_exports is None:
+            return RuleOutcome(False, None, rule.name.split(": ", 1)[-1],
+                               f"{rule.assertion} judges one export: give check one export "
+                               f"for it (several exports take {', '.join(together)})")
+        return spec.evaluate_exports(paths, options, rule)
+    return _judged(rules, judge)
+
+
+def _judged(rules: list[CheckRule], judge: Callable[[CheckRule], RuleOutcome]) -> Report:
+    """One row per rule with its status (a rule whose range or table is missing fails,
+    saying why), and the tally."""
     rows = []
     for rule in rules:
         try:
-            v = keys[rule.assertion].evaluate(session, rule, baseline, alpha)
+            v = judge(rule)
             status, observed, expected, message = ("pass" if v.ok else "fail", v.observed,
                                                    v.expected, v.message)
         except NsysMineError as exc:  # a missing range or table: the rule fails, saying why
@@ -187,22 +218,32 @@ def run_checks(session: Session, rules: list[CheckRule], baseline: Session | Non
     failed = sum(r["status"] == "fail" for r in rows)
     notes = [f"{len(rules) - failed} of {len(rules)} rules pass"
              + (f"; {failed} fail" if failed else "")]
-    notes += session.operator_notes()  # what the names mean, when operator calls were grouped
     return Report(rows=rows, columns=CHECK_COLUMNS, notes=notes,
                   sentences=[f"{r['status'].upper()}: {r['rule']}: {r['message']}"
                              for r in rows])
 
 
-def check(s: Session, rules: list[CheckRule], baseline: Path | None = None,
-          junit: Path | None = None, alpha: float = 0.05) -> Report:
+def check(paths: list[Path], options: AnalysisOptions, rules: list[CheckRule],
+          baseline: Path | None = None, junit: Path | None = None,
+          alpha: float = 0.05) -> Report:
     """``check EXPORT --rules FILE [--baseline BASE]``: ``rules`` as ``validate`` read them
-    (``load_check_rules``), the baseline read with the same options."""
-    if baseline is None:
-        report = run_checks(s, rules, alpha=alpha)
-    else:
-        with Session(baseline, s.options) as b:
-            report = run_checks(s, rules, b, alpha=alpha)
-    report.title = f"check {s.export.source.name}"
+    (``load_check_rules``); one export: every rule on it (the baseline read with the same
+    options); a folder of rank exports, or several exports: the rules about a job's ranks on
+    all of them (``run_checks_on_exports``)."""
+    if len(paths) == 1 and not paths[0].is_dir():
+        with Session(paths[0], options) as s:
+            s.load(*NEEDS)
+            if baseline is None:
+                report = run_checks(s, rules, alpha=alpha)
+            else:
+                with Session(baseline, options) as b:
+                    report = run_checks(s, rules, b, alpha=alpha)
+            report.title = f"check {s.export.source.name}"
+        return report
+    if not paths:
+        raise BadOption("check needs an export (or a folder of rank exports).")
+    report = run_checks_on_exports(paths, options, rules)
+    report.title = f"check {paths[0].name if len(paths) == 1 else f'{len(paths)} exports'}"
     return report
 
 
@@ -221,13 +262,16 @@ ANALYSIS = Analysis(
     help="""CI gate: assert rules on an export; exit 0 (all pass), 3 (a rule failed), 1 (error).
 
     Rules: range instances, dominant kernel or category, category share, GPU/CPU time per
-    instance, and regression against a baseline (noise-aware, as diff). With
-    $GITHUB_STEP_SUMMARY set, a markdown summary is appended to it.
+    instance, regression against a baseline (noise-aware, as diff), GPU idle and exposed
+    communication, and across ranks (max_late_ms, max_wait_pct: also on a folder of rank
+    exports, or several exports, which take only those). With $GITHUB_STEP_SUMMARY set, a
+    markdown summary is appended to it.
 
     Examples: `nsys-mine check run.sqlite --rules perf.toml` ·
-    `nsys-mine check pr.sqlite --rules perf.toml --baseline main.sqlite --junit check.xml`
+    `nsys-mine check pr.sqlite --rules perf.toml --baseline main.sqlite --junit check.xml` ·
+    `nsys-mine check ranks/ --rules ranks.toml`
     """,
-    run=check, needs=("kernels", "launches", "ranges"),
+    run=check, inputs="paths",
     options=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
              "graph_attribution"),
     defaults={"merge_op_ids": "auto"},

@@ -277,23 +277,32 @@ def _run(paths: list[Path], options: AnalysisOptions, **params: Any) -> Report:
 # -- check rules --------------------------------------------------------------------------
 
 
-def _rank_check(column: str, what: str, unit: str) -> Any:
-    def evaluate(s: Any, rule: CheckRule, baseline: Any, alpha: float) -> RuleOutcome:
+def _rank_check(column: str, what: str, unit: str) -> tuple[Any, Any]:
+    """The ``check`` evaluations of a limit on a ranks column: on one export (its processes
+    are the ranks) and on a job's exports together (``evaluate_exports``)."""
+    def judge(paths: list[Path], options: AnalysisOptions, rule: CheckRule) -> RuleOutcome:
         from dataclasses import replace
 
         limit = rule.values["limit"]
-        options = replace(s.options, within=rule.range) if rule.range else s.options
-        report = ranks([s.export.source], options=options)
+        report = ranks(paths, options=replace(options, within=rule.range) if rule.range
+                       else options)
         if len(report.rows) < 2:
             return RuleOutcome(True, 0.0, f"<= {limit:g}{unit}",
-                           "one GPU process: no other rank to wait for")
+                               "one GPU process: no other rank to wait for")
         scale = 1e-6 if column == "late_ns" else 1.0
         worst = max(report.rows, key=lambda r: r[column] or 0)
         v = round((worst[column] or 0) * scale, 3)
         return RuleOutcome(v <= limit, v, f"<= {limit:g}{unit}",
-                       f"{what} {v:g}{unit} on rank {worst['rank']}, the most of "
-                       f"{len(report.rows)} ranks")
-    return evaluate
+                           f"{what} {v:g}{unit} on rank {worst['rank']}, the most of "
+                           f"{len(report.rows)} ranks")
+
+    def evaluate(s: Any, rule: CheckRule, baseline: Any, alpha: float) -> RuleOutcome:
+        return judge([s.export.source], s.options, rule)
+    return evaluate, judge
+
+
+_LATE = _rank_check("late_ns", "median lateness", " ms")
+_WAIT = _rank_check("wait_pct", "waiting for other ranks", "%")
 
 
 ANALYSIS = Analysis(
@@ -343,11 +352,10 @@ ANALYSIS = Analysis(
     columns=RANKS_COLUMNS, view=RANKS_VIEW, title="Ranks: lateness and waits", order=69,
     default_top=0,
     checks=(
-        CheckKey("max_late_ms", "limit", _rank_check("late_ns", "median lateness", " ms"),
+        CheckKey("max_late_ms", "limit", _LATE[0], evaluate_exports=_LATE[1],
                  order=10, describe=lambda where, v: f"{where}: every rank's median lateness "
                                                      f"at collectives <= {v['limit']:g} ms"),
-        CheckKey("max_wait_pct", "limit", _rank_check("wait_pct", "waiting for other ranks",
-                                                      "%"), order=11,
+        CheckKey("max_wait_pct", "limit", _WAIT[0], evaluate_exports=_WAIT[1], order=11,
                  describe=lambda where, v: f"{where}: time waiting for other ranks <= "
                                            f"{v['limit']:g}% of the GPU span"),
     ),

@@ -319,6 +319,23 @@ def test_check_rules_max_late_and_max_wait(fx, tmp_path, cli):
     assert 'failures="1"' in junit.read_text()
 
 
+def test_check_rules_on_a_folder_of_rank_exports(built, tmp_path, cli):
+    """The ranks rules judge a folder of one export per rank (the built job: rank 5 is 2 ms
+    late); a rule about one export fails there, saying so; JUnit as for one export."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmax_late_ms = 1\n\n[[rule]]\nmax_late_ms = 3\n\n'
+                     '[[rule]]\ndominant_category = "gemm"\n')
+    junit = tmp_path / "check.xml"
+    res = cli("check", built, "--rules", rules, "--junit", junit, "-f", "json")
+    assert res.exit_code == 3, res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["status"], r["observed"]) for r in rows] == [
+        ("fail", 2.0), ("pass", 2.0), ("fail", None)]
+    assert rows[0]["message"] == f"median lateness 2 ms on rank {SLOW}, the most of {RANKS} ranks"
+    assert rows[2]["message"].startswith("dominant_category judges one export")
+    assert 'failures="2"' in junit.read_text() and 'tests="3"' in junit.read_text()
+
+
 def test_progress_over_ranks(built, client):
     from reports.cluster import PROGRESS
 
