@@ -154,7 +154,8 @@ def test_several_exports_and_module_trees_validate(tmp_path):
     from tests import synth
 
     tree = synth.module_run(tmp_path / "modules.sqlite")
-    a, b = fixture_path(ALL_SQLITE[0]), fixture_path("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")
+    a = fixture_path("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite")
+    b = fixture_path("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")
     for name in ("ranges", "dominant"):
         report = ask(name, [tree])
         assert "depth" in report.columns  # a tree: depth and parent added
