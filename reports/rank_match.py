@@ -289,6 +289,7 @@ class Why:
     lost_share_pct: float | None
     lost_of: str
     ranges: list[dict[str, Any]]
+    ranges_where: str  # the time the ranges' growth is measured over
     kernels: list[dict[str, Any]]
 
     def sentences(self) -> list[str]:
@@ -309,7 +310,8 @@ class Why:
             text += f" ({self.lost_share_pct:g}% of {self.lost_of})"
         out = [text + "."]
         if self.ranges:
-            out.append(f"rank {self.rank}: NVTX ranges that grew most vs the median rank: "
+            out.append(f"rank {self.rank}: NVTX ranges that grew most {self.ranges_where}, "
+                       f"vs the median rank: "
                        + "; ".join(
                            f"`{r['range']}` +{human_ns(r['cpu_growth_ns'])} CPU, "
                            f"+{human_ns(r['gpu_growth_ns'])} GPU"
@@ -358,7 +360,9 @@ def explain(s: int, summaries: list[RankSummary], m: Matched, lt: Lateness,
         idle_range=ranges.most_common(1)[0][0] if ranges else None,
         lost_ns=lost_each, lost_total_ns=int(lost[others].sum()) if others else 0,
         lost_share_pct=round(100.0 * lost_each / whole, 1) if whole else None, lost_of=lost_of,
-        ranges=_grown_ranges(summaries[s], [summaries[i] for i in others]),
+        ranges=_grown_ranges(summaries[s], [summaries[i] for i in others],
+                             m.index[s, late_set], [m.index[i, late_set] for i in others]),
+        ranges_where="before its late arrivals" if late_set.size else "in the whole capture",
         kernels=_slower_kernels(summaries[s], [summaries[i] for i in others]))
 
 
@@ -372,19 +376,35 @@ def _idle_ranges(s: RankSummary, at: np.ndarray) -> Counter[str]:
     return out
 
 
-def _grown_ranges(me: RankSummary, others: list[RankSummary], top: int = 3
-                  ) -> list[dict[str, Any]]:
-    """The NVTX ranges whose CPU or GPU time grew most against the others' median."""
-    theirs = [{r["range"]: r for r in o.ranges} for o in others]
-    out = []
-    for r in me.ranges:
-        cpu = np.median([t[r["range"]]["cpu_ns"] if r["range"] in t else 0 for t in theirs])
-        gpu = np.median([t[r["range"]]["gpu_ns"] if r["range"] in t else 0 for t in theirs])
-        dc, dg = int(r["cpu_ns"] - cpu), int(r["gpu_ns"] - gpu)
+def _window_times(s: RankSummary, at: np.ndarray | None) -> dict[str, tuple[int, int]]:
+    """(CPU, GPU) ns per range name: in the windows before the collectives at positions
+    ``at``, or in the whole capture (``at`` None)."""
+    if at is None:
+        return {r["range"]: (r["cpu_ns"], r["gpu_ns"]) for r in s.ranges}
+    rows = s.coll_range[np.isin(s.coll_range[:, 0], at)]
+    cpu = np.bincount(rows[:, 1], weights=rows[:, 2].astype(np.float64), minlength=len(s.ranges))
+    gpu = np.bincount(rows[:, 1], weights=rows[:, 3].astype(np.float64), minlength=len(s.ranges))
+    return {r["range"]: (int(c), int(g)) for r, c, g in zip(s.ranges, cpu, gpu) if c or g}
+
+
+def _grown_ranges(me: RankSummary, others: list[RankSummary], at_me: np.ndarray,
+                  at_others: list[np.ndarray], top: int = 3) -> list[dict[str, Any]]:
+    """The NVTX ranges whose CPU or GPU time grew most against the others' median: in the
+    windows before the collectives at ``at_me`` (and the same collectives of the others),
+    or in the whole capture when there are none."""
+    whole = at_me.size == 0
+    mine = _window_times(me, None if whole else at_me)
+    theirs = [_window_times(o, None if whole else at) for o, at in zip(others, at_others)]
+    kernel = {r["range"]: r["kernel"] for r in me.ranges}
+    out: list[dict[str, Any]] = []
+    for name, (my_cpu, my_gpu) in mine.items():
+        cpu = np.median([t.get(name, (0, 0))[0] for t in theirs] or [0])
+        gpu = np.median([t.get(name, (0, 0))[1] for t in theirs] or [0])
+        dc, dg = int(my_cpu - cpu), int(my_gpu - gpu)
         if max(dc, dg) >= STRAGGLER_LATE_NS:
-            out.append({"range": r["range"], "cpu_growth_ns": max(dc, 0),
-                        "gpu_growth_ns": max(dg, 0), "kernel": r["kernel"]})
-    out.sort(key=lambda x: -max(x["cpu_growth_ns"], x["gpu_growth_ns"]))
+            out.append({"range": name, "cpu_growth_ns": max(dc, 0),
+                        "gpu_growth_ns": max(dg, 0), "kernel": kernel.get(name)})
+    out.sort(key=lambda x: (-max(x["cpu_growth_ns"], x["gpu_growth_ns"]), x["range"]))
     return out[:top]
 
 

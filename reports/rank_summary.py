@@ -13,8 +13,9 @@ profile`` has one per process). Each holds:
   start (the rank's arrival), end and message size;
 * the GPU idle time before each collective (from its previous collective's end to its
   arrival) by cause (``gaps``: cpu, sync, api, unknown) and, for ``cpu``, the NVTX range open;
-* NVTX range times (CPU and GPU, with the dominant kernel) and per-kernel median durations,
-  the top ones: what ``ranks`` compares between a straggler and the median rank;
+* NVTX range times (CPU and GPU, with the dominant kernel), in all and in the window before
+  each collective, and per-kernel median durations, the top ones: what ``ranks`` compares
+  between a straggler and the median rank;
 * its step instances (``--within`` or a range named ``step``), the session's UTC start, its
   rank as the export says it (NCCL payload, file name, environment) and the GPU lanes for the
   page's timeline (unions of compute and communication kernels).
@@ -84,6 +85,9 @@ class RankSummary:
     # the cpu idle before collective i inside each range: rows (i, code into idle_ranges, ns)
     coll_idle_range: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     idle_ranges: list[str] = field(default_factory=list)
+    # the time of each of ``ranges`` in the window before collective i (from the previous
+    # collective's end to its arrival): rows (i, index into ranges, cpu ns, gpu ns)
+    coll_range: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
     keyed_by: str = "kind and stream"  # or "communicator"
     steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     step_range: str | None = None
@@ -168,6 +172,7 @@ def summarize_export(path: str | Path, options: AnalysisOptions | None = None,
                 summary.step_range = steps_name
                 summary.steps = _steps(s, steps_name, pid)
             summary.ranges = _range_times(s, pid)
+            _range_windows(s, summary)
             summary.kernels = _kernel_times(s, pid, device)
             _lanes(s, summary)
             out.append(summary)
@@ -251,10 +256,7 @@ def _idle_before(out: RankSummary, gaps: list[dict[str, Any]]) -> None:
     out.coll_idle = np.zeros((n, len(CAUSES)), dtype=np.int64)
     if n == 0 or not gaps:
         return
-    by_time = np.argsort(out.coll_start, kind="stable")
-    arrive = out.coll_start[by_time]
-    ends = np.maximum.accumulate(out.coll_end[by_time])
-    prev_end = np.concatenate([[np.iinfo(np.int64).min], ends[:-1]])
+    by_time, prev_end, arrive = _windows(out)
     g_start = np.array([g["start_ns"] for g in gaps], dtype=np.int64)
     g_end = np.array([g["end_ns"] for g in gaps], dtype=np.int64)
     j = np.searchsorted(arrive, g_start, side="right")  # the next arrival after the gap
@@ -332,6 +334,64 @@ def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
                     "cpu_ns": int(cpu[c]), "gpu_ns": int(gpu[c]), "kernel": kernel,
                     "kernel_ns": kernel_ns})
     return out
+
+
+def _windows(out: RankSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The window before each collective, by time: (matching positions, its start: the end of
+    the collectives before it, its end: the arrival)."""
+    by_time = np.argsort(out.coll_start, kind="stable")
+    arrive = out.coll_start[by_time]
+    ends = np.maximum.accumulate(out.coll_end[by_time])
+    return by_time, np.concatenate([[np.iinfo(np.int64).min], ends[:-1]]), arrive
+
+
+def _clipped(start: np.ndarray, end: np.ndarray, lo: np.ndarray, arrive: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(window, ns) of each interval: the window its start falls in, and its time there."""
+    j = np.searchsorted(arrive, start, side="right")
+    jj = np.minimum(j, arrive.size - 1)
+    ns = np.minimum(end, arrive[jj]) - np.maximum(start, lo[jj])
+    return jj, np.where((j < arrive.size) & (ns > 0), ns, 0)
+
+
+def _range_windows(s: Session, out: RankSummary) -> None:
+    """The CPU and GPU time of each of ``out.ranges`` in the window before each collective:
+    a range instance counts in the window its start falls in (clipped to it), a kernel
+    launched inside one in the window its GPU start falls in."""
+    r = s.ranges
+    if out.collectives == 0 or not out.ranges or r is None or not len(r):
+        return
+    names = s.names()
+    code_of = {name: c for c, name in enumerate(names.names)}
+    index = np.full(len(names.names), -1, dtype=np.int64)
+    for i, row in enumerate(out.ranges):
+        index[code_of[row["range"]]] = i
+    by_time, lo, arrive = _windows(out)
+    which = np.where(names.code >= 0, index[names.code], -1)
+    mine = np.flatnonzero((pid_of(r.tid) == out.pid) & (which >= 0))
+    win, cpu = _clipped(r.start[mine].astype(np.int64), r.end[mine].astype(np.int64), lo,
+                        arrive)
+    cells = [(win, which[mine], cpu, np.zeros_like(cpu))]
+    k = s.kernels
+    if k is not None and len(k):
+        p = s.pairs("all")
+        keep = (pid_of(r.tid[p.range_idx]) == out.pid) & (which[p.range_idx] >= 0)
+        kc = p.kernel_idx[keep]
+        kwin, gpu = _clipped(k.start[kc].astype(np.int64), k.end[kc].astype(np.int64), lo,
+                             arrive)
+        cells.append((kwin, which[p.range_idx[keep]], np.zeros_like(gpu), gpu))
+    win = np.concatenate([c[0] for c in cells])
+    rng = np.concatenate([c[1] for c in cells])
+    cpu = np.concatenate([c[2] for c in cells])
+    gpu = np.concatenate([c[3] for c in cells])
+    hit = (cpu > 0) | (gpu > 0)
+    if not hit.any():
+        return
+    cell, inv = np.unique(win[hit] * len(out.ranges) + rng[hit], return_inverse=True)
+    out.coll_range = np.stack([
+        by_time[cell // len(out.ranges)], cell % len(out.ranges),
+        np.bincount(inv, weights=cpu[hit].astype(np.float64)).astype(np.int64),
+        np.bincount(inv, weights=gpu[hit].astype(np.float64)).astype(np.int64)], axis=1)
 
 
 def _kernel_times(s: Session, pid: int, device: int) -> list[dict[str, Any]]:

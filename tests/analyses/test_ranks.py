@@ -114,6 +114,8 @@ def test_the_straggler_and_its_lateness_are_recovered(built, even, client):
     assert why.startswith(f"rank {SLOW} arrives 2.000 ms late at 230 of 230")
     assert "with cause `cpu` inside `data_loader`" in why
     assert "the other ranks lose 460.000 ms each waiting for it" in why
+    assert report.sentences[1].startswith(
+        f"rank {SLOW}: NVTX ranges that grew most before its late arrivals, vs the median")
     assert "`data_loader` +460.000 ms CPU" in report.sentences[1]
     why = mine_ranks([built], client=client).why
     assert [w.rank for w in why] == [SLOW]  # the injected idle, all of it `cpu`, recovered
