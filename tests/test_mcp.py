@@ -90,6 +90,7 @@ async def common_calls(s: ClientSession, w: World) -> dict[str, Any]:
     await call("dominant", "dominant", exports=[w.fx(DLPROF)])
     await call("kernels", "kernels", exports=[w.fx(GTLS)])
     await call("gaps", "gaps", export=w.fx(DDP))
+    await call("ranks", "ranks", exports=[w.fx(DDP)])
     await call("diff", "diff", base=w.fx(FASTVIDEO), cand=str(w.slow), scope=SLOW_RANGE,
                fail_on="regression")
     await call("missing", "kernels", exports=[str(w.root / "missing.sqlite")])
@@ -239,6 +240,10 @@ def test_rows_are_the_command_lines(answers, world):
     assert gaps["rows"] == cli_rows("gaps", world.fx(DDP))
     assert gaps["rows_total"] == len(json.loads(run_cli("gaps", world.fx(DDP), "-f",
                                                         "json").stdout))
+    ranks = ok(answers["ranks"])  # one export of two processes: no cluster started
+    assert ranks["rows"] == cli_rows("ranks", world.fx(DDP))
+    assert [(r["rank"], r["straggler"]) for r in ranks["rows"]] == [(0, False), (1, True)]
+    assert ranks["answers"][0].startswith("rank 1 arrives 97.681 µs late at 197 of 230")
 
 
 def test_a_long_answer_says_what_was_left_out(answers, world):
