@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -18,6 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(os.environ.get("NSYS_MINE_FIXTURES", ROOT.parent / "shared" / "fixtures" / "nsys"))
 
 ALL_SQLITE = sorted(p.name for p in FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
+
+# A shell starts a background job (`cmd &` without job control: nohup, a CI step's
+# subshell) with SIGINT ignored, and Python then keeps it ignored, in itself and in every child
+# it starts. The tests that send Ctrl-C need Python's own handler, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # Fixtures are known by name so that a missing file is a visible skip, not a silent pass.
 KNOWN = [
     "centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite",
