@@ -233,7 +233,7 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
     notes = list(report.notes)
     if report.cut:  # several exports: the top rows of each, as the command line cuts them
         pinned = (a.shaped(params)[1] or view).pinned
-        shown = _top_each(report.rows, pinned, top) if top else list(report.rows)
+        shown = _top_each(list(report.rows), pinned, top) if top else list(report.rows)
         noun = "rows"
         per = " of each export"
     else:

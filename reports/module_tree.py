@@ -191,7 +191,7 @@ def as_tree(report: Report, tree: ModuleTree, view: View, *, weight: Callable[[d
     row with its ``depth`` and ``parent`` (None for a range that is not a module's), the
     columns with TREE_COLUMNS added, its sentences (one per row, when it has them) in the same
     order and indented by level, and ``view`` to be seen through."""
-    head, body = report.rows[:pinned], report.rows[pinned:]
+    head, body = list(report.rows[:pinned]), list(report.rows[pinned:])
     order = tree.order([r["range"] for r in body], [float(weight(r) or 0) for r in body])
     rows = head + [body[i] for i in order]
     rows = [{**r, "depth": m.level if m else None, "parent": m.parent if m else None}

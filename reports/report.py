@@ -4,8 +4,9 @@ way (``group_stats``, ``r1``: as nsys does)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -13,6 +14,62 @@ from nsys_parsers.errors import RangeNotFound, closest_names
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+class ColumnRows(Sequence[dict[str, Any]]):
+    """Rows kept as columns, each row's dict made only when it is read: for answers of
+    millions of rows (one per NVTX range instance), where a dict per row costs about 0.5 KB.
+    ``columns`` maps each key, in order, to a function of a slice of the rows that returns
+    their values (plain Python values, as the row dicts hold). Read as a sequence of row
+    dicts; CSV is written from the columns, a chunk at a time (``reports.render.writers``)."""
+
+    CHUNK = 65_536
+
+    def __init__(self, n: int, columns: dict[str, Callable[[slice], list[Any]]]) -> None:
+        self._n = n
+        self._columns = columns
+
+    def __len__(self) -> int:
+        return self._n
+
+    def values(self, key: str, lo: int, hi: int) -> list[Any]:
+        """The values of column ``key`` of rows ``lo`` to ``hi`` (None for a key it lacks)."""
+        get = self._columns.get(key)
+        return get(slice(lo, hi)) if get is not None else [None] * (hi - lo)
+
+    def _dicts(self, lo: int, hi: int) -> list[dict[str, Any]]:
+        keys = list(self._columns)
+        cols = [self._columns[k](slice(lo, hi)) for k in keys]
+        return [dict(zip(keys, row)) for row in zip(*cols)]
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self._n)
+            rows = self._dicts(lo, max(lo, hi)) if step == 1 else [self[j] for j in range(
+                lo, hi, step)]
+            return rows
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("row index out of range")
+        return self._dicts(i, i + 1)[0]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for lo in range(0, self._n, self.CHUNK):
+            yield from self._dicts(lo, min(self._n, lo + self.CHUNK))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, ColumnRows)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass
@@ -25,7 +82,7 @@ class Report:
     (``info``) is ``obj`` (and ``obj_for_people`` what a table of it shows). ``exit_code``
     is the command's (0 but for gates: ``check``, ``diff --fail-on``)."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[dict[str, Any]]
     columns: list[str]
     notes: list[str] = field(default_factory=list)
     sentences: list[str] = field(default_factory=list)
@@ -44,7 +101,7 @@ class Report:
         if self.obj is not None:
             df = pd.DataFrame([self.obj])
         else:
-            df = pd.DataFrame.from_records(self.rows, columns=self.columns)
+            df = pd.DataFrame.from_records(list(self.rows), columns=self.columns)
         df.attrs["notes"] = list(self.notes)
         if self.title:
             df.attrs["title"] = self.title

@@ -124,6 +124,13 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 
 def _write(rendered: Rendered, output: Path | None) -> None:
+    if rendered.chunks is not None:  # written as it is made
+        if output is not None:
+            with output.open("w", encoding="utf-8") as fh:
+                fh.writelines(rendered.chunks)
+        else:
+            sys.stdout.writelines(rendered.chunks)
+        return
     if rendered.text is not None:
         if output is not None:
             output.write_text(rendered.text, encoding="utf-8")
@@ -210,9 +217,9 @@ def emit_report(report: Any, columns: list[str], view: Any, out: OutputSpec, *,
 
 def join_rendered(parts: list[Rendered], fmt: str) -> Rendered:
     """Several rendered tables as one output (text formats joined by blank lines)."""
-    if parts and parts[0].text is not None:
+    if parts and not parts[0].rich:
         sep = "\n" if fmt in ("md", "latex") else "\n\n"
-        return Rendered(text=sep.join(p.text or "" for p in parts))
+        return Rendered(text=sep.join(p.as_text() or "" for p in parts))
     widths = [p.width for p in parts]
     width = None if any(w is None for w in widths) else max(w or 0 for w in widths)
     return Rendered(rich=[x for p in parts for x in p.rich], width=width)

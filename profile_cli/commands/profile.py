@@ -627,7 +627,8 @@ def render_sweep(tables: Any, wanted: list[str], out: OutputSpec, notes: list[st
     for i, key in enumerate(wanted):
         rows, cols, title, view = data[key]
         if fmt == "csv" and len(wanted) > 1:
-            parts.append(Rendered(text=f"# {key}\n" + (render_rows(rows, cols, fmt).text or "")))
+            body = render_rows(rows, cols, fmt).as_text() or ""
+            parts.append(Rendered(text=f"# {key}\n" + body))
             continue
         parts.append(render_rows(rows, cols, fmt, title=title, notes=notes if i == 0 else (),
                                  view=view, top=out.top, width=out.width, wide=out.wide))

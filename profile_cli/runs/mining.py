@@ -56,7 +56,7 @@ def mine_profile(result: ProfileResult, *, top: int = 15,
             wanted = [n for n in nv.HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
             dom = answer(analysis, "dominant", range_names=wanted or None)
             ks = answer(analysis, "kernels")
-            dominant, kernels, sentences = dom.rows, ks.rows[:top], dom.sentences
+            dominant, kernels, sentences = list(dom.rows), list(ks.rows[:top]), dom.sentences
         else:
             dominant, kernels, sentences = [], [], []
             notes.append(f"no CUDA kernels exist in this run (trace {result.trace}, device "
@@ -89,14 +89,14 @@ def mine_command(result: ProfileResult, *, top: int = 15,
     sentences: list[str] = []
     with Session(result.sqlite, within=within) as analysis:
         if analysis.has_ranges:
-            ranges = answer(analysis, "ranges").rows
+            ranges = list(answer(analysis, "ranges").rows)
         elif within is None and result.config.get("nvtx", "off") == "off":
             notes.append("the program emitted no NVTX ranges: --nvtx modules,steps adds a "
                          "range for every nn.Module call and every training step.")
         if analysis.has_kernels:
             dom = answer(analysis, "dominant")
-            dominant, sentences = dom.rows, dom.sentences
-            kernels = answer(analysis, "kernels").rows[:top]
+            dominant, sentences = list(dom.rows), dom.sentences
+            kernels = list(answer(analysis, "kernels").rows[:top])
         else:
             notes.append(f"no CUDA kernels in this run (trace {result.trace}, device "
                          f"{result.config.get('device')}): the range times are CPU times.")

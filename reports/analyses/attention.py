@@ -203,7 +203,7 @@ def export_attention(s: Session, shape: AttentionShape,
         return attention_rows([], full, gpu=False)
     s.load("kernels", "launches", "ranges", "names")
     ranges = answer(s, "ranges")
-    report = attention_rows(ranges.rows, full, gpu=s.has_kernels)
+    report = attention_rows(list(ranges.rows), full, gpu=s.has_kernels)
     report.notes += [n for n in ranges.notes if n not in report.notes]
     return report
 
@@ -238,7 +238,7 @@ def _page(ctx: Any) -> list[Any]:
                                                          "runtime"),
             alt="Bars: each attention sub-range's share of the FLOPs next to its share of the "
                 "runtime, and its achieved GFLOP/s."))
-    section.blocks.append(Table(report.rows, ATTENTION_VIEW, notes=report.notes, top=0))
+    section.blocks.append(Table(list(report.rows), ATTENTION_VIEW, notes=report.notes, top=0))
     return [section]
 
 

@@ -31,7 +31,7 @@ from reports.analysis import Analysis, Param
 from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, notes_once
 from reports.module_tree import TREE_COLUMN_TYPES, as_tree
 from reports.render import View, human_ns
-from reports.report import Report, group_stats, rows_of
+from reports.report import ColumnRows, Report, group_stats, rows_of
 from reports.rules import CheckKey, CheckRule, RuleOutcome
 from reports.session import Session
 
@@ -207,19 +207,8 @@ def range_instances(s: Session) -> Report:
     depth = nesting_depth(r)
     order = rows_idx[np.lexsort((depth[rows_idx], r.start[rows_idx]))]
     has = count[order] > 0
-    rows = rows_of({
-        "range": [names.names[c] if c >= 0 else None for c in names.code[order].tolist()],
-        "style": ["PushPop" if x else "StartEnd" for x in r.pushpop[order].tolist()],
-        "pid": pid_of(r.tid[order]).tolist(), "tid": tid_of(r.tid[order]).tolist(),
-        "start_ns": r.start[order].tolist(),
-        "duration_ns": (r.end - r.start)[order].tolist(),
-        "gpu_start_ns": [v if h else None for v, h in zip(first[order].tolist(),
-                                                          has.tolist())],
-        "gpu_duration_ns": [v if h else None for v, h in zip(
-            (last - first)[order].tolist(), has.tolist())],
-        "gpu_ops": count[order].tolist(),
-        "depth": depth[order].tolist(),
-    })
+    rows = ColumnRows(order.size, _instance_columns(
+        order, names, r, first, last - first, has, count, depth))
     notes.append(f"{int(has.sum()):,} of {order.size:,} instances launched GPU operations: "
                  f"gpu start and time run from the first one's start to the last one's end "
                  f"(the GPU projection of nsys's nvtxgpuproj); gpu ops counts their launch "
@@ -231,6 +220,30 @@ def range_instances(s: Session) -> Report:
     return Report(rows=rows, columns=INSTANCE_COLUMNS,
                   notes=notes + s.operator_notes() + s.filter_notes(),
                   title="NVTX range instances")
+
+
+def _instance_columns(order: np.ndarray, names: RangeNames, r: Ranges, first: np.ndarray,
+                      span: np.ndarray, has: np.ndarray, count: np.ndarray, depth: np.ndarray
+                      ) -> dict[str, Callable[[slice], list[Any]]]:
+    """The columns of ``range_instances``, each a function of a slice of its rows (the
+    instances in ``order``), made when they are written."""
+    def maybe(values: np.ndarray) -> Callable[[slice], list[Any]]:
+        return lambda at: [v if h else None for v, h in zip(values[order[at]].tolist(),
+                                                           has[at].tolist())]
+    return {
+        "range": lambda at: [names.names[c] if c >= 0 else None
+                             for c in names.code[order[at]].tolist()],
+        "style": lambda at: ["PushPop" if x else "StartEnd"
+                             for x in r.pushpop[order[at]].tolist()],
+        "pid": lambda at: pid_of(r.tid[order[at]]).tolist(),
+        "tid": lambda at: tid_of(r.tid[order[at]]).tolist(),
+        "start_ns": lambda at: r.start[order[at]].tolist(),
+        "duration_ns": lambda at: (r.end[order[at]] - r.start[order[at]]).tolist(),
+        "gpu_start_ns": maybe(first),
+        "gpu_duration_ns": maybe(span),
+        "gpu_ops": lambda at: count[order[at]].tolist(),
+        "depth": lambda at: depth[order[at]].tolist(),
+    }
 
 
 def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pairs | None,

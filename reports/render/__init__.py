@@ -25,7 +25,15 @@ from reports.render.table import (
     top_rows,
 )
 from reports.render.values import cell, header, human_bytes, human_flop, human_ns, numeric
-from reports.render.writers import rows_to_json, to_csv, to_json, to_latex, to_markdown
+from reports.render.writers import (
+    csv_chunks,
+    rows_to_json,
+    to_csv,
+    to_json,
+    to_latex,
+    to_markdown,
+)
+from reports.report import ColumnRows
 
 FORMATS = ("table", "md", "csv", "json", "latex", "text")
 HUMAN_FORMATS = ("table", "md", "latex", "text")
@@ -46,6 +54,11 @@ class Rendered:
     text: str | None = None
     rich: list[Any] = field(default_factory=list)
     width: int | None = None
+    chunks: Iterable[str] | None = None  # text made piece by piece as it is written
+
+    def as_text(self) -> str | None:
+        """The text, whole (``chunks`` joined), or None for rich renderables."""
+        return "".join(self.chunks) if self.chunks is not None else self.text
 
 
 def check_format(fmt: str) -> None:
@@ -82,6 +95,8 @@ def render_rows(
     sentences = list(sentences)
     caption = list(caption)
     view = view or View(columns=columns)
+    if fmt == "csv" and isinstance(rows, ColumnRows) and not top:
+        return Rendered(chunks=csv_chunks(rows, columns))  # millions of rows: streamed
     if fmt in ("json", "csv"):
         if top:
             rows, _ = top_rows(rows, view, top)

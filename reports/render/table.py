@@ -10,6 +10,7 @@ list leaves columns out (named in a note); only then do names go down to 16 char
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,10 +222,10 @@ def rich_table(rows: list[dict[str, Any]], columns: list[str], title: str | None
     return table, layout.dropped
 
 
-def rank_rows(rows: list[dict[str, Any]], view: View) -> list[dict[str, Any]]:
+def rank_rows(rows: Sequence[dict[str, Any]], view: View) -> list[dict[str, Any]]:
     """Rows after the pinned ones, highest first on the first ``rank_by`` column that has a
     non-zero value (stable: ties keep the report's order)."""
-    head, rest = rows[:view.pinned], rows[view.pinned:]
+    head, rest = list(rows[:view.pinned]), list(rows[view.pinned:])
     for key in view.rank_by:
         if any(isinstance(r.get(key), (int, float)) and r.get(key) for r in rest):
             rest = sorted(rest, key=lambda r: -(r.get(key) or 0))
@@ -232,7 +233,7 @@ def rank_rows(rows: list[dict[str, Any]], view: View) -> list[dict[str, Any]]:
     return head + rest
 
 
-def top_rows(rows: list[dict[str, Any]], view: View, top: int | None
+def top_rows(rows: Sequence[dict[str, Any]], view: View, top: int | None
              ) -> tuple[list[dict[str, Any]], str | None]:
     """The first ``top`` ranked rows (0 or None: all) and the footer saying what was cut."""
     ranked = rank_rows(rows, view)
@@ -272,7 +273,7 @@ def _indented(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
             if r.get("depth") is not None and r.get(column) is not None else r for r in rows]
 
 
-def rows_for_people(rows: list[dict[str, Any]], view: View, top: int | None) -> Shown:
+def rows_for_people(rows: Sequence[dict[str, Any]], view: View, top: int | None) -> Shown:
     """The ranked top ``top`` rows (default 20, 0 = all; pinned rows first), the view's
     columns less those that are zero everywhere (``hide_if_zero``) or the same in every row
     (``hide_if_constant``: said once in a note), with the view's labels for empty cells and

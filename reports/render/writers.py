@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nsys_parsers.plain import jsonable
 from reports.render.values import cell, numeric
+from reports.report import ColumnRows
 
 
 def _plain(column: str, value: Any) -> Any:
@@ -22,20 +24,42 @@ def _plain(column: str, value: Any) -> Any:
     return value
 
 
-def to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
+def to_csv(rows: Sequence[dict[str, Any]], columns: list[str]) -> str:
     """CSV of the rows (``csv.writer``), column by column: raw values, a missing value empty;
-    only a column that holds a NaN, a dict or a list is converted value by value."""
-    values = [[r.get(c) for r in rows] for c in columns]
+    only a column that holds a NaN, a dict or a list is converted value by value. Rows kept
+    as columns (``ColumnRows``) are written a chunk at a time, without a dict per row."""
+    if isinstance(rows, ColumnRows):
+        return "".join(csv_chunks(rows, columns))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(zip(*_csv_values(columns, [[r.get(c) for r in rows] for c in columns])))
+    return buf.getvalue()
+
+
+def csv_chunks(rows: ColumnRows, columns: list[str]) -> Iterator[str]:
+    """``to_csv`` of rows kept as columns, a piece at a time: the header, then the CSV of
+    each chunk of rows, made as it is written."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for lo in range(0, len(rows), rows.CHUNK):
+        hi = min(len(rows), lo + rows.CHUNK)
+        writer.writerows(zip(*_csv_values(columns, [rows.values(c, lo, hi) for c in columns])))
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    yield buf.getvalue()
+
+
+def _csv_values(columns: list[str], values: list[list[Any]]) -> list[list[Any]]:
+    """The columns' values as CSV writes them (``_plain`` where a column needs it)."""
     for i, (column, col) in enumerate(zip(columns, values)):
         types = set(map(type, col))
         if types & {dict, list, tuple} or (float in types and any(
                 type(v) is float and v != v for v in col)):
             values[i] = [_plain(column, v) for v in col]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(zip(*values))
-    return buf.getvalue()
+    return values
 
 
 def to_json(data: Any) -> str:

@@ -153,6 +153,30 @@ def test_instances_under_within_and_json_keys(fx, cli):
                "--by", "device").exit_code == 1
 
 
+
+def test_instance_rows_are_kept_as_columns_and_streamed_as_csv(fx, cli, monkeypatch):
+    """One row per instance (millions at scale) is kept as columns: read as row dicts, and
+    written as CSV a chunk at a time, the same text as from a list of dicts."""
+    from reports.render import render_rows
+    from reports.render.writers import to_csv
+    from reports.report import ColumnRows
+
+    export = fx("cs336_lizhieffe_ddp53_profile.sqlite")
+    report = ask("ranges", [export], instances=True)
+    rows = report.rows
+    assert isinstance(rows, ColumnRows)
+    as_list = list(rows)
+    assert len(rows) == len(as_list) == 774 and rows == as_list
+    assert rows[0] == as_list[0] and rows[-1] == as_list[-1] and rows[5:8] == as_list[5:8]
+    assert sum(r["gpu_ops"] for r in rows) == sum(r["gpu_ops"] for r in as_list) > 0
+    res = cli("ranges", export, "--instances", "-f", "csv")
+    monkeypatch.setattr(ColumnRows, "CHUNK", 7)  # chunks that do not divide the rows
+    rendered = render_rows(rows, report.columns, "csv")
+    assert rendered.text is None and rendered.chunks is not None
+    text = "".join(rendered.chunks)
+    assert text == to_csv(as_list, report.columns)
+    assert res.exit_code == 0 and res.stdout == text
+
 # -- ranges --by ----------------------------------------------------------------------------
 
 def test_ranges_by_process_and_device(fx):
