@@ -30,6 +30,7 @@ import html
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,6 +42,7 @@ from reports.report import Report
 from reports.rules import SHARE_KEYS, CheckKey, CheckRule, RuleOutcome
 from reports.session import Session
 
+WHOLE = "whole export"  # what a rule without a range is about, in its name
 CHECK_COLUMNS = ["rule", "range", "status", "observed", "expected", "message"]
 CHECK_VIEW = View(columns=["status", "rule", "observed", "expected", "message"],
                   drop=("expected", "observed"), noun="rules")
@@ -160,7 +162,7 @@ def _validate(p: Path, i: int, t: Any, keys: dict[str, CheckKey],
         raise BadRules(f"{where}: {spec.key} needs a range.")
     rng = t.get("range")
     return CheckRule(index=i, assertion=spec.key, range=rng,
-                name=t.get("name") or spec.describe(rng if rng is not None else "whole export",
+                name=t.get("name") or spec.describe(rng if rng is not None else WHOLE,
                                                     values),
                 values=values)
 
@@ -190,6 +192,9 @@ def run_checks_on_exports(paths: list[Path], options: AnalysisOptions,
     export."""
     keys = {k.key: k for k in check_keys()}
     together = sorted(k.key for k in keys.values() if k.evaluate_exports is not None)
+    # a rule without a range is about the whole job here, not one "whole export"
+    rules = [replace(r, name=r.name.removeprefix(f"{WHOLE}: ")) if r.range is None else r
+             for r in rules]
 
     def judge(rule: CheckRule) -> RuleOutcome:
         spec = keys[rule.assertion]

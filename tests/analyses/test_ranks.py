@@ -334,6 +334,7 @@ def test_check_rules_on_a_folder_of_rank_exports(built, tmp_path, cli):
     assert [(r["status"], r["observed"]) for r in rows] == [
         ("fail", 2.0), ("pass", 2.0), ("fail", None)]
     assert rows[0]["message"] == f"median lateness 2 ms on rank {SLOW}, the most of {RANKS} ranks"
+    assert rows[0]["rule"] == "every rank's median lateness at collectives <= 1 ms"  # the job's
     assert rows[2]["message"].startswith("dominant_category judges one export")
     assert 'failures="2"' in junit.read_text() and 'tests="3"' in junit.read_text()
 
