@@ -220,6 +220,31 @@ def test_profile_config_with_crashing_workload(tmp_path, monkeypatch, cli):
     assert side["status"] == "failed" and side["command"][0] == str(nsys)
 
 
+
+def test_nsys_that_cannot_start_its_session_is_run_again(tmp_path, monkeypatch, cli):
+    """nsys 2022.4 fails now and then to start when another nsys starts at the same moment
+    (four Slurm array tasks on one node): "Local Endpoint is not available", nothing run. The
+    run is made again; what the next try says is the answer, and the note says why."""
+    from profile_cli.runs import nsys_run
+
+    monkeypatch.setattr(nsys_run.time, "sleep", lambda s: None)
+    calls = tmp_path / "calls"
+    nsys = fake_nsys(tmp_path / "nsys", f"""[ "$1" = profile ] || exit 0
+echo x >> {calls}
+if [ "$(wc -l < {calls})" = 1 ]; then
+  echo '[QuadDCommon::tag_message*] = Local Endpoint is not available.' >&2; exit 1
+fi
+echo 'RuntimeError: boom in forward' >&2; exit 3
+""")
+    pytest.importorskip("torch")
+    res = cli("profile", "--size", "tiny", "--context", "32", "--device", "cpu",
+              "--out-dir", tmp_path / "out", "--nsys", nsys)
+    assert res.exit_code == 1 and "boom in forward" in res.stderr
+    assert calls.read_text().count("x") == 2
+    side = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert side["status"] == "failed" and "Local Endpoint" not in side["reason"]
+    assert any("the run was made again" in n for n in side["notes"]), side["notes"]
+
 def test_profile_refuses_to_overwrite_and_many_configs(tmp_path, cli):
     pytest.importorskip("torch")
     out = tmp_path / "out"

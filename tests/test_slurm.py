@@ -170,7 +170,8 @@ def test_four_configs_end_ok_and_a_killed_driver_neither_loses_nor_duplicates_on
     runs = data["runs"]
     assert [(r["context"], r["mode"], r["status"], r["job_id"]) for r in runs] == [
         (32, "forward", "ok", job_ids[0]), (32, "train", "ok", job_ids[1]),
-        (64, "forward", "ok", job_ids[2]), (64, "train", "ok", job_ids[3])]
+        (64, "forward", "ok", job_ids[2]), (64, "train", "ok", job_ids[3])], \
+        [r.get("reason") for r in runs]
     assert all(r["node"] == "localhost" for r in runs)
     assert "4 config(s) run, 0 already in the index" in " ".join(data["notes"])
     assert not any("submitted" in n for n in data["notes"])

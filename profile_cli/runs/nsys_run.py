@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import re
 import sys
+import time
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -139,6 +141,30 @@ def _verify_export(sqlite: Path) -> str | None:
     return None
 
 
+# nsys (2022.4 here) now and then fails to start its session when another nsys starts at the
+# same moment on the machine (a job array's tasks on one node, configs run side by side):
+# nothing has run yet, so the run is made again, after a short random pause.
+NSYS_START_RACE = "Local Endpoint is not available"
+START_RETRIES = 2
+
+
+def run_nsys(argv: list[str], timeout_s: float, *, env: dict[str, str] | None,
+             stop: threading.Event | None, notes: list[str]) -> ProcessOutcome:
+    """``run_with_timeout`` of an nsys command line, made again (at most ``START_RETRIES``
+    times) when nsys could not start its session and the workload did not run; each retry
+    is said in ``notes``."""
+    for attempt in range(START_RETRIES + 1):
+        outcome = run_with_timeout(argv, timeout_s, env=env, stop=stop)
+        if (outcome.timed_out or outcome.returncode == 0 or attempt == START_RETRIES
+                or NSYS_START_RACE not in outcome.stderr
+                or _workload_row(outcome.stdout) is not None):
+            return outcome
+        notes.append(f"nsys could not start its session ({NSYS_START_RACE}: another nsys "
+                     f"was starting at the same moment); the run was made again.")
+        time.sleep(0.5 + 2 * random.random())
+    return outcome
+
+
 def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
                    nsys: tuple[Path, str] | None = None, gpu: str | None = None,
                    stop: threading.Event | None = None) -> ProfileResult:
@@ -172,7 +198,7 @@ def profile_config(cfg, out_dir: Path, spec: NsysSpec, *, force: bool = False,
     env = None
     if gpu is not None:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu)
-    outcome = run_with_timeout(argv, spec.timeout_s, env=env, stop=stop)
+    outcome = run_nsys(argv, spec.timeout_s, env=env, stop=stop, notes=notes)
     row = _workload_row(outcome.stdout)
     status, reason = classify(outcome, cfg, row)
     if status == "ok":
