@@ -259,12 +259,7 @@ def _idle_before(out: RankSummary, gaps: list[dict[str, Any]]) -> None:
     by_time, prev_end, arrive = _windows(out)
     g_start = np.array([g["start_ns"] for g in gaps], dtype=np.int64)
     g_end = np.array([g["end_ns"] for g in gaps], dtype=np.int64)
-    j = np.searchsorted(arrive, g_start, side="right")  # the next arrival after the gap
-    ok = j < n
-    jj = np.minimum(j, n - 1)
-    lo = np.maximum(g_start, prev_end[jj])
-    hi = np.minimum(g_end, arrive[jj])
-    length = np.where(ok & (hi > lo), hi - lo, 0)
+    jj, length = _clipped(g_start, g_end, prev_end, arrive)  # the window of the next arrival
     cause = np.array([CAUSES.index(g["cause"]) if g["cause"] in CAUSES else 3 for g in gaps])
     target = by_time[jj]
     np.add.at(out.coll_idle, (target[length > 0], cause[length > 0]), length[length > 0])
@@ -347,7 +342,8 @@ def _windows(out: RankSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _clipped(start: np.ndarray, end: np.ndarray, lo: np.ndarray, arrive: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
-    """(window, ns) of each interval: the window its start falls in, and its time there."""
+    """(window, ns) of each interval: the window its start falls in (that of the next
+    arrival after it), and its time there (0 past the last arrival)."""
     j = np.searchsorted(arrive, start, side="right")
     jj = np.minimum(j, arrive.size - 1)
     ns = np.minimum(end, arrive[jj]) - np.maximum(start, lo[jj])
