@@ -39,8 +39,7 @@ class ColumnRows(Sequence[dict[str, Any]]):
 
     def _dicts(self, lo: int, hi: int) -> list[dict[str, Any]]:
         keys = list(self._columns)
-        cols = [self._columns[k](slice(lo, hi)) for k in keys]
-        return [dict(zip(keys, row)) for row in zip(*cols)]
+        return [dict(zip(keys, row)) for row in zip(*(self.values(k, lo, hi) for k in keys))]
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -51,9 +50,9 @@ class ColumnRows(Sequence[dict[str, Any]]):
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
             lo, hi, step = i.indices(self._n)
-            rows = self._dicts(lo, max(lo, hi)) if step == 1 else [self[j] for j in range(
-                lo, hi, step)]
-            return rows
+            if step == 1:
+                return self._dicts(lo, max(lo, hi))
+            return [self[j] for j in range(lo, hi, step)]
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:

@@ -26,26 +26,23 @@ def _plain(column: str, value: Any) -> Any:
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: list[str]) -> str:
     """CSV of the rows (``csv.writer``), column by column: raw values, a missing value empty;
-    only a column that holds a NaN, a dict or a list is converted value by value. Rows kept
-    as columns (``ColumnRows``) are written a chunk at a time, without a dict per row."""
-    if isinstance(rows, ColumnRows):
-        return "".join(csv_chunks(rows, columns))
+    only a column that holds a NaN, a dict or a list is converted value by value."""
+    return "".join(csv_chunks(rows, columns))
+
+
+def csv_chunks(rows: Sequence[dict[str, Any]], columns: list[str]) -> Iterator[str]:
+    """``to_csv`` a piece at a time: the header, then the CSV of each chunk of rows, made as
+    it is written (rows kept as columns, ``ColumnRows``, are read without a dict per row)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(zip(*_csv_values(columns, [[r.get(c) for r in rows] for c in columns])))
-    return buf.getvalue()
-
-
-def csv_chunks(rows: ColumnRows, columns: list[str]) -> Iterator[str]:
-    """``to_csv`` of rows kept as columns, a piece at a time: the header, then the CSV of
-    each chunk of rows, made as it is written."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for lo in range(0, len(rows), rows.CHUNK):
-        hi = min(len(rows), lo + rows.CHUNK)
-        writer.writerows(zip(*_csv_values(columns, [rows.values(c, lo, hi) for c in columns])))
+    for lo in range(0, len(rows), ColumnRows.CHUNK):
+        hi = min(len(rows), lo + ColumnRows.CHUNK)
+        if isinstance(rows, ColumnRows):
+            values = [rows.values(c, lo, hi) for c in columns]
+        else:
+            values = [[r.get(c) for r in rows[lo:hi]] for c in columns]
+        writer.writerows(zip(*_csv_values(columns, values)))
         yield buf.getvalue()
         buf.seek(0)
         buf.truncate()
