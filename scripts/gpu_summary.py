@@ -121,6 +121,8 @@ def human(name: str, value: Any) -> str:
             if abs(value) >= scale:
                 return f"{value / scale:.2f} {unit}"
         return f"{value} B"
+    if name.endswith("_per_s"):  # a rate (tokens_per_s), not a duration
+        return f"{value:.4g}/s"
     if name.endswith("_s"):
         for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
             if abs(value) >= scale:

@@ -249,7 +249,7 @@ def test_the_summary_renders_recorded_numbers_by_their_unit(tmp_path):
                         "fp32_peak_allocated_bytes": 3 * 1024**3 // 2, "gpus": "0,1"}},
         {"test": "tests/gpu/test_gpu_infer.py::test_infer_grid_on_cuda", "outcome": "failed",
          "duration_s": 10.0, "message": "AssertionError: 1 < 0 | too slow",
-         "properties": {"fp32_b1_in128_ttft_s": 4.5e-5}},
+         "properties": {"fp32_b1_in128_ttft_s": 4.5e-5, "fp32_b4_tokens_per_s": 425.3}},
         {"test": "tests/gpu/test_gpu_profile.py::test_profile", "outcome": "skipped",
          "duration_s": 0.0, "message": "no nsys found", "properties": {}}]}
     env = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91000,
@@ -263,7 +263,7 @@ def test_the_summary_renders_recorded_numbers_by_their_unit(tmp_path):
     assert "driver 580.65.06" in md and "torch 2.11.0+cu130, CUDA 13.0" in md
     assert ("| micro: test_matmul | passed | 3.2 s | bf16_tflops 612.3; bf16_mfu_pct 61.9 %; "
             "bf16_mean_s 12.3 ms; fp32_peak_allocated_bytes 1.50 GiB; gpus 0,1 |") in md
-    assert "fp32_b1_in128_ttft_s 45 µs" in md
+    assert "fp32_b1_in128_ttft_s 45 µs; fp32_b4_tokens_per_s 425.3/s" in md  # a rate
     assert ("Headline numbers: micro bf16_tflops 612.3; micro bf16_mfu_pct 61.9 %; micro "
             "fp32_peak_allocated_bytes 1.50 GiB; infer fp32_b1_in128_ttft_s 45 µs.") in md
     assert "- `test_infer_grid_on_cuda` (failed): AssertionError: 1 < 0 \\| too slow" in md
