@@ -21,7 +21,8 @@ class ColumnRows(Sequence[dict[str, Any]]):
     millions of rows (one per NVTX range instance), where a dict per row costs about 0.5 KB.
     ``columns`` maps each key, in order, to a function of a slice of the rows that returns
     their values (plain Python values, as the row dicts hold). Read as a sequence of row
-    dicts; CSV is written from the columns, a chunk at a time (``reports.render.writers``)."""
+    dicts; CSV and JSON are written from the columns, a chunk at a time
+    (``reports.render.writers``)."""
 
     CHUNK = 65_536
 

@@ -27,6 +27,7 @@ from reports.render.table import (
 from reports.render.values import cell, header, human_bytes, human_flop, human_ns, numeric
 from reports.render.writers import (
     csv_chunks,
+    json_chunks,
     rows_to_json,
     to_csv,
     to_json,
@@ -95,8 +96,9 @@ def render_rows(
     sentences = list(sentences)
     caption = list(caption)
     view = view or View(columns=columns)
-    if fmt == "csv" and isinstance(rows, ColumnRows) and not top:
-        return Rendered(chunks=csv_chunks(rows, columns))  # millions of rows: streamed
+    if fmt in ("csv", "json") and isinstance(rows, ColumnRows) and not top:
+        # millions of rows: streamed
+        return Rendered(chunks=(csv_chunks if fmt == "csv" else json_chunks)(rows, columns))
     if fmt in ("json", "csv"):
         if top:
             rows, _ = top_rows(rows, view, top)

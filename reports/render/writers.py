@@ -62,18 +62,38 @@ def _csv_values(columns: list[str], values: list[list[Any]]) -> list[list[Any]]:
 def to_json(data: Any) -> str:
     """JSON text; a list of rows is written one row per line."""
     if isinstance(data, list):
-        try:
-            lines = [json.dumps(row, ensure_ascii=False, allow_nan=False) for row in data]
-        except (TypeError, ValueError):  # numpy scalars or NaN: made plain first
-            lines = [json.dumps(jsonable(row), ensure_ascii=False) for row in data]
+        lines = _json_lines(data)
         return "[\n" + ",\n".join("  " + line for line in lines) + ("\n]\n" if lines
                                                                     else "]\n")
     return json.dumps(jsonable(data), indent=2, ensure_ascii=False) + "\n"
 
 
-def rows_to_json(rows: list[dict[str, Any]], columns: list[str]) -> str:
+def _json_lines(rows: list[Any]) -> list[str]:
+    """One JSON text per row (numpy scalars or NaN made plain first, where there are any)."""
+    try:
+        return [json.dumps(row, ensure_ascii=False, allow_nan=False) for row in rows]
+    except (TypeError, ValueError):
+        return [json.dumps(jsonable(row), ensure_ascii=False) for row in rows]
+
+
+def rows_to_json(rows: Sequence[dict[str, Any]], columns: list[str]) -> str:
     """``to_json`` of the rows with exactly ``columns`` (a missing value is null)."""
-    return to_json([{c: r.get(c) for c in columns} for r in rows])
+    return "".join(json_chunks(rows, columns))
+
+
+def json_chunks(rows: Sequence[dict[str, Any]], columns: list[str]) -> Iterator[str]:
+    """``rows_to_json`` a piece at a time, as ``csv_chunks``: the rows of each chunk made
+    (and written) only when it is its turn."""
+    yield "[\n"
+    for lo in range(0, len(rows), ColumnRows.CHUNK):
+        hi = min(len(rows), lo + ColumnRows.CHUNK)
+        if isinstance(rows, ColumnRows):
+            values = [rows.values(c, lo, hi) for c in columns]
+            chunk = [dict(zip(columns, row)) for row in zip(*values)]
+        else:
+            chunk = [{c: r.get(c) for c in columns} for r in rows[lo:hi]]
+        yield (",\n" if lo else "") + ",\n".join("  " + line for line in _json_lines(chunk))
+    yield "\n]\n" if len(rows) else "]\n"
 
 
 def to_markdown(rows: list[dict[str, Any]], columns: list[str]) -> str:

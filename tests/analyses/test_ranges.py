@@ -4,6 +4,8 @@ and ``--by device|process``."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from nsys_parsers.errors import MissingData
@@ -156,9 +158,9 @@ def test_instances_under_within_and_json_keys(fx, cli):
 
 def test_instance_rows_are_kept_as_columns_and_streamed_as_csv(fx, cli, monkeypatch):
     """One row per instance (millions at scale) is kept as columns: read as row dicts, and
-    written as CSV a chunk at a time, the same text as from a list of dicts."""
+    written as CSV and JSON a chunk at a time, the same text as from a list of dicts."""
     from reports.render import render_rows
-    from reports.render.writers import to_csv
+    from reports.render.writers import to_csv, to_json
     from reports.report import ColumnRows
 
     export = fx("cs336_lizhieffe_ddp53_profile.sqlite")
@@ -176,6 +178,12 @@ def test_instance_rows_are_kept_as_columns_and_streamed_as_csv(fx, cli, monkeypa
     text = "".join(rendered.chunks)
     assert text == to_csv(as_list, report.columns)
     assert res.exit_code == 0 and res.stdout == text
+    rendered = render_rows(rows, report.columns, "json")
+    assert rendered.text is None and rendered.chunks is not None
+    text = "".join(rendered.chunks)
+    assert text == to_json([{c: r.get(c) for c in report.columns} for r in as_list])
+    assert json.loads(text)[-1]["gpu_ops"] == as_list[-1]["gpu_ops"]
+    assert text == cli("ranges", export, "--instances", "-f", "json").stdout
 
 # -- ranges --by ----------------------------------------------------------------------------
 
