@@ -11,12 +11,14 @@ path and headline answers) and ``list_exports``; with ``--allow-runs`` also ``pr
 ``sweep`` and ``bench`` (the command line, run as a child process).
 
 Every answer goes through ``reports.ask.ask`` (every hook but ``outputs``: a read-only server
-writes no gate files) on a worker thread, one question at a time. A path must lie, symlinks
-resolved, under a root: ``--root`` (default: the working directory) or, over stdio, a root the
-client declares (MCP roots). Parameters that write files (``Param.writes``) and the choice of
-the nsys binary (``--nsys``: a program to run) are not offered. An error is a tool result
-whose text is the command line's ``Error: ...`` line; a crash is logged on stderr with its
-traceback and the client gets one line; the server keeps serving.
+writes no gate files) on a worker thread, one question at a time; the sessions of the last
+exports asked about stay open between questions (``reports.ask.HeldSessions``,
+``--keep-open``). A path must lie, symlinks resolved, under a root: ``--root`` (default: the
+working directory) or, over stdio, a root the client declares (MCP roots). Parameters that
+write files (``Param.writes``) and the choice of the nsys binary (``--nsys``: a program to run)
+are not offered. An error is a tool result whose text is the command line's ``Error: ...``
+line; a crash is logged on stderr with its traceback and the client gets one line; the server
+keeps serving.
 """
 
 from __future__ import annotations
@@ -257,14 +259,19 @@ class ServerConfig:
     pages: Path  # where `report` writes pages
     transport: str = "stdio"  # or "http"
     allow_runs: bool = False
+    keep_open: int = 2  # exports kept open between questions (reports.ask.HeldSessions)
 
 
 class NsysMineServer:
     """The tools and their answers (``build`` makes the ``MCPServer``)."""
 
     def __init__(self, config: ServerConfig) -> None:
+        from reports.ask import HeldSessions
+
         self.config = config
         self._lock: Any = None  # an anyio.Lock, made in the server's event loop
+        # the last exports asked about stay open: the next question answers from memory
+        self.held = HeldSessions(config.keep_open)
 
     # the roots of one call
     async def roots(self, ctx: Context[Any, Any] | None) -> Roots:
@@ -361,7 +368,7 @@ class NsysMineServer:
 
         # outputs: the files a gate writes (JUnit XML, the GitHub step summary): not here
         report = ask(replace(a, outputs=None), sources, options, params, targets=targets,
-                     top_each=None)
+                     top_each=None, opener=self.held.opener)
         return envelope(a, report, a.fill({k: v for k, v in params.items()
                                            if not _is_argument(a, k)}), top)
 
@@ -609,13 +616,14 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
-          allow_runs: bool) -> None:
+          allow_runs: bool, keep_open: int = 2) -> None:
     """Run the server until its client goes (stdio) or it is stopped (HTTP)."""
     from nsys_parsers.nsys_tool import user_cache_dir
 
     folders = root_folders(roots)
     config = ServerConfig(roots=folders, pages=(pages or user_cache_dir() / "pages").resolve(),
-                          transport="http" if http else "stdio", allow_runs=allow_runs)
+                          transport="http" if http else "stdio", allow_runs=allow_runs,
+                          keep_open=keep_open)
     # a gate's files are never written here: not even the GitHub step summary
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,

@@ -23,16 +23,24 @@ For Python users:
     report.to_pandas()
     with Session("run.sqlite") as s:           # several questions of one export, one load
         answer(s, "ranges"), answer(s, "kernels", range_name="forward")
+
+    held = HeldSessions(keep=2)                # a process that answers question after
+    ask("dominant", [path], opener=held.opener)   # question (the MCP server): the last
+                                                  # exports asked about stay loaded
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
+from nsys_parsers.export import open_export
+from nsys_parsers.trace import Trace
 from reports.analysis import Analysis
 from reports.multi import ExportTarget, ask_each, combine, file_targets
 from reports.options import AnalysisOptions
@@ -148,3 +156,72 @@ def _ask_several(a: Analysis, targets: list[ExportTarget], options: AnalysisOpti
     report.title = f"{answers[0].report.title or a.title}, {len(answers)} exports"
     report.view, report.cut = people, True
     return report
+
+
+class HeldSessions:
+    """An ``opener`` for ``ask`` that keeps the last ``keep`` exports asked about loaded
+    between questions, for a process that answers one question after another (the MCP
+    server): the next question about the same export, whatever its options, answers from
+    what was loaded (columns, names, pairs: the ``Trace``, shared by a session per question)
+    instead of opening the export and reading its cache again. An export whose file changed
+    (size, modification time, inode) since it was loaded is loaded afresh; a question that
+    fails drops the loads it used. ``keep`` 0: every question opens its own session. One
+    question at a time (the MCP server asks them so)."""
+
+    def __init__(self, keep: int = 2) -> None:
+        self.keep = keep
+        self.opened = 0  # exports opened (and loaded) so far
+        self._held: OrderedDict[tuple[Any, ...], Trace] = OrderedDict()
+
+    @contextlib.contextmanager
+    def opener(self, path: Path, options: AnalysisOptions) -> Iterator[Session]:
+        if self.keep <= 0:
+            self.opened += 1
+            with Session(path, options) as own:
+                yield own
+            return
+        key = _held_key(path, options)
+        for old in [k for k in self._held if k[0] == key[0] and k[1] != key[1]]:
+            _close(self._held.pop(old))  # that file changed: what was loaded is stale
+        if key in self._held:
+            trace = self._held.pop(key)
+        else:
+            export = open_export(path, nsys=options.nsys)
+            try:
+                trace = Trace(export, name_kind=options.name_kind, cache=options.cache)
+            except BaseException:
+                export.close()
+                raise
+            self.opened += 1
+        try:
+            with Session(trace.export, options, trace=trace) as session:
+                yield session
+        except BaseException:
+            _close(trace)
+            raise
+        twin = self._held.pop(key) if key in self._held else None
+        if twin is not None and twin is not trace:  # one export twice in a question
+            _close(twin)
+        self._held[key] = trace  # the most recent last
+        while len(self._held) > self.keep:
+            _close(self._held.popitem(last=False)[1])
+
+    def close(self) -> None:
+        while self._held:
+            _close(self._held.popitem()[1])
+
+
+def _close(trace: Trace) -> None:
+    trace.close()
+    trace.export.close()
+
+
+def _held_key(path: Path, options: AnalysisOptions) -> tuple[Any, ...]:
+    """(the file, its state, what a load depends on): one loaded trace per key."""
+    real = path.resolve()
+    try:
+        st = os.stat(real)
+        state: tuple[int, ...] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:  # missing: opening it says so
+        state = ()
+    return str(real), state, options.name_kind, options.cache, options.nsys

@@ -49,20 +49,30 @@ class Session:
     keywords win). Close it (or use ``with``) to end its reader threads."""
 
     def __init__(self, export: Export | str | os.PathLike[str],
-                 options: AnalysisOptions | None = None, **kwargs: Any):
+                 options: AnalysisOptions | None = None, *, trace: Trace | None = None,
+                 **kwargs: Any):
+        """``trace``: the loaded values of ``export`` to share (made with this session's
+        ``name_kind`` and ``cache``), which the session then does not close: sessions of
+        other options over one load (``reports.ask.HeldSessions``)."""
         from reports.categories import load_rules
 
         self.options = replace(options or AnalysisOptions(), **kwargs)
         self.rules = load_rules(self.options.rules)  # a bad rules file fails before reading
         self._owned = not isinstance(export, Export)
+        self._owns_trace = trace is None
         self.export: Export = (export if isinstance(export, Export)
                                else open_export(export, nsys=self.options.nsys))
-        try:
-            self.trace = Trace(self.export, name_kind=self.options.name_kind,
-                               cache=self.options.cache)
-        except BaseException:
-            self.close()
-            raise
+        if trace is not None:
+            if trace.export is not self.export or trace.name_kind != self.options.name_kind:
+                raise ValueError("a shared trace must be of this export and name kind")
+            self.trace = trace
+        else:
+            try:
+                self.trace = Trace(self.export, name_kind=self.options.name_kind,
+                                   cache=self.options.cache)
+            except BaseException:
+                self.close()
+                raise
         # what is computed once: views of the loaded values ("view." keys, made again when
         # more columns are loaded), the within window, pairs, the merge decision, filters
         self._memo: dict[Any, Any] = {}
@@ -78,7 +88,7 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        if getattr(self, "trace", None) is not None:
+        if getattr(self, "trace", None) is not None and self._owns_trace:
             self.trace.close()
         if self._owned:
             self.export.close()

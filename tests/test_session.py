@@ -136,3 +136,50 @@ def test_every_caller_runs_every_hook(fx, tmp_path):
     assert both.title == "CUDA kernels, 2 exports"
     with pytest.raises(BadOption, match="is a folder"):
         ask("kernels", [tmp_path])
+
+
+def test_held_sessions_answer_the_next_question_from_memory(fx, tmp_path):
+    """HeldSessions (the MCP server's opener): the next question about an export, whatever
+    its options, answers from what is still loaded, with the answer of a fresh session; a
+    changed file, a failed question, another name kind and a full pool load it again; the
+    same export twice in one question leaks nothing."""
+    import shutil
+
+    from nsys_parsers.errors import NsysMineError
+    from reports.ask import HeldSessions
+
+    export = tmp_path / "run.sqlite"
+    shutil.copyfile(fx(DLPROF), export)
+    held = HeldSessions(keep=2)
+    for name in ("nvtx-kernels", "dominant", "ranges", "kernels", "nvtx-kernels"):
+        assert ask(name, [export], opener=held.opener).rows == ask(name, [export]).rows, name
+    merged = ask("ranges", [export], merge_op_ids="on", depth=1, opener=held.opener)
+    assert merged.rows == ask("ranges", [export], merge_op_ids="on", depth=1).rows != []
+    assert held.opened == 1  # dominant merges operator calls by default: one load still
+    other = ask("kernels", [export], name_kind="mangled", opener=held.opener)  # another load
+    assert other.rows == ask("kernels", [export], name_kind="mangled").rows and held.opened == 2
+    # the file replaced by another capture: opened again, its answer
+    before = ask("kernels", [export], opener=held.opener).rows
+    shutil.copyfile(fx(FASTVIDEO), export)
+    after = ask("kernels", [export], opener=held.opener).rows
+    assert after == ask("kernels", [export]).rows != before and held.opened == 3
+    assert len(held._held) == 1  # both sessions of the old file were closed
+    # a question that fails closes its session; the next one opens it again
+    with pytest.raises(NsysMineError):
+        ask("dominant", [export], within="no such range", opener=held.opener)
+    assert ask("gpus", [export], opener=held.opener).rows == ask("gpus", [export]).rows
+    assert held.opened == 4
+    # two exports and room for one: each question opens its export
+    second = tmp_path / "second.sqlite"
+    shutil.copyfile(fx(DLPROF), second)
+    one = HeldSessions(keep=1)
+    for path in (export, second, export):
+        assert ask("kernels", [path], opener=one.opener).rows == ask("kernels", [path]).rows
+    assert one.opened == 3 and len(one._held) == 1
+    # the same export as both sides of a comparison
+    assert ask("diff", [second, second], opener=one.opener).rows == ask(
+        "diff", [second, second]).rows
+    assert len(one._held) == 1
+    held.close()
+    one.close()
+    assert not held._held and not one._held

@@ -34,6 +34,11 @@ def mcp(
         "--allow-runs",
         help="Also offer `profile`, `sweep` and `bench`, which run programs (under nsys). "
              "Without it the server only reads.")] = False,
+    keep_open: Annotated[int, typer.Option(
+        "--keep-open", metavar="N", min=0,
+        help="Keep the last N exports asked about open between questions: the next question "
+             "about one answers from memory (about the size of its cache; 0: open each "
+             "export per question).")] = 2,
 ) -> None:
     """Serve the analyses to coding agents over the Model Context Protocol (stdio).
 
@@ -51,7 +56,7 @@ def mcp(
             raise
         raise McpNotInstalled(f"the MCP server needs the `mcp` package ({exc.name} is not "
                               f"installed): pip install 'nsys-mine[mcp]'.") from None
-    serve(root, http, pages, allow_runs)
+    serve(root, http, pages, allow_runs, keep_open)
 
 
 def register(app: typer.Typer) -> None:
