@@ -241,7 +241,7 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
             list(report.rows), None)
         noun = getattr(view, "noun", None) or "rows"
         per = ""
-    text = render_rows(shown, columns, "json", view=view).text or "[]"
+    text = render_rows(shown, columns, "json", view=view).as_text() or "[]"
     rows = json.loads(text)
     left = len(report.rows) - len(rows)
     if left:

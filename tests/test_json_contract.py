@@ -53,7 +53,7 @@ def cli_json(report) -> object:
     """The JSON `--format json` writes for a report (the command line's code path)."""
     if report.obj is not None:
         return json.loads(render_object(report.obj, "json").text)
-    return json.loads(render_rows(report.rows, report.columns, "json", view=report.view).text)
+    return json.loads(render_rows(report.rows, report.columns, "json", view=report.view).as_text())
 
 
 def errors_of(data: object, doc: dict) -> list:
@@ -184,16 +184,19 @@ def test_the_envelope_has_the_rows_of_the_command_line(top):
     """Single and several exports, all rows and the top 3 (of each export)."""
     one = [fixture_path("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")]
     two = [*one, fixture_path("vecadd_t4_nsys2022.4.sqlite")]
-    for name, sources in (("kernels", one), ("dominant", one), ("kernels", two),
-                          ("dominant", two)):
+    for name, sources, flags in (("kernels", one, []), ("dominant", one, []),
+                                 ("kernels", two, []), ("dominant", two, []),
+                                 ("ranges", one, ["--instances"])):  # rows kept as columns
         a = get(name)
-        args = [name, *sources, "--format", "json"] + (["--top", str(top)] if top else [])
+        params = a.fill({"instances": True} if flags else {})
+        args = [name, *sources, *flags, "--format", "json"] + (["--top", str(top)] if top
+                                                               else [])
         res = run_cli(*args)
         assert res.exit_code == 0, res.stderr
-        out = contract.envelope(a, ask(a, sources), a.fill({}), top)
-        assert out["rows"] == json.loads(res.stdout)
+        out = contract.envelope(a, ask(a, sources, None, params), params, top)
+        assert out["rows"] == json.loads(res.stdout) and out["rows"]
         jsonschema.validate(out, contract.envelope_schema(a))
-        assert out["rows_total"] == len(json.loads(run_cli(name, *sources, "-f",
+        assert out["rows_total"] == len(json.loads(run_cli(name, *sources, *flags, "-f",
                                                            "json").stdout))
         assert out["rows_left_out"] == out["rows_total"] - len(out["rows"])
         if out["rows_left_out"]:
