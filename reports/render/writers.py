@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from nsys_parsers.plain import jsonable
@@ -32,21 +32,30 @@ def to_csv(rows: Sequence[dict[str, Any]], columns: list[str]) -> str:
 
 def csv_chunks(rows: Sequence[dict[str, Any]], columns: list[str]) -> Iterator[str]:
     """``to_csv`` a piece at a time: the header, then the CSV of each chunk of rows, made as
-    it is written (rows kept as columns, ``ColumnRows``, are read without a dict per row)."""
+    it is written."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    for lo in range(0, len(rows), ColumnRows.CHUNK):
-        hi = min(len(rows), lo + ColumnRows.CHUNK)
-        if isinstance(rows, ColumnRows):
-            values = [rows.values(c, lo, hi) for c in columns]
-        else:
-            values = [[r.get(c) for r in rows[lo:hi]] for c in columns]
+    for _, values in _column_chunks(rows, columns):
         writer.writerows(zip(*_csv_values(columns, values)))
         yield buf.getvalue()
         buf.seek(0)
         buf.truncate()
     yield buf.getvalue()
+
+
+def _column_chunks(rows: Sequence[dict[str, Any]], columns: list[str]
+                   ) -> Iterator[tuple[int, list[list[Any]]]]:
+    """(rows, the values of each of ``columns``) of each chunk of ``ColumnRows.CHUNK`` rows:
+    what the machine formats write a chunk at a time (rows kept as columns, ``ColumnRows``,
+    are read without a dict per row)."""
+    for lo in range(0, len(rows), ColumnRows.CHUNK):
+        hi = min(len(rows), lo + ColumnRows.CHUNK)
+        if isinstance(rows, ColumnRows):
+            yield hi - lo, [rows.values(c, lo, hi) for c in columns]
+        else:
+            part = rows[lo:hi]
+            yield hi - lo, [[r.get(c) for r in part] for c in columns]
 
 
 def _csv_values(columns: list[str], values: list[list[Any]]) -> list[list[Any]]:
@@ -62,9 +71,7 @@ def _csv_values(columns: list[str], values: list[list[Any]]) -> list[list[Any]]:
 def to_json(data: Any) -> str:
     """JSON text; a list of rows is written one row per line."""
     if isinstance(data, list):
-        lines = _json_lines(data)
-        return "[\n" + ",\n".join("  " + line for line in lines) + ("\n]\n" if lines
-                                                                    else "]\n")
+        return "".join(_json_list([_json_lines(data)]))
     return json.dumps(jsonable(data), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -76,6 +83,17 @@ def _json_lines(rows: list[Any]) -> list[str]:
         return [json.dumps(jsonable(row), ensure_ascii=False) for row in rows]
 
 
+def _json_list(chunks: Iterable[list[str]]) -> Iterator[str]:
+    """A JSON list, one row per line, from its rows' JSON texts a chunk at a time."""
+    yield "[\n"
+    sep = ""
+    for lines in chunks:
+        if lines:
+            yield sep + ",\n".join("  " + line for line in lines)
+            sep = ",\n"
+    yield "\n]\n" if sep else "]\n"
+
+
 def rows_to_json(rows: Sequence[dict[str, Any]], columns: list[str]) -> str:
     """``to_json`` of the rows with exactly ``columns`` (a missing value is null)."""
     return "".join(json_chunks(rows, columns))
@@ -84,16 +102,9 @@ def rows_to_json(rows: Sequence[dict[str, Any]], columns: list[str]) -> str:
 def json_chunks(rows: Sequence[dict[str, Any]], columns: list[str]) -> Iterator[str]:
     """``rows_to_json`` a piece at a time, as ``csv_chunks``: the rows of each chunk made
     (and written) only when it is its turn."""
-    yield "[\n"
-    for lo in range(0, len(rows), ColumnRows.CHUNK):
-        hi = min(len(rows), lo + ColumnRows.CHUNK)
-        if isinstance(rows, ColumnRows):
-            values = [rows.values(c, lo, hi) for c in columns]
-            chunk = [dict(zip(columns, row)) for row in zip(*values)]
-        else:
-            chunk = [{c: r.get(c) for c in columns} for r in rows[lo:hi]]
-        yield (",\n" if lo else "") + ",\n".join("  " + line for line in _json_lines(chunk))
-    yield "\n]\n" if len(rows) else "]\n"
+    return _json_list(_json_lines([dict(zip(columns, row)) for row in zip(*values)]
+                                  if columns else [{}] * n)
+                      for n, values in _column_chunks(rows, columns))
 
 
 def to_markdown(rows: list[dict[str, Any]], columns: list[str]) -> str:
