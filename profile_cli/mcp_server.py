@@ -271,7 +271,7 @@ class NsysMineServer:
         self.config = config
         self._lock: Any = None  # an anyio.Lock, made in the server's event loop
         # the last exports asked about stay open: the next question answers from memory
-        self.held = HeldSessions(config.keep_open)
+        self.held = HeldSessions(config.keep_open, answers=32)
 
     # the roots of one call
     async def roots(self, ctx: Context[Any, Any] | None) -> Roots:

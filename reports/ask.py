@@ -116,11 +116,19 @@ def _analysis(analysis: Analysis | str) -> Analysis:
 def _answer(a: Analysis, sessions: list[Session | None], params: dict[str, Any]) -> Report:
     if a.inputs == "none":
         sessions = []
+    params = a.fill(params)
+    held: HeldSessions | None = (sessions[0].held if sessions and sessions[0] is not None
+                                 else None)
+    key = held.answer_key(a, sessions, params) if held is not None else None
+    if held is not None and key is not None and (kept := held.recall(key)) is not None:
+        return kept
     for s in sessions:
         if s is not None and a.needs:
             s.load(*a.needs)
-    params = a.fill(params)
-    return a.finish(a.run(*sessions, **params), params)
+    report = a.finish(a.run(*sessions, **params), params)
+    if held is not None and key is not None:
+        held.remember(key, report)
+    return report
 
 
 def _ask_one(a: Analysis, paths: list[Path], options: AnalysisOptions,
@@ -161,17 +169,63 @@ def _ask_several(a: Analysis, targets: list[ExportTarget], options: AnalysisOpti
 class HeldSessions:
     """An ``opener`` for ``ask`` that keeps the last ``keep`` exports asked about loaded
     between questions, for a process that answers one question after another (the MCP
-    server): the next question about the same export, whatever its options, answers from
-    what was loaded (columns, names, pairs: the ``Trace``, shared by a session per question)
-    instead of opening the export and reading its cache again. An export whose file changed
-    (size, modification time, inode) since it was loaded is loaded afresh; a question that
-    fails drops the loads it used. ``keep`` 0: every question opens its own session. One
-    question at a time (the MCP server asks them so)."""
+    server, ``nsys-mine serve``): the next question about the same export, whatever its
+    options, answers from what was loaded (columns, names, pairs: the ``Trace``, shared by a
+    session per question) instead of opening the export and reading its cache again. An
+    export whose file changed (size, modification time, inode) since it was loaded is loaded
+    afresh; a question that fails drops the loads it used. ``keep`` 0: every question opens
+    its own session. One question at a time (the MCP server asks them so).
 
-    def __init__(self, keep: int = 2) -> None:
+    ``answers``: the last answers kept too (at most that many, none over ``ANSWER_ROWS``
+    rows): the same question again (in another format, with another --top) is its kept
+    answer, while its exports are held. The key is the analysis, every export's file state,
+    the options (and the state of their rules file) and the parameters (files among them
+    by their state too); an analysis that reads anything else (``inputs`` ``paths`` or
+    ``none``) or a parameter that is not a plain value is answered afresh."""
+
+    ANSWER_ROWS = 100_000
+
+    def __init__(self, keep: int = 2, answers: int = 0) -> None:
         self.keep = keep
+        self.answers = answers if keep > 0 else 0
         self.opened = 0  # exports opened (and loaded) so far
+        self.recalled = 0  # answers given again
         self._held: OrderedDict[tuple[Any, ...], Trace] = OrderedDict()
+        self._answers: OrderedDict[tuple[Any, ...], Report] = OrderedDict()
+
+    def answer_key(self, a: Analysis, sessions: list[Session | None],
+                   params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The key of this question's answer, None where it is not kept."""
+        if not self.answers or a.inputs not in ("export", "exports", "two"):
+            return None
+        held = tuple(getattr(s, "held_key", None) if s is not None else "-" for s in sessions)
+        frozen = _frozen(params)
+        if None in held or frozen is None:
+            return None
+        options = sessions[0].options if sessions[0] is not None else None
+        rules = _file_state(options.rules) if options is not None and options.rules else ()
+        return a.name, held, options, rules, frozen
+
+    def recall(self, key: tuple[Any, ...]) -> Report | None:
+        kept = self._answers.get(key)
+        if kept is None:
+            return None
+        self._answers.move_to_end(key)
+        self.recalled += 1
+        return replace(kept, notes=list(kept.notes), sentences=list(kept.sentences))
+
+    def remember(self, key: tuple[Any, ...], report: Report) -> None:
+        if len(report.rows) > self.ANSWER_ROWS:
+            return
+        self._answers[key] = replace(report, notes=list(report.notes),
+                                     sentences=list(report.sentences))
+        while len(self._answers) > self.answers:
+            self._answers.popitem(last=False)
+
+    def _forget(self, key: tuple[Any, ...]) -> None:
+        """Drop the answers that used the export held under ``key``."""
+        for k in [k for k in self._answers if key in k[1]]:
+            del self._answers[k]
 
     @contextlib.contextmanager
     def opener(self, path: Path, options: AnalysisOptions) -> Iterator[Session]:
@@ -183,6 +237,7 @@ class HeldSessions:
         key = _held_key(path, options)
         for old in [k for k in self._held if k[0] == key[0] and k[1] != key[1]]:
             _close(self._held.pop(old))  # that file changed: what was loaded is stale
+            self._forget(old)
         if key in self._held:
             trace = self._held.pop(key)
         else:
@@ -195,20 +250,25 @@ class HeldSessions:
             self.opened += 1
         try:
             with Session(trace.export, options, trace=trace) as session:
+                session.held, session.held_key = self, key
                 yield session
         except BaseException:
             _close(trace)
+            self._forget(key)
             raise
         twin = self._held.pop(key) if key in self._held else None
         if twin is not None and twin is not trace:  # one export twice in a question
             _close(twin)
         self._held[key] = trace  # the most recent last
         while len(self._held) > self.keep:
-            _close(self._held.popitem(last=False)[1])
+            old, dropped = self._held.popitem(last=False)
+            _close(dropped)
+            self._forget(old)
 
     def close(self) -> None:
         while self._held:
             _close(self._held.popitem()[1])
+        self._answers.clear()
 
 
 def _close(trace: Trace) -> None:
@@ -219,9 +279,30 @@ def _close(trace: Trace) -> None:
 def _held_key(path: Path, options: AnalysisOptions) -> tuple[Any, ...]:
     """(the file, its state, what a load depends on): one loaded trace per key."""
     real = path.resolve()
+    return str(real), _file_state(real), options.name_kind, options.cache, options.nsys
+
+
+def _file_state(path: str | os.PathLike[str]) -> tuple[int, ...]:
+    """(size, modification time, inode) of a file; () where it cannot be read."""
     try:
-        st = os.stat(real)
-        state: tuple[int, ...] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    except OSError:  # missing: opening it says so
-        state = ()
-    return str(real), state, options.name_kind, options.cache, options.nsys
+        st = os.stat(path)
+    except (OSError, ValueError):  # missing: opening it says so
+        return ()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as a key (files by their path and state), None where it cannot be one."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, os.PathLike):
+        return ("file", str(Path(value).resolve()), _file_state(value))
+    if isinstance(value, (list, tuple)):
+        items = tuple(_frozen(v) for v in value)
+        return None if any(i is None and v is not None for i, v in zip(items, value)) \
+            else ("seq", items)
+    if isinstance(value, dict):
+        items = tuple((k, _frozen(v)) for k, v in sorted(value.items()))
+        return None if any(f is None and value[k] is not None for k, f in items) \
+            else ("map", items)
+    return None

@@ -76,6 +76,10 @@ class Session:
         # what is computed once: views of the loaded values ("view." keys, made again when
         # more columns are loaded), the within window, pairs, the merge decision, filters
         self._memo: dict[Any, Any] = {}
+        # set by reports.ask.HeldSessions for the sessions it opens: itself (which keeps
+        # answers) and the key of the load this session shares
+        self.held: Any = None
+        self.held_key: Any = None
 
     @property
     def within(self) -> str | None:

@@ -183,3 +183,54 @@ def test_held_sessions_answer_the_next_question_from_memory(fx, tmp_path):
     held.close()
     one.close()
     assert not held._held and not one._held
+
+
+def test_held_sessions_keep_answers_while_nothing_they_read_changed(fx, tmp_path):
+    """HeldSessions(answers=N) (nsys-mine serve): the same question again is its kept answer,
+    equal to a fresh one; another option or parameter, a changed export, a changed rules
+    file or a dropped export is answered afresh; a big answer is not kept."""
+    import shutil
+
+    from reports.ask import HeldSessions
+
+    export = tmp_path / "run.sqlite"
+    shutil.copyfile(fx(DLPROF), export)
+    held = HeldSessions(keep=2, answers=8)
+    for name in ("nvtx-kernels", "dominant", "ranges", "kernels", "gpus", "gaps"):
+        first = ask(name, [export], opener=held.opener)
+        again = ask(name, [export], opener=held.opener)
+        fresh = ask(name, [export])
+        assert (again.rows, again.notes, again.title) == (fresh.rows, fresh.notes, fresh.title)
+        assert again.rows == first.rows and again is not first
+    assert held.recalled == 6 and held.opened == 1
+    # another option, another parameter: answered (then kept)
+    assert ask("ranges", [export], depth=1, opener=held.opener).rows == ask(
+        "ranges", [export], depth=1).rows
+    assert ask("gaps", [export], min_gap_ms=0.5, opener=held.opener).rows == ask(
+        "gaps", [export], min_gap_ms=0.5).rows
+    assert held.recalled == 6
+    # a rules file is keyed by its state: edited, the answer changes
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[rule]]\npattern = 'gemm'\ncategory = 'other'\n")
+    before = ask("kernels", [export], rules=rules, opener=held.opener).rows
+    rules.write_text("[[rule]]\npattern = 'gemm'\ncategory = 'elementwise'\n")
+    after = ask("kernels", [export], rules=rules, opener=held.opener).rows
+    assert after == ask("kernels", [export], rules=rules).rows != before
+    # the export replaced: its kept answers are dropped with its load
+    kept = len(held._answers)
+    shutil.copyfile(fx(FASTVIDEO), export)
+    assert ask("kernels", [export], opener=held.opener).rows == ask("kernels", [export]).rows
+    assert len(held._answers) == 1 < kept and held.opened == 2
+    # at most `answers` kept, and none of more than ANSWER_ROWS rows
+    small = HeldSessions(keep=1, answers=1)
+    small.ANSWER_ROWS = 3
+    ask("kernels", [export], opener=small.opener)
+    ask("kernels", [export], opener=small.opener)
+    assert small.recalled == 0 and not small._answers  # 41 rows: not kept
+    small.ANSWER_ROWS = 10_000
+    for name in ("kernels", "gpus", "kernels"):
+        ask(name, [export], opener=small.opener)
+    assert small.recalled == 0 and len(small._answers) == 1
+    held.close()
+    small.close()
+    assert not held._answers
