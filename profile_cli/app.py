@@ -11,23 +11,25 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from nsys_parsers.errors import NsysMineError
+
+if TYPE_CHECKING:
+    import typer
 
 # Modules with a ``register(app)`` function, in the order of `nsys-mine --help`.
 COMMAND_MODULES = ("profile_cli.commands.mine", "profile_cli.commands.bench",
                    "profile_cli.commands.profile", "profile_cli.commands.infer",
-                   "profile_cli.commands.mcp")
+                   "profile_cli.commands.mcp", "profile_cli.commands.serve")
 
 
 # The hand-written commands' modules (every other command is an analysis: commands.mine).
 MODULE_OF = {"report": "profile_cli.commands.mine", "bench": "profile_cli.commands.bench",
              "memory": "profile_cli.commands.bench", "profile": "profile_cli.commands.profile",
              "sweep": "profile_cli.commands.profile", "infer": "profile_cli.commands.infer",
-             "micro": "profile_cli.commands.infer", "mcp": "profile_cli.commands.mcp"}
+             "micro": "profile_cli.commands.infer", "mcp": "profile_cli.commands.mcp",
+             "serve": "profile_cli.commands.serve"}
 
 
 def _root() -> None:
@@ -39,6 +41,8 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES, command: str | None = No
     """The application with the commands of ``modules`` (an optional one that is not
     installed is left out); ``command``: with that command only (what a run of it needs:
     its module alone is imported, and of the analyses, its own)."""
+    import typer  # not at the start: a question an answer server answers needs no Typer
+
     app = typer.Typer(
         name="nsys-mine",
         help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, "
@@ -85,13 +89,33 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app; NsysMineError -> ``Error: ...`` on stderr, exit code 1."""
+    """Entry point: the command line handed to a running answer server (``nsys-mine serve``:
+    ``profile_cli.client``), else run here; exits with the command's code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        from profile_cli.client import forward
+
+        code = forward(args)
+        if code is not None:
+            sys.exit(code)
+    sys.exit(run_args(args))
+
+
+def run_args(args: list[str]) -> int:
+    """Run one command line in this process (the entry point's, or an answer server's for
+    its client): its exit code. The one place where a NsysMineError becomes ``Error: ...``
+    on stderr and exit code 1."""
     try:
         app_for(args)(args=args, standalone_mode=True, prog_name="nsys-mine")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        sys.stderr.write(f"{exc.code}\n")
+        return 1
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
-        sys.exit(1)
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write("Error: interrupted\n")
-        sys.exit(130)
+        return 130
+    return 0

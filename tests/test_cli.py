@@ -221,7 +221,7 @@ def test_every_analysis_is_a_command_in_order():
     after = analyses.index("attention") + 1
     assert names[:len(analyses) + 1] == [*analyses[:after], "report", *analyses[after:]]
     assert names[len(analyses) + 1:] == ["bench", "memory", "profile", "sweep", "infer",
-                                         "mcp", "micro"]
+                                         "mcp", "serve", "micro"]
 
 
 def test_a_command_runs_as_a_process(fx):

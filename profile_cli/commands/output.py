@@ -194,14 +194,21 @@ OUTPUT = OptionGroup("out", OutputSpec, {
 }, dataclass_defaults(OutputSpec))
 
 
+# In an answer server (``profile_cli.serve``): its ``reports.ask.HeldSessions``, which opens
+# the exports of every command it runs (the last ones stay loaded).
+SERVED: Any = None
+
+
 @contextlib.contextmanager
 def open_session(export: Path, options: AnalysisOptions) -> Iterator[Any]:
-    """The export opened for questions (``reports.session.Session``), with a spinner on
-    stderr while a long read runs: how every command that mines an export opens it."""
+    """The export opened for questions (``reports.session.Session``; in an answer server,
+    its held sessions'), with a spinner on stderr while a long read runs: how every command
+    that mines an export opens it."""
     from profile_cli.commands.progress import status
     from reports.session import Session
 
-    with status(f"reading {export.name}"), Session(export, options) as session:
+    opener = SERVED.opener if SERVED is not None else Session
+    with status(f"reading {export.name}"), opener(export, options) as session:
         yield session
 
 

@@ -1,0 +1,177 @@
+"""The command line's side of ``nsys-mine serve`` (``profile_cli.serve``): a command line
+handed to a running answer server instead of being run in this process.
+
+A question asked from the command line pays Python's start and the imports of numpy, Typer
+and the loader (about 0.2 s) before it reads anything; an answer server has paid them once
+and keeps the last exports asked about loaded (and their last answers). ``forward(args)``
+runs before anything heavy is imported: when a server listens on ``socket_path()`` it sends
+the command line with this process's working directory, environment and terminal, and
+writes what comes back (stdout, stderr, the exit code) as the command would have. Without a
+server (the socket is missing, or nobody listens), for the commands that run programs or
+start processes (``LOCAL``), for ``--help``, or with ``NSYS_MINE_SERVER=off``, the command
+runs here as always. Standard library only: this module is the whole cost of a served
+question on this side.
+
+The protocol (one connection per command line): the client sends one JSON line (``argv``,
+``cwd``, ``env``, ``tty``: whether stdin, stdout and stderr are terminals, ``width``: the
+terminal's columns, ``stamp``: ``code_stamp()``, or ``stop``); the server answers with
+frames, one byte of kind and four of length (big-endian) then the payload: ``o`` stdout,
+``e`` stderr, ``x`` the exit code (the last frame), ``r`` refused (the server runs other code
+than this command line's: it stops, and the command runs here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+from typing import Any
+
+SERVER_ENV = "NSYS_MINE_SERVER"  # the socket's path, or "off"
+OFF = ("off", "0", "no", "false")
+# Commands that run programs, start processes or serve themselves: always run here.
+LOCAL = frozenset({"serve", "mcp", "profile", "sweep", "bench", "memory", "infer", "micro",
+                   "ranks"})
+PACKAGES = ("nsys_parsers", "nvtx_model", "reports", "profile_cli")
+HEADER = struct.Struct(">cI")
+STDOUT, STDERR, EXIT, REFUSED = b"o", b"e", b"x", b"r"
+
+
+def socket_path() -> str | None:
+    """The answer server's socket: ``$NSYS_MINE_SERVER``, else ``nsys-mine-<uid>/serve.sock``
+    in ``$XDG_RUNTIME_DIR`` (or the temporary folder); None with ``NSYS_MINE_SERVER=off``."""
+    value = os.environ.get(SERVER_ENV, "")
+    if value.lower() in OFF:
+        return None
+    if value:
+        return value
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(base, f"nsys-mine-{os.getuid()}", "serve.sock")
+
+
+def code_stamp() -> str:
+    """What identifies the code that answers: where it lies, and the number, sizes and
+    latest modification of its Python files (a server started before an upgrade or an edit
+    does not answer for the new code)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    count = size = latest = 0
+    for package in PACKAGES:
+        for folder, dirs, files in os.walk(os.path.join(root, package)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(folder, name))
+                    count, size = count + 1, size + st.st_size
+                    latest = max(latest, st.st_mtime_ns)
+    return f"{root}:{count}:{size}:{latest}"
+
+
+def served(args: list[str]) -> bool:
+    """Whether a server may answer this command line."""
+    return bool(args) and not args[0].startswith("-") and args[0] not in LOCAL and not any(
+        a in ("--help", "-h") for a in args)
+
+
+def _terminal() -> tuple[list[bool], int | None]:
+    ttys = []
+    width = None
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (ValueError, OSError):
+            tty = False
+        ttys.append(bool(tty))
+        if tty and width is None:
+            try:
+                width = os.get_terminal_size(stream.fileno()).columns
+            except (OSError, ValueError):
+                pass
+    return ttys, width
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            raise ConnectionError("the answer server closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def _connect(path: str) -> socket.socket | None:
+    if not os.path.exists(path):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:  # nobody listens (a server that was killed): run here
+        sock.close()
+        return None
+    return sock
+
+
+def forward(args: list[str]) -> int | None:
+    """Have the running answer server run ``args``: its exit code once its output is
+    written here; None where no server answers it (then run it here)."""
+    path = socket_path() if served(args) else None
+    sock = _connect(path) if path is not None else None
+    if sock is None:
+        return None
+    ttys, width = _terminal()
+    request = {"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "tty": ttys,
+               "width": width, "stamp": code_stamp()}
+    wrote = False
+    try:
+        with sock:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            while True:
+                kind, size = HEADER.unpack(_read_exact(sock, HEADER.size))
+                payload = _read_exact(sock, size)
+                if kind == EXIT:
+                    return int(payload)
+                if kind == REFUSED:
+                    sys.stderr.write(payload.decode(errors="replace"))
+                    return None
+                stream = sys.stdout if kind == STDOUT else sys.stderr
+                if hasattr(stream, "buffer"):
+                    stream.buffer.write(payload)
+                else:
+                    stream.write(payload.decode(errors="replace"))
+                stream.flush()
+                wrote = True
+    except KeyboardInterrupt:
+        sys.stderr.write("Error: interrupted\n")
+        return 130
+    except OSError as exc:  # the server went away
+        if not wrote:
+            return None
+        sys.stderr.write(f"Error: the answer server at {path} stopped in the middle of the "
+                         f"answer ({exc}); run the command again (without a server: "
+                         f"{SERVER_ENV}=off).\n")
+        return 1
+
+
+def stop(path: str) -> bool:
+    """Ask the server at ``path`` to stop; whether one was listening."""
+    sock = _connect(path)
+    if sock is None:
+        return False
+    with sock:
+        sock.sendall(json.dumps({"stop": True}).encode() + b"\n")
+        try:
+            while HEADER.unpack(_read_exact(sock, HEADER.size))[0] != EXIT:
+                pass
+        except (OSError, struct.error):
+            pass
+    return True
+
+
+def request_of(line: bytes) -> dict[str, Any]:
+    """A request line, parsed (the server's side)."""
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError("a request is a JSON object")
+    return value

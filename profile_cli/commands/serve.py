@@ -1,0 +1,59 @@
+"""``nsys-mine serve``: the command line's answer server (``profile_cli.serve``, the client's
+side in ``profile_cli.client``). Only its options are declared here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def serve_command(
+    socket_path: Annotated[Optional[Path], typer.Option(
+        "--socket", metavar="PATH", dir_okay=False, show_default=False,
+        help="The Unix socket to answer on (default: $NSYS_MINE_SERVER, else "
+             "nsys-mine-<uid>/serve.sock in $XDG_RUNTIME_DIR or /tmp). Commands find the "
+             "server there; set NSYS_MINE_SERVER for another.")] = None,
+    idle_timeout: Annotated[float, typer.Option(
+        "--idle-timeout", metavar="MIN", min=0,
+        help="Stop after this many minutes without a question (0: never).")] = 60.0,
+    keep_open: Annotated[int, typer.Option(
+        "--keep-open", metavar="N", min=1,
+        help="Keep the last N exports asked about loaded between questions (memory: about "
+             "the size of their cache each).")] = 2,
+    stop: Annotated[bool, typer.Option(
+        "--stop", help="Stop the server that answers on the socket, and exit.")] = False,
+) -> None:
+    """Answer the command line's questions from one resident process (opt-in).
+
+    While it runs, `nsys-mine QUESTION ...` in any terminal of yours hands its command line
+    to it and prints its answer: the same output (--format, --output) and exit code,
+    without paying Python's
+    imports again (about 0.2 s), with the last exports asked about still loaded and their
+    last answers kept (the same question in another format is instant). A changed export is
+    loaded afresh. Commands that run programs (profile, sweep, bench, memory, infer, micro),
+    `ranks`, `mcp` and --help always run in their own process; NSYS_MINE_SERVER=off runs
+    every command there. It stops after --idle-timeout, on Ctrl-C, with --stop, or when
+    nsys-mine is upgraded.
+
+    Examples: `nsys-mine serve &` · `nsys-mine serve --idle-timeout 0 --keep-open 4` ·
+    `nsys-mine serve --stop`
+    """
+    from profile_cli import client
+    from profile_cli.serve import serve_answers
+
+    path = socket_path or client.socket_path()
+    if path is None:
+        from nsys_parsers.errors import BadOption
+
+        raise BadOption(f"{client.SERVER_ENV}=off: give the socket with --socket PATH.")
+    if stop:
+        stopped = client.stop(str(path))
+        typer.echo(f"stopped the server at {path}" if stopped else f"no server answers at {path}")
+        return
+    serve_answers(Path(path), idle_timeout_s=idle_timeout * 60.0, keep_open=keep_open)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_command)

@@ -1,0 +1,267 @@
+"""``nsys-mine serve``: an answer server for the command line, opt-in.
+
+It listens on a Unix socket (``profile_cli.client.socket_path()``: private to the user) and
+runs each command line a client (``nsys-mine`` itself, ``profile_cli.client.forward``) hands
+it, one at a time, as that command would run (``profile_cli.app.run_args``): in the client's
+working directory, with its environment, for its terminal (width, colours), its output and
+exit code sent back. What it keeps between questions (``reports.ask.HeldSessions``): the
+imports (numpy, Typer, the loader, matplotlib once a page was drawn), the last ``keep_open``
+exports asked about, loaded, and their last ``answers`` answers (the same question again, in
+another format or with another --top, is its kept answer; an export whose file changed is
+loaded afresh).
+
+It stops after ``idle_timeout_s`` without a question (0: never), on SIGTERM or Ctrl-C, on
+``nsys-mine serve --stop``, or when a client runs other code (an upgrade or an edit: the
+client then answers itself); it removes its socket then. Nothing it keeps is written
+anywhere. A question that fails is answered as the command line would (``Error: ...``, exit
+1; a bug's traceback), and the server goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import stat
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+from nsys_parsers.errors import BadOption, NsysMineError
+from profile_cli import client
+from profile_cli.client import EXIT, HEADER, REFUSED, STDERR, STDOUT
+
+MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
+
+
+class ServerRunning(NsysMineError):
+    """Another server already listens on the socket."""
+
+
+class _Stream:
+    """A text stream whose writes go to the client as frames of one kind; a terminal when
+    the client's is."""
+
+    def __init__(self, conn: socket.socket, kind: bytes, tty: bool, lock: threading.Lock):
+        self.conn, self.kind, self.tty, self.lock = conn, kind, tty, lock
+        self.encoding, self.errors = "utf-8", "replace"
+        self.closed = False  # the client went away: what is left is dropped
+
+    def write(self, text: str) -> int:
+        if text and not self.closed:
+            data = text.encode("utf-8", "replace")
+            with self.lock:
+                try:
+                    self.conn.sendall(HEADER.pack(self.kind, len(data)) + data)
+                except OSError:
+                    self.closed = True
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("fileno")
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def read(self, *args: Any) -> str:  # as stdin: nothing (commands read no input)
+        return ""
+
+    def readline(self, *args: Any) -> str:
+        return ""
+
+
+def _send(conn: socket.socket, kind: bytes, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(HEADER.pack(kind, len(data)) + data)
+
+
+@contextlib.contextmanager
+def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
+    """This process set up as the client's: working directory, environment, terminal width
+    (``COLUMNS``: what ``profile_cli.commands.output`` and rich read), standard streams."""
+    lock = threading.Lock()
+    tty = [bool(t) for t in request.get("tty", [False] * 3)]
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
+    width = request.get("width")
+    if "COLUMNS" not in env and isinstance(width, int) and width > 0:
+        env["COLUMNS"] = str(width)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(str(request.get("cwd") or saved_cwd))
+        sys.stdin = _Stream(conn, STDERR, tty[0], lock)
+        sys.stdout = _Stream(conn, STDOUT, tty[1], lock)
+        sys.stderr = _Stream(conn, STDERR, tty[2], lock)
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+
+
+def answer_request(request: dict[str, Any], conn: socket.socket) -> int:
+    """Run the request's command line for its client: its exit code (output sent)."""
+    from profile_cli.app import run_args
+
+    argv = [str(a) for a in request.get("argv") or []]
+    try:
+        with _as_client(request, conn):
+            try:
+                return run_args(argv)
+            except Exception:  # a bug: its traceback, as the command line shows it
+                sys.stderr.write(traceback.format_exc())
+                return 1
+    except OSError as exc:  # the client's working directory is gone
+        _send(conn, STDERR, f"Error: cannot run in {request.get('cwd')}: {exc.strerror}\n"
+                            .encode())
+        return 1
+
+
+def _prepare_socket(path: Path) -> None:
+    """The socket's folder private to this user; a stale socket (nobody listens) removed;
+    ServerRunning when a server listens there."""
+    folder = path.parent
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadOption(f"cannot create {folder} for the server's socket: {exc.strerror}; "
+                        f"choose another with --socket.") from None
+    st = folder.stat()
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        if folder.name.startswith("nsys-mine-"):
+            raise BadOption(f"{folder} is not private to you (owner {st.st_uid}, mode "
+                            f"{stat.S_IMODE(st.st_mode):o}): remove it, or choose another "
+                            f"socket with --socket.")
+    if path.exists() or path.is_symlink():
+        if _listening(path):
+            raise ServerRunning(f"a server already answers at {path}: use it, or stop it "
+                                f"with `nsys-mine serve --stop`.")
+        path.unlink()
+
+
+def _listening(path: Path) -> bool:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > MAX_REQUEST:
+            raise ValueError("request too long")
+    return bytes(data)
+
+
+def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int = 2,
+          answers: int = 32, log: TextIO | None = None) -> None:
+    """Answer command lines on the socket ``path`` until idle for ``idle_timeout_s`` (0:
+    never), stopped, or a client runs other code."""
+    from profile_cli.commands import output
+    from reports.ask import HeldSessions
+
+    log = log or sys.stderr
+    path = Path(path)
+    _prepare_socket(path)
+    stamp = client.code_stamp()
+    held = HeldSessions(keep=keep_open, answers=answers)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    inode = path.stat().st_ino
+    listener.listen(16)
+    listener.settimeout(idle_timeout_s if idle_timeout_s > 0 else None)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    output.SERVED = held
+    log.write(f"nsys-mine serve: answering at {path} (pid {os.getpid()}; keeps "
+              f"{keep_open} export(s) loaded; stops after {idle_timeout_s:g} s idle, or with "
+              f"`nsys-mine serve --stop`)\n")
+    log.flush()
+    why = "stopped"
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                why = f"idle for {idle_timeout_s:g} s"
+                break
+            with conn:
+                conn.settimeout(None)
+                done = _handle(conn, stamp, log)
+            if done is not None:
+                why = done
+                break
+    except KeyboardInterrupt:
+        why = "interrupted"
+    except SystemExit:
+        why = "terminated"
+    finally:
+        output.SERVED = None
+        signal.signal(signal.SIGTERM, previous)
+        listener.close()
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == inode:  # still ours
+                path.unlink()
+        held.close()
+        log.write(f"nsys-mine serve: {why}; {path} removed\n")
+        log.flush()
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def _handle(conn: socket.socket, stamp: str, log: TextIO) -> str | None:
+    """Answer one connection; why the server stops after it (None: it goes on)."""
+    try:
+        request = client.request_of(_read_line(conn))
+    except (ValueError, OSError, UnicodeDecodeError):
+        _send(conn, STDERR, b"Error: not a request of nsys-mine's client\n")
+        _send(conn, EXIT, b"2")
+        return None
+    if request.get("stop"):
+        _send(conn, EXIT, b"0")
+        return "stopped by `nsys-mine serve --stop`"
+    if request.get("stamp") != stamp:
+        _send(conn, REFUSED, b"nsys-mine: the answer server ran other code (nsys-mine was "
+                             b"upgraded or edited): it stopped; answering here. Start it "
+                             b"again with `nsys-mine serve`.\n")
+        return "a client runs other code"
+    began = time.perf_counter()
+    code = answer_request(request, conn)
+    _send(conn, EXIT, str(code).encode())
+    argv = " ".join(str(a) for a in request.get("argv") or [])
+    log.write(f"  {argv[:100]} -> exit {code}, {time.perf_counter() - began:.2f} s\n")
+    log.flush()
+    return None

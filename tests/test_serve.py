@@ -1,0 +1,166 @@
+"""``nsys-mine serve`` and its client: a real server process on a real Unix socket, real
+``nsys-mine`` command lines in other processes; what they print and exit with equals the
+same command run without a server, and the server's log shows it answered them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
+ENTRY = "from profile_cli.app import main; main()"
+
+
+def nsys_mine(args: list[str], env: dict[str, str], cwd: Path | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """``nsys-mine ARGS`` as its entry point runs it, in another process."""
+    return subprocess.run([sys.executable, "-c", ENTRY, *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+class Server:
+    """``nsys-mine serve --socket PATH`` in its own process, its log in a file."""
+
+    def __init__(self, path: Path, log: Path, *args: str) -> None:
+        self.path, self.log = path, log
+        self.env = {**os.environ, "NSYS_MINE_SERVER": str(path)}
+        with log.open("w") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", ENTRY, "serve", "--socket", str(path), *args],
+                env=self.env, stdout=fh, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not path.exists():
+            assert self.proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+
+    def answered(self) -> list[str]:
+        return [line.strip() for line in self.log.read_text().splitlines()
+                if line.startswith("  ")]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tmp_path):
+    sock_dir = Path(f"/tmp/nm-test-{os.getpid()}-{tmp_path.name[-20:]}")  # short: sun_path
+    made = []
+
+    def start(*args: str) -> Server:
+        s = Server(sock_dir / "serve.sock", tmp_path / f"serve{len(made)}.log", *args)
+        made.append(s)
+        return s
+
+    yield start
+    for s in made:
+        s.stop()
+    shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def test_a_served_command_prints_and_exits_as_it_would_alone(fx, tmp_path, server):
+    """Tables (at the client's width), CSV, JSON, --output in the client's folder, an error,
+    a usage error and a gate's exit code: equal with and without the server, and answered by
+    it (its log); the same question again is its kept answer."""
+    srv = server()
+    export = fx(DDP)
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[rule]]\nname = 'gemm'\ndominant_category = 'attention'\n")
+    asks = [
+        ["kernels", str(export)],
+        ["dominant", str(export), "-f", "csv"],
+        ["nvtx-kernels", str(export), "-f", "json", "--top", "5"],
+        ["ranges", str(export), "--top", "3"],
+        ["gaps", str(export), "-f", "md"],
+        ["gpus", str(export), "-f", "text"],
+        ["check", str(export), "--rules", str(rules)],
+        ["kernels", str(tmp_path / "missing.sqlite")],
+        ["kernels", str(export), "--bogus"],
+        ["kernels", str(export)],
+    ]
+    off = {**os.environ, "NSYS_MINE_SERVER": "off", "COLUMNS": "100"}
+    on = {**srv.env, "COLUMNS": "100"}
+    for args in asks:
+        alone, served = nsys_mine(args, off), nsys_mine(args, on)
+        assert (served.returncode, served.stdout, served.stderr) == (
+            alone.returncode, alone.stdout, alone.stderr), args
+    codes = [a.returncode for a in (nsys_mine(asks[6], off), nsys_mine(asks[7], off),
+                                    nsys_mine(asks[8], off))]
+    assert codes == [3, 1, 2]
+    lines = srv.answered()
+    assert len(lines) == len(asks) and lines[0].startswith("kernels ") and "exit 3" in lines[6]
+    # --output relative to the client's working directory
+    (tmp_path / "here").mkdir()
+    out = nsys_mine(["kernels", str(export), "-f", "csv", "-o", "k.csv"], srv.env,
+                    cwd=tmp_path / "here")
+    assert out.returncode == 0 and out.stdout == ""
+    alone = nsys_mine(["kernels", str(export), "-f", "csv"], off)
+    assert (tmp_path / "here" / "k.csv").read_text() == alone.stdout
+    assert len(srv.answered()) == len(asks) + 1
+
+
+def test_commands_that_run_programs_and_help_never_go_to_the_server(fx, server):
+    from profile_cli.client import LOCAL, served
+
+    assert {"profile", "sweep", "bench", "serve", "mcp", "ranks"} <= LOCAL
+    assert served(["kernels", "x.sqlite"]) and not served(["kernels", "--help"])
+    assert not served(["profile", "--", "python", "x.py"]) and not served([])
+    srv = server()
+    res = nsys_mine(["kernels", "--help"], srv.env)
+    assert res.returncode == 0 and "Usage" in res.stdout and srv.answered() == []
+
+
+def test_a_changed_export_is_answered_afresh(fx, tmp_path, server):
+    srv = server()
+    export = tmp_path / "run.sqlite"
+    shutil.copyfile(fx(DLPROF), export)
+    ask = ["kernels", str(export), "-f", "json"]
+    first = json.loads(nsys_mine(ask, srv.env).stdout)
+    shutil.copyfile(fx(DDP), export)
+    second = json.loads(nsys_mine(ask, srv.env).stdout)
+    alone = json.loads(nsys_mine(ask, {**os.environ, "NSYS_MINE_SERVER": "off"}).stdout)
+    assert second == alone != first and len(srv.answered()) == 2
+
+
+def test_the_server_stops_when_asked_idle_or_running_other_code(fx, tmp_path, server):
+    """--stop; --idle-timeout; a client of other code (refused: the server stops and the
+    command runs in the client); each removes the socket. A second server on a socket in
+    use is an error; a socket nobody listens on is taken over."""
+    from profile_cli.client import EXIT, HEADER, REFUSED
+
+    srv = server()
+    again = nsys_mine(["serve", "--socket", str(srv.path)], srv.env)
+    assert again.returncode == 1 and "already answers" in again.stderr
+    stop = nsys_mine(["serve", "--stop", "--socket", str(srv.path)], srv.env)
+    assert stop.returncode == 0 and "stopped" in stop.stdout
+    assert srv.proc.wait(timeout=30) == 0 and not srv.path.exists()
+    assert "stopped by `nsys-mine serve --stop`" in srv.log.read_text()
+    # a socket left by a killed server: the client answers alone, a new server takes it
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(srv.path))
+    stale.close()
+    alone = nsys_mine(["kernels", str(fx(DLPROF)), "-f", "csv"], srv.env)
+    assert alone.returncode == 0 and alone.stdout.startswith("name,category")
+    idle = server("--idle-timeout", "0.02")  # 1.2 s
+    assert idle.proc.wait(timeout=60) == 0 and not idle.path.exists()
+    assert "idle for 1.2 s" in idle.log.read_text()
+    # other code: refused, the server stops
+    other = server()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(other.path))
+        sock.sendall(json.dumps({"argv": ["kernels"], "stamp": "elsewhere"}).encode() + b"\n")
+        kind, size = HEADER.unpack(sock.recv(HEADER.size, socket.MSG_WAITALL))
+        assert kind == REFUSED and b"other code" in sock.recv(size, socket.MSG_WAITALL)
+    assert other.proc.wait(timeout=30) == 0 and not other.path.exists()
+    assert kind != EXIT
