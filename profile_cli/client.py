@@ -102,7 +102,13 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def _connect(path: str) -> socket.socket | None:
-    if not os.path.exists(path):
+    """A connection to the server at ``path``; None where there is none, or where the socket
+    or its folder is not this user's alone (the request carries the environment)."""
+    try:
+        st, folder = os.lstat(path), os.stat(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or folder.st_uid != os.getuid() or folder.st_mode & 0o022:
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

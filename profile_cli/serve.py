@@ -149,11 +149,11 @@ def _prepare_socket(path: Path) -> None:
         raise BadOption(f"cannot create {folder} for the server's socket: {exc.strerror}; "
                         f"choose another with --socket.") from None
     st = folder.stat()
-    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
-        if folder.name.startswith("nsys-mine-"):
-            raise BadOption(f"{folder} is not private to you (owner {st.st_uid}, mode "
-                            f"{stat.S_IMODE(st.st_mode):o}): remove it, or choose another "
-                            f"socket with --socket.")
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        # the client sends its environment: it connects only to a socket in such a folder
+        raise BadOption(f"{folder} is not yours alone (owner {st.st_uid}, mode "
+                        f"{stat.S_IMODE(st.st_mode):o}): give --socket a path in a folder "
+                        f"only you can write to (or remove {folder}).")
     if path.exists() or path.is_symlink():
         if _listening(path):
             raise ServerRunning(f"a server already answers at {path}: use it, or stop it "
