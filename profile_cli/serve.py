@@ -211,9 +211,9 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
     listener.settimeout(idle_timeout_s if idle_timeout_s > 0 else None)
     previous = signal.signal(signal.SIGTERM, _terminate)
     output.SERVED = held
-    log.write(f"nsys-mine serve: answering at {path} (pid {os.getpid()}; keeps "
-              f"{keep_open} export(s) loaded; stops after {idle_timeout_s:g} s idle, or with "
-              f"`nsys-mine serve --stop`)\n")
+    log.write(f"nsys-mine serve: answering at {path} (pid {os.getpid()})\n"
+              f"  keeps {keep_open} export(s) loaded; stops after {idle_timeout_s:g} s idle, "
+              f"or with `nsys-mine serve --stop`\n")
     log.flush()
     why = "stopped"
     try:
@@ -277,7 +277,9 @@ def _handle(conn: socket.socket, stamp: str, log: TextIO) -> str | None:
     began = time.perf_counter()
     code = answer_request(request, conn)
     _send(conn, EXIT, str(code).encode())
-    argv = " ".join(str(a) for a in request.get("argv") or [])
-    log.write(f"  {argv[:100]} -> exit {code}, {time.perf_counter() - began:.2f} s\n")
+    # files by their name: a line per question, short enough for a terminal
+    argv = " ".join(os.path.basename(a) if os.sep in a else a
+                    for a in (str(a) for a in request.get("argv") or []))
+    log.write(f"  {argv[:90]} -> exit {code}, {time.perf_counter() - began:.2f} s\n")
     log.flush()
     return None

@@ -45,7 +45,7 @@ class Server:
 
     def answered(self) -> list[str]:
         return [line.strip() for line in self.log.read_text().splitlines()
-                if line.startswith("  ") and not line.startswith("  loaded ahead")]
+                if line.startswith("  ") and " -> exit " in line]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
