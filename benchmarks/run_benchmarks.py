@@ -499,8 +499,7 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                questions: list[str], repeat: int, nvtx_repeat: int, timeout: float,
                keep: Path | None, *, counts: dict[str, int] | None = None,
                other: Path | None = None, rules: Path | None = None,
-               nsys_ai: str | None = None, served: bool = False,
-               served_pause: float = 0.0) -> list[Result]:
+               nsys_ai: str | None = None, served: bool = False) -> list[Result]:
     """Every question on one file, interleaved: nsys's report, nsys-mine cold, warm and
     after (and served warm and after: ``served``), nsys-ai cold and warm (its skill, where
     it has one); ``repeat`` times."""
@@ -570,7 +569,7 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                          QUESTIONS[nxt].ok_codes)
                 if (q, "served warm") in results and (w / "cache").is_dir():
                     _served(results, q, questions, mine, db, other, rules, w, timeout, keep,
-                            outputs, i, served_pause)
+                            outputs, i)
             if nsys_ai and spec.peer and not failed(results[q, "peer cold"]):
                 # nsys-ai keeps its cache beside the export: a link to it in a fresh folder
                 with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="peer_") as tmp:
@@ -589,11 +588,9 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
 
 def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str],
             mine: list[str], db: Path, other: Path | None, rules: Path | None, w: Path,
-            timeout: float, keep: Path | None, outputs: dict, i: int, pause: float = 0.0
-            ) -> None:
+            timeout: float, keep: Path | None, outputs: dict, i: int) -> None:
     """An answer server on the cold run's cache: ``q`` asked of it (untimed), then again
-    ("served warm"), then each question asked after ``q`` ("served after"), ``pause``
-    seconds after the answer before it."""
+    ("served warm"), then each question asked after ``q`` ("served after")."""
     sock = w / "serve.sock"
     env = {**os.environ, "NSYS_MINE_CACHE_DIR": str(w / "cache"),
            "NSYS_MINE_SERVER": str(sock)}
@@ -619,7 +616,6 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
              timeout, extra, keep, outputs, i, spec.ok_codes)
         for nxt in [n for n in questions if QUESTIONS[n].after == q
                     and (n, "served after") in results]:
-            time.sleep(pause)  # a person reads the answer (the server loads ahead meanwhile)
             out = w / f"served_after_{nxt}.csv"
             _one(results[nxt, "served after"], mine_argv(mine, nxt, db, out, other, rules),
                  out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
@@ -913,9 +909,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--served", action="store_true",
                     help="also ask through an answer server (nsys-mine serve): served warm "
                          "and served after")
-    ap.add_argument("--served-pause", type=float, default=0.0, metavar="S",
-                    help="seconds between a served answer and the next question (a person "
-                         "reading it; default 0: back to back, as a script)")
     ap.add_argument("--timeout", type=float, default=900,
                     help="per-command limit in s (default 900)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the scaled files")
@@ -969,7 +962,7 @@ def main(argv: list[str] | None = None) -> int:
             results += bench_file(shape, path, f, nsys, mine, asked, a.repeat,
                                   a.nvtxkernsum_repeat, a.timeout, a.keep_outputs,
                                   counts=c, other=other, rules=rules, nsys_ai=nsys_ai,
-                                  served=a.served, served_pause=a.served_pause)
+                                  served=a.served)
             if a.drop_files:  # never the source (factor 1)
                 for p in {path, other} - {src, None}:
                     assert p is not None

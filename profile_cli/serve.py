@@ -8,9 +8,9 @@ exit code sent back. What it keeps between questions (``reports.ask.HeldSessions
 imports (numpy, Typer, the loader, matplotlib once a page was drawn), the last ``keep_open``
 exports asked about, loaded, and their last ``answers`` answers (the same question again, in
 another format or with another --top, is its kept answer; an export whose file changed is
-loaded afresh). Idle for a second after an answer (a person reading it), it loads the rest of
-the columns of the export asked about last (``WARM_GROUPS``, a group at a time, until a client
-connects): the next question, whichever it is, then only computes.
+loaded afresh). While no question waits, it loads the rest of the columns of the export asked
+about last (``WARM_GROUPS``, a group at a time, until a client connects): the next question,
+whichever it is, then only computes.
 
 It stops after ``idle_timeout_s`` without a question (0: never), on SIGTERM or Ctrl-C, on
 ``nsys-mine serve --stop``, or when a client runs other code (an upgrade or an edit: the
@@ -43,7 +43,6 @@ MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
 # of one export read (not the graph capture records, which one question reads)
 WARM_GROUPS = ("kernels", "kernel_places", "kernel_ids", "launches", "memops", "api",
                "ranges", "names", "graphs")
-WARM_AFTER_S = 1.0  # idle this long after an answer before loading ahead
 
 
 class ServerRunning(NsysMineError):
@@ -209,6 +208,7 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
     os.chmod(path, 0o600)
     inode = path.stat().st_ino
     listener.listen(16)
+    listener.settimeout(idle_timeout_s if idle_timeout_s > 0 else None)
     previous = signal.signal(signal.SIGTERM, _terminate)
     output.SERVED = held
     log.write(f"nsys-mine serve: answering at {path} (pid {os.getpid()})\n"
@@ -216,35 +216,28 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
               f"or with `nsys-mine serve --stop`\n")
     log.flush()
     why = "stopped"
-
-    def waiting(timeout: float | None) -> bool:
-        return bool(select.select([listener], [], [], timeout)[0])
-
     try:
-        ahead_due = False  # a question was answered: load ahead once idle for WARM_AFTER_S
         while True:
-            if ahead_due and not waiting(WARM_AFTER_S):
-                # a person reads the answer: the rest of that export's columns loaded for
-                # the next question, a group at a time, until a client connects (questions
-                # sent back to back, as a script does, never wait for it)
-                ahead_due, began = False, time.perf_counter()
-                ahead = held.warm(WARM_GROUPS, lambda: waiting(0))
-                if ahead:
-                    log.write(f"  loaded ahead: {', '.join(ahead)} "
-                              f"({time.perf_counter() - began:.2f} s)\n")
-                    log.flush()
-                continue
-            if not waiting(idle_timeout_s if idle_timeout_s > 0 else None):
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
                 why = f"idle for {idle_timeout_s:g} s"
                 break
-            conn, _ = listener.accept()
             with conn:
                 conn.settimeout(None)
                 done = _handle(conn, stamp, log)
             if done is not None:
                 why = done
                 break
-            ahead_due = True
+            # idle: the rest of that export's columns loaded for the next question, a group
+            # at a time, until a client connects
+            began = time.perf_counter()
+            ahead = held.warm(WARM_GROUPS,
+                              lambda: bool(select.select([listener], [], [], 0)[0]))
+            if ahead:
+                log.write(f"  loaded ahead: {', '.join(ahead)} "
+                          f"({time.perf_counter() - began:.2f} s)\n")
+                log.flush()
     except KeyboardInterrupt:
         why = "interrupted"
     except SystemExit:
