@@ -8,9 +8,7 @@ exit code sent back. What it keeps between questions (``reports.ask.HeldSessions
 imports (numpy, Typer, the loader, matplotlib once a page was drawn), the last ``keep_open``
 exports asked about, loaded, and their last ``answers`` answers (the same question again, in
 another format or with another --top, is its kept answer; an export whose file changed is
-loaded afresh). While no question waits, it loads the rest of the columns of the export asked
-about last (``WARM_GROUPS``, a group at a time, until a client connects): the next question,
-whichever it is, then only computes.
+loaded afresh).
 
 It stops after ``idle_timeout_s`` without a question (0: never), on SIGTERM or Ctrl-C, on
 ``nsys-mine serve --stop``, or when a client runs other code (an upgrade or an edit: the
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import socket
 import stat
@@ -39,10 +36,6 @@ from profile_cli import client
 from profile_cli.client import EXIT, HEADER, REFUSED, STDERR, STDOUT
 
 MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
-# What is loaded of the export asked about last while no question waits: what the analyses
-# of one export read (not the graph capture records, which one question reads)
-WARM_GROUPS = ("kernels", "kernel_places", "kernel_ids", "launches", "memops", "api",
-               "ranges", "names", "graphs")
 
 
 class ServerRunning(NsysMineError):
@@ -229,15 +222,6 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
             if done is not None:
                 why = done
                 break
-            # idle: the rest of that export's columns loaded for the next question, a group
-            # at a time, until a client connects
-            began = time.perf_counter()
-            ahead = held.warm(WARM_GROUPS,
-                              lambda: bool(select.select([listener], [], [], 0)[0]))
-            if ahead:
-                log.write(f"  loaded ahead: {', '.join(ahead)} "
-                          f"({time.perf_counter() - began:.2f} s)\n")
-                log.flush()
     except KeyboardInterrupt:
         why = "interrupted"
     except SystemExit:

@@ -192,7 +192,6 @@ class HeldSessions:
         self.recalled = 0  # answers given again
         self._held: OrderedDict[tuple[Any, ...], Trace] = OrderedDict()
         self._answers: OrderedDict[tuple[Any, ...], Report] = OrderedDict()
-        self._warmed: dict[tuple[Any, ...], set[str]] = {}  # groups loaded ahead, per load
 
     def answer_key(self, a: Analysis, sessions: list[Session | None],
                    params: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -225,7 +224,6 @@ class HeldSessions:
 
     def _forget(self, key: tuple[Any, ...]) -> None:
         """Drop the answers that used the export held under ``key``."""
-        self._warmed.pop(key, None)
         for k in [k for k in self._answers if key in k[1]]:
             del self._answers[k]
 
@@ -267,33 +265,10 @@ class HeldSessions:
             _close(dropped)
             self._forget(old)
 
-    def warm(self, groups: Sequence[str], stop: Callable[[], bool]) -> list[str]:
-        """Load ``groups`` (``nsys_parsers.trace.GROUPS``) of the export asked about last, one
-        group at a time until ``stop()`` says a question waits, for the next question (what
-        an answer server does while idle): the groups loaded."""
-        if not self._held:
-            return []
-        key, trace = next(reversed(self._held.items()))
-        done: list[str] = []
-        for group in groups:
-            if stop():
-                break
-            if group in self._warmed.setdefault(key, set()):
-                continue
-            try:
-                trace.load(group)
-            except Exception:  # a question that needs it will say what is wrong
-                self._warmed[key].update(groups)
-                break
-            self._warmed[key].add(group)
-            done.append(group)
-        return done
-
     def close(self) -> None:
         while self._held:
             _close(self._held.popitem()[1])
         self._answers.clear()
-        self._warmed.clear()
 
 
 def _close(trace: Trace) -> None:

@@ -234,23 +234,3 @@ def test_held_sessions_keep_answers_while_nothing_they_read_changed(fx, tmp_path
     held.close()
     small.close()
     assert not held._answers
-
-
-def test_held_sessions_load_the_rest_of_the_last_export_ahead(fx, tmp_path):
-    """warm(groups, stop) (an answer server while idle): the groups of the export asked about
-    last are loaded one at a time until stop() says a question waits; the next question
-    then reads nothing, and answers as a fresh session does."""
-    from reports.ask import HeldSessions
-
-    held = HeldSessions(keep=2)
-    assert held.warm(["api"], lambda: False) == []  # nothing held yet
-    ask("kernels", [fx(DLPROF)], opener=held.opener)
-    calls = iter([False, True])
-    assert held.warm(["launches", "ranges", "names"], lambda: next(calls)) == ["launches"]
-    assert held.warm(["launches", "ranges", "names", "api"], lambda: False) == [
-        "ranges", "names", "api"]
-    assert held.warm(["ranges"], lambda: False) == []  # once per load
-    trace = next(iter(held._held.values()))
-    assert trace.resolver.held("nvtx.start")
-    assert ask("gaps", [fx(DLPROF)], opener=held.opener).rows == ask("gaps", [fx(DLPROF)]).rows
-    held.close()
