@@ -199,11 +199,16 @@ class HeldSessions:
         if not self.answers or a.inputs not in ("export", "exports", "two"):
             return None
         held = tuple(getattr(s, "held_key", None) if s is not None else "-" for s in sessions)
-        frozen = _frozen(params)
-        if None in held or frozen is None:
+        if None in held:
             return None
-        options = sessions[0].options if sessions[0] is not None else None
-        rules = _file_state(options.rules) if options is not None and options.rules else ()
+        try:
+            frozen = _frozen(params)
+        except _NotAKey:
+            return None
+        first = sessions[0]
+        assert first is not None  # its `held` is this object
+        options = first.options
+        rules = _file_state(options.rules) if options.rules else ()
         return a.name, held, options, rules, frozen
 
     def recall(self, key: tuple[Any, ...]) -> Report | None:
@@ -291,18 +296,18 @@ def _file_state(path: str | os.PathLike[str]) -> tuple[int, ...]:
     return st.st_size, st.st_mtime_ns, st.st_ino
 
 
+class _NotAKey(Exception):
+    """A parameter that is not a plain value (a kept answer cannot be keyed by it)."""
+
+
 def _frozen(value: Any) -> Any:
-    """``value`` as a key (files by their path and state), None where it cannot be one."""
+    """``value`` as a key (files by their path and state); _NotAKey where it cannot be one."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, os.PathLike):
         return ("file", str(Path(value).resolve()), _file_state(value))
     if isinstance(value, (list, tuple)):
-        items = tuple(_frozen(v) for v in value)
-        return None if any(i is None and v is not None for i, v in zip(items, value)) \
-            else ("seq", items)
+        return ("seq", tuple(_frozen(v) for v in value))
     if isinstance(value, dict):
-        items = tuple((k, _frozen(v)) for k, v in sorted(value.items()))
-        return None if any(f is None and value[k] is not None for k, f in items) \
-            else ("map", items)
-    return None
+        return ("map", tuple((k, _frozen(v)) for k, v in sorted(value.items())))
+    raise _NotAKey(type(value).__name__)
