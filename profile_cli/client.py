@@ -22,6 +22,7 @@ than this command line's: it stops, and the command runs here).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -101,7 +102,25 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(data)
 
 
-def _connect(path: str) -> socket.socket | None:
+def send_frame(sock: socket.socket, kind: bytes, data: bytes) -> bool:
+    """One frame of ``kind`` (the server's side); whether it went out."""
+    try:
+        sock.sendall(HEADER.pack(kind, len(data)) + data)
+    except OSError:
+        return False
+    return True
+
+
+def _read_frame(sock: socket.socket) -> tuple[bytes, bytes]:
+    kind, size = HEADER.unpack(_read_exact(sock, HEADER.size))
+    return kind, _read_exact(sock, size)
+
+
+def _send_request(sock: socket.socket, request: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(request).encode() + b"\n")
+
+
+def connect(path: str) -> socket.socket | None:
     """A connection to the server at ``path``; None where there is none, or where the socket
     or its folder is not this user's alone (the request carries the environment)."""
     try:
@@ -123,7 +142,7 @@ def forward(args: list[str]) -> int | None:
     """Have the running answer server run ``args``: its exit code once its output is
     written here; None where no server answers it (then run it here)."""
     path = socket_path() if served(args) else None
-    sock = _connect(path) if path is not None else None
+    sock = connect(path) if path is not None else None
     if sock is None:
         return None
     ttys, width = _terminal()
@@ -132,10 +151,9 @@ def forward(args: list[str]) -> int | None:
     wrote = False
     try:
         with sock:
-            sock.sendall(json.dumps(request).encode() + b"\n")
+            _send_request(sock, request)
             while True:
-                kind, size = HEADER.unpack(_read_exact(sock, HEADER.size))
-                payload = _read_exact(sock, size)
+                kind, payload = _read_frame(sock)
                 if kind == EXIT:
                     return int(payload)
                 if kind == REFUSED:
@@ -162,16 +180,13 @@ def forward(args: list[str]) -> int | None:
 
 def stop(path: str) -> bool:
     """Ask the server at ``path`` to stop; whether one was listening."""
-    sock = _connect(path)
+    sock = connect(path)
     if sock is None:
         return False
     with sock:
-        sock.sendall(json.dumps({"stop": True}).encode() + b"\n")
-        try:
-            while HEADER.unpack(_read_exact(sock, HEADER.size))[0] != EXIT:
-                pass
-        except (OSError, struct.error):
-            pass
+        _send_request(sock, {"stop": True})
+        with contextlib.suppress(OSError):
+            _read_frame(sock)  # its exit code: it stops after answering
     return True
 
 

@@ -33,7 +33,7 @@ from typing import Any, Iterator, TextIO
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from profile_cli import client
-from profile_cli.client import EXIT, HEADER, REFUSED, STDERR, STDOUT
+from profile_cli.client import EXIT, REFUSED, STDERR, STDOUT, send_frame
 
 MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
 
@@ -53,12 +53,9 @@ class _Stream:
 
     def write(self, text: str) -> int:
         if text and not self.closed:
-            data = text.encode("utf-8", "replace")
             with self.lock:
-                try:
-                    self.conn.sendall(HEADER.pack(self.kind, len(data)) + data)
-                except OSError:
-                    self.closed = True
+                self.closed = not send_frame(self.conn, self.kind,
+                                             text.encode("utf-8", "replace"))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -87,11 +84,6 @@ class _Stream:
 
     def readline(self, *args: Any) -> str:
         return ""
-
-
-def _send(conn: socket.socket, kind: bytes, data: bytes) -> None:
-    with contextlib.suppress(OSError):
-        conn.sendall(HEADER.pack(kind, len(data)) + data)
 
 
 @contextlib.contextmanager
@@ -134,8 +126,8 @@ def answer_request(request: dict[str, Any], conn: socket.socket) -> int:
                 sys.stderr.write(traceback.format_exc())
                 return 1
     except OSError as exc:  # the client's working directory is gone
-        _send(conn, STDERR, f"Error: cannot run in {request.get('cwd')}: {exc.strerror}\n"
-                            .encode())
+        send_frame(conn, STDERR,
+                   f"Error: cannot run in {request.get('cwd')}: {exc.strerror}\n".encode())
         return 1
 
 
@@ -155,21 +147,12 @@ def _prepare_socket(path: Path) -> None:
                         f"{stat.S_IMODE(st.st_mode):o}): give --socket a path in a folder "
                         f"only you can write to (or remove {folder}).")
     if path.exists() or path.is_symlink():
-        if _listening(path):
+        listening = client.connect(str(path))
+        if listening is not None:
+            listening.close()
             raise ServerRunning(f"a server already answers at {path}: use it, or stop it "
                                 f"with `nsys-mine serve --stop`.")
         path.unlink()
-
-
-def _listening(path: Path) -> bool:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
 
 
 def _read_line(conn: socket.socket) -> bytes:
@@ -185,7 +168,7 @@ def _read_line(conn: socket.socket) -> bytes:
 
 
 def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int = 2,
-          answers: int = 32, log: TextIO | None = None) -> None:
+                  answers: int = 32, log: TextIO | None = None) -> None:
     """Answer command lines on the socket ``path`` until idle for ``idle_timeout_s`` (0:
     never), stopped, or a client runs other code."""
     from profile_cli.commands import output
@@ -247,20 +230,20 @@ def _handle(conn: socket.socket, stamp: str, log: TextIO) -> str | None:
     try:
         request = client.request_of(_read_line(conn))
     except (ValueError, OSError, UnicodeDecodeError):
-        _send(conn, STDERR, b"Error: not a request of nsys-mine's client\n")
-        _send(conn, EXIT, b"2")
+        send_frame(conn, STDERR, b"Error: not a request of nsys-mine's client\n")
+        send_frame(conn, EXIT, b"2")
         return None
     if request.get("stop"):
-        _send(conn, EXIT, b"0")
+        send_frame(conn, EXIT, b"0")
         return "stopped by `nsys-mine serve --stop`"
     if request.get("stamp") != stamp:
-        _send(conn, REFUSED, b"nsys-mine: the answer server ran other code (nsys-mine was "
-                             b"upgraded or edited): it stopped; answering here. Start it "
-                             b"again with `nsys-mine serve`.\n")
+        send_frame(conn, REFUSED, b"nsys-mine: the answer server ran other code (nsys-mine "
+                                  b"was upgraded or edited): it stopped; answering here. "
+                                  b"Start it again with `nsys-mine serve`.\n")
         return "a client runs other code"
     began = time.perf_counter()
     code = answer_request(request, conn)
-    _send(conn, EXIT, str(code).encode())
+    send_frame(conn, EXIT, str(code).encode())
     # files by their name: a line per question, short enough for a terminal
     argv = " ".join(os.path.basename(a) if os.sep in a else a
                     for a in (str(a) for a in request.get("argv") or []))

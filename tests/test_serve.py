@@ -169,7 +169,7 @@ def test_the_server_stops_when_asked_idle_or_running_other_code(fx, tmp_path, se
 def test_the_client_sends_nothing_to_a_socket_others_could_have_made(tmp_path):
     """The request carries the environment: a socket in a folder others may write to is not
     connected to (the command runs here); in a private folder it is."""
-    from profile_cli.client import _connect
+    from profile_cli.client import connect
 
     folder = Path(f"/tmp/nm-perm-{os.getpid()}")
     folder.mkdir(mode=0o700)
@@ -178,14 +178,14 @@ def test_the_client_sends_nothing_to_a_socket_others_could_have_made(tmp_path):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(str(path))
             listener.listen(1)
-            sock = _connect(str(path))
+            sock = connect(str(path))
             assert sock is not None
             sock.close()
             folder.chmod(0o777)
-            assert _connect(str(path)) is None
+            assert connect(str(path)) is None
             folder.chmod(0o700)
-        assert _connect(str(path)) is None  # nobody listens: run here
-        assert _connect(str(folder / "missing.sock")) is None
+        assert connect(str(path)) is None  # nobody listens: run here
+        assert connect(str(folder / "missing.sock")) is None
         folder.chmod(0o777)  # the server refuses such a folder too
         bad = nsys_mine(["serve", "--socket", str(folder / "s.sock")], dict(os.environ))
         assert bad.returncode == 1 and "not yours alone" in bad.stderr
