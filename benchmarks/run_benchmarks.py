@@ -391,16 +391,23 @@ with open(out, "w") as f:
 """
 
 
+def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a timed command runs in: this one, compiled modules reused (as users
+    run it), never a server the user runs ("served" names its own), then ``extra``."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["NSYS_MINE_SERVER"] = "off"
+    env.update(extra or {})
+    return env
+
+
 def run_once(argv: list[str], expected: Path, workdir: Path, timeout: float,
              env_extra: dict[str, str] | None = None, ok_codes: tuple[int, ...] = (0,)) -> Run:
     """Run ARGV once through LAUNCHER: wall time and the child's peak RSS (os.wait4). It
     succeeded when it exits with one of ``ok_codes`` and writes ``expected``."""
     out_log, err_log = workdir / "stdout.log", workdir / "stderr.log"
     stats_path = workdir / "rusage.json"
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: compiled modules are reused
-    env["NSYS_MINE_SERVER"] = "off"  # never a server the user runs; "served" sets its own
-    env.update(env_extra or {})
+    env = command_env(env_extra)
     if argv[:3] == [sys.executable, "-m", "profile_cli"]:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -592,13 +599,12 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
     """An answer server on the cold run's cache: ``q`` asked of it (untimed), then again
     ("served warm"), then each question asked after ``q`` ("served after")."""
     sock = w / "serve.sock"
-    env = {**os.environ, "NSYS_MINE_CACHE_DIR": str(w / "cache"),
-           "NSYS_MINE_SERVER": str(sock)}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    extra = {"NSYS_MINE_CACHE_DIR": str(w / "cache"), "NSYS_MINE_SERVER": str(sock)}
     with open(w / "serve.log", "wb") as log:
         server = subprocess.Popen([*mine, "serve", "--socket", str(sock), "--idle-timeout",
-                                   "30"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
+                                   "30"], env=command_env(extra), stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not sock.exists():
@@ -606,7 +612,6 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
                 print(f"  the server did not start: {_tail(w / 'serve.log')}", flush=True)
                 return
             time.sleep(0.05)
-        extra = {"NSYS_MINE_CACHE_DIR": str(w / "cache"), "NSYS_MINE_SERVER": str(sock)}
         spec = QUESTIONS[q]
         first = w / "served_first.csv"
         run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
