@@ -13,8 +13,8 @@ from nvtx_model.workload import WorkloadSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("gpu")]
 
-# Big enough that fp32 is compute-bound (~1.6 TFLOP per training step), small enough for any
-# 16 GB GPU (docs/MODEL.md: 5.1 GiB for a fp32 training step).
+# Big enough that fp32 runs near its peak (~1.6 TFLOP per training step: 33-41% of an H200's
+# fp32 peak), small enough for any 16 GB GPU (docs/MODEL.md: 5.1 GiB for a fp32 training step).
 BENCH = ("--size", "small", "--context", "512", "--batch", "4", "--mode", "forward,train",
          "--precision", "fp32,bf16", "--device", "cuda", "--warmup", "3", "--steps", "5")
 PHASES = {"forward": ("forward_s",),
@@ -49,7 +49,9 @@ def test_bench_fp32_and_bf16_time_synchronized_phases(gpu, nsys_mine, tmp_path, 
         assert sum(phases) == pytest.approx(r["mean_s"], rel=1e-6)
         assert r["tflops"] == pytest.approx(r["flops_per_step"] / r["mean_s"] / 1e12)
         peak = gpu.peak_tflops(r["precision"])
-        record(**{f"{key}_mean_s": r["mean_s"], f"{key}_tflops": r["tflops"]})
+        record(**{f"{key}_mean_s": r["mean_s"], f"{key}_median_s": r["median_s"],
+                  f"{key}_tflops": r["tflops"]})
+        record(**{f"{key}_{c}": r[c] for c in PHASES[r["mode"]]})
         if peak is not None:
             assert r["mfu_pct"] == pytest.approx(100 * r["tflops"] / peak)
             # unsynchronized timing would measure launches only and could pass 100%
@@ -58,11 +60,15 @@ def test_bench_fp32_and_bf16_time_synchronized_phases(gpu, nsys_mine, tmp_path, 
         else:
             assert r["mfu_pct"] is None
     train32 = by["train_fp32"]
-    assert train32["backward_s"] > train32["forward_s"]  # twice the FLOPs, compute-bound
+    assert train32["backward_s"] > train32["forward_s"]  # twice the FLOPs and more kernels
     if gpu.bf16:
-        # autocast on: the same FLOPs on tensor cores
-        assert by["train_bf16"]["mean_s"] < train32["mean_s"]
-        record(train_bf16_speedup=train32["mean_s"] / by["train_bf16"]["mean_s"])
+        # No speed-up is asserted: at this size a step is bound by the host issuing its
+        # kernels, not by the matmuls. In six runs on an H200 the forward pass took 20 ms in
+        # fp32 (once 36) and 12 to 24 ms in bf16, and the training step's bf16/fp32 time was
+        # 0.95, 1.11, 1.07, 1.14, 0.81 and 1.02 (docs/GPU.md). That bf16 matmuls are faster is
+        # test_gpu_micro's to check; that autocast is on, the next test's.
+        record(forward_bf16_speedup=by["forward_fp32"]["median_s"] / by["forward_bf16"]["median_s"],
+               train_bf16_speedup=train32["median_s"] / by["train_bf16"]["median_s"])
     # the results database (sqlite-utils) knows the device and the CUDA build
     conn = sqlite3.connect(db)
     run = conn.execute("SELECT id, command, cuda_version, torch_version, device_name "
