@@ -199,26 +199,115 @@ class ColumnCache:
                     entry["strings_digest"] = digest(raw)
                     (self.dir / entry["strings"]).write_bytes(raw)
                 written[name] = entry
-            manifest = self._manifest()
-            replaced = [manifest[n] for n in written if isinstance(manifest.get(n), dict)]
-            manifest.update(written)
-            tmp = self.dir / f".{MANIFEST}.{token}.tmp"
-            tmp.write_text(json.dumps({"key": self.key, "items": manifest}), encoding="utf-8")
-            os.replace(tmp, self.dir / MANIFEST)
-            for old in replaced:  # files no manifest names any more
-                for f in (old.get("file"), old.get("strings")):
-                    if isinstance(f, str):
-                        (self.dir / f).unlink(missing_ok=True)
-            self._touch()
-            evict(self.root, self.limit, keep=self.dir)
+            self._commit(written, token)
         except OSError:
             return  # an unwritable cache folder means no caching, never a failed report
+
+    def _commit(self, written: dict[str, dict[str, Any]], token: str) -> None:
+        """Name the ``written`` items' files in the manifest (replaced by rename), remove the
+        files of the items they replace, and keep the cache within its bound."""
+        manifest = self._manifest()
+        replaced = [manifest[n] for n in written if isinstance(manifest.get(n), dict)]
+        manifest.update(written)
+        tmp = self.dir / f".{MANIFEST}.{token}.tmp"
+        tmp.write_text(json.dumps({"key": self.key, "items": manifest}), encoding="utf-8")
+        os.replace(tmp, self.dir / MANIFEST)
+        for old in replaced:  # files no manifest names any more
+            for f in (old.get("file"), old.get("strings")):
+                if isinstance(f, str):
+                    (self.dir / f).unlink(missing_ok=True)
+        self._touch()
+        evict(self.root, self.limit, keep=self.dir)
+
+    def stream(self, names: list[str]) -> Stream:
+        """Items written a chunk at a time (``Stream.add``), for columns read in a stream
+        and never held whole; they are items once ``Stream.commit`` names them."""
+        return Stream(self, names)
 
     def _touch(self) -> None:
         try:
             os.utime(self.dir)
         except OSError:
             pass
+
+
+class Stream:
+    """1-D int64 items written as their chunks pass: each file begins with room for its
+    ``.npy`` header, filled in by ``commit`` once the length is known, and its checksum is
+    summed chunk by chunk (a sum and a XOR of 64-bit words add up across chunks). Nothing is
+    an item until ``commit`` (a stream given up, or one that failed to write, leaves none):
+    ``abort`` removes the files. A folder that cannot be written only means no caching."""
+
+    def __init__(self, cache: ColumnCache, names: list[str]):
+        self.cache, self.names = cache, list(names)
+        self.token = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.rows = 0
+        self.sums = {n: [0, 0] for n in self.names}
+        self._files: dict[str, Any] = {}
+        self._header = _npy_header(0)
+        try:
+            cache.dir.mkdir(parents=True, exist_ok=True)
+            for name in self.names:
+                fh = self._files[name] = open(cache.dir / self._file(name), "wb")
+                fh.write(self._header)
+        except OSError:
+            self.abort()
+
+    def _file(self, name: str) -> str:
+        return f"{name}.{self.token}.npy"
+
+    def add(self, arrays: dict[str, np.ndarray]) -> None:
+        """Append one chunk: an array per name, all of one length."""
+        if not self._files:
+            return
+        try:
+            for name in self.names:
+                chunk = np.ascontiguousarray(arrays[name], dtype="<i8")
+                total, xor = digest(chunk)
+                acc = self.sums[name]
+                acc[0], acc[1] = (acc[0] + total) % 2**64, acc[1] ^ xor
+                self._files[name].write(chunk.tobytes())
+            self.rows += int(arrays[self.names[0]].size)
+        except OSError:
+            self.abort()
+
+    def commit(self) -> None:
+        """Make the streamed columns items of the cache (nothing when the stream failed)."""
+        if not self._files:
+            return
+        header = _npy_header(self.rows)
+        try:
+            if len(header) != len(self._header):  # pragma: no cover - numpy pads to 64
+                raise OSError("the .npy header does not fit its room")
+            for fh in self._files.values():
+                fh.seek(0)
+                fh.write(header)
+                fh.close()
+            if self.rows * 8 > self.cache.limit:
+                raise OSError("larger than the cache")
+            self.cache.flush()  # one manifest writer at a time
+            self.cache._commit({n: {"file": self._file(n), "dtype": "<i8", "shape": [self.rows],
+                                    "digest": self.sums[n], "meta": {}} for n in self.names},
+                               self.token)
+            self._files = {}
+        except OSError:
+            self.abort()
+
+    def abort(self) -> None:
+        for name, fh in self._files.items():
+            fh.close()
+            (self.cache.dir / self._file(name)).unlink(missing_ok=True)
+        self._files = {}
+
+
+def _npy_header(rows: int) -> bytes:
+    """The ``.npy`` header of a 1-D little-endian int64 array of ``rows`` values."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "<i8", "fortran_order": False, "shape": (rows,)})
+    return buf.getvalue()
 
 
 def _entry_size(entry: Path) -> int:

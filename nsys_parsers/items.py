@@ -103,8 +103,9 @@ class Put:
     store: str = ALWAYS
 
 
-# The API calls are read for the launch join, and kept only when a question asks for them.
-ASKED_COLUMNS = {f"api.{k}" for k in API}
+# The API calls are read for the launch join (their names for api.name_code), and kept only
+# when a question asks for them.
+ASKED_COLUMNS = {f"api.{k}" for k in (*API, "name_id")}
 
 
 def _column(prefix: str, key: str) -> Column:

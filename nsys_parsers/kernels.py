@@ -93,6 +93,56 @@ def launch_rows(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
     return out
 
 
+class LaunchThreads:
+    """``launch_rows`` for API calls that pass as a stream: for each operation (kernel, graph
+    launch, memcpy, memset: ``k_pid`` its globalPid, ``k_corr`` its correlationId), the
+    thread (globalTid) of the narrowest API call with its correlationId in its process, the
+    first of equally narrow ones in the calls' order (-1: none). ``add`` each chunk of calls
+    in order; ``tid`` is the answer so far."""
+
+    def __init__(self, k_pid: np.ndarray, k_corr: np.ndarray):
+        n = k_pid.size
+        self.tid = np.full(n, -1, dtype=np.int64)
+        self._width = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        self._pids = sorted_unique(k_pid)
+        self._corr_max = int(k_corr.max(initial=0)) + 1
+        if self._corr_max * (self._pids.size + 1) >= 2**62:  # pragma: no cover - huge ids
+            raise OverflowError("correlation ids too large to pack with process codes")
+        key = np.searchsorted(self._pids, k_pid) * self._corr_max + k_corr
+        key = np.where(k_corr >= 0, key, -1)  # no correlationId: no launch
+        self._order = np.argsort(key, kind="stable")
+        self._key = key[self._order]
+
+    def add(self, r_start: np.ndarray, r_end: np.ndarray, r_tid: np.ndarray,
+            r_corr: np.ndarray) -> None:
+        if self._key.size == 0 or r_corr.size == 0:
+            return
+        r_pid = global_pid(r_tid)
+        code = np.minimum(np.searchsorted(self._pids, r_pid), self._pids.size - 1)
+        ok = np.flatnonzero((self._pids[code] == r_pid) & (r_corr >= 0)
+                            & (r_corr < self._corr_max))
+        key = code[ok] * self._corr_max + r_corr[ok]
+        lo = np.searchsorted(self._key, key, side="left")
+        hi = np.searchsorted(self._key, key, side="right")
+        count = hi - lo
+        calls = np.flatnonzero(count)
+        if calls.size == 0:
+            return
+        # every (operation, call) pair of this chunk; graph kernels share their launch's id
+        per = count[calls]
+        first = np.repeat(lo[calls] - np.cumsum(per) + per, per)
+        ops = self._order[first + np.arange(int(per.sum()), dtype=np.int64)]
+        rows = ok[np.repeat(calls, per)]
+        width = r_end[rows] - r_start[rows]
+        pick = np.lexsort((rows, width, ops))  # per operation: the narrowest, then the first
+        ops, rows, width = ops[pick], rows[pick], width[pick]
+        lead = np.r_[True, ops[1:] != ops[:-1]]
+        ops, rows, width = ops[lead], rows[lead], width[lead]
+        better = width < self._width[ops]  # a later chunk wins only when strictly narrower
+        self._width[ops[better]] = width[better]
+        self.tid[ops[better]] = r_tid[rows[better]]
+
+
 def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
                   r_end: np.ndarray, r_tid: np.ndarray, r_corr: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

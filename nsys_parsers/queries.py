@@ -129,7 +129,7 @@ def api_rows(table: str) -> RowSource:
                  "correlation": "t.correlationId", "name_id": optional(table, "nameId")},
         needs=("start", "end", "globalTid", "correlationId"),
         where="t.correlationId IS NOT NULL AND t.globalTid IS NOT NULL",
-        purpose="kernel launch attribution", unstored=("name_id",))
+        purpose="kernel launch attribution")
 
 
 API_ROWS = (api_rows(RUNTIME_TABLE), api_rows(DRIVER_TABLE))

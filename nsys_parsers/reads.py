@@ -6,6 +6,10 @@ string, a JSON array built by SQLite's ``json_group_array``: numpy parses intege
 ``json.loads`` the text. Chunks keep those strings small, and two threads, each with its own
 read-only connection, read chunks at once (SQLite releases the GIL while it scans).
 
+A question that looks at every row once but keeps few of them (``gaps``: the calls and ranges
+open at a few moments) takes the rows as a stream instead (``int_chunks``): small chunks, a
+few read ahead, so that memory holds a few chunks, never the table.
+
 Integer NULLs must be mapped to a sentinel by the query (``ifnull(col, -1)``): a JSON ``null``
 is not a number.
 """
@@ -15,9 +19,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,6 +31,8 @@ from nsys_parsers.sqlite_file import connect_readonly
 
 CHUNK_ROWS = 1 << 19
 MIN_CHUNK_ROWS = 1 << 16
+STREAM_ROWS = 1 << 16  # rows per chunk of a stream (int_chunks)
+STREAM_AHEAD = 2  # chunks of a stream read ahead of the one handed out
 
 
 def rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
@@ -39,15 +46,17 @@ def rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
     return int(lo_hi[0]), int(lo_hi[1]) + 1
 
 
-def rowid_chunks(conn: sqlite3.Connection, table: str) -> list[dict[str, int]]:
+def rowid_chunks(conn: sqlite3.Connection, table: str, size: int | None = None
+                 ) -> list[dict[str, int]]:
     """``{"lo", "hi"}`` rowid bounds covering the table: at least 8 chunks, so that two
     threads share the work evenly, of 64 K to 512 K rows, so that each chunk's strings stay
-    small."""
+    small; or chunks of ``size`` rowids."""
     span = rowid_span(conn, table)
     if span is None:
         return []
     lo, hi = span
-    size = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
+    if size is None:
+        size = max(MIN_CHUNK_ROWS, min(CHUNK_ROWS, -(-(hi - lo) // 8)))
     return [{"lo": a, "hi": min(a + size, hi)} for a in range(lo, hi, size)]
 
 
@@ -95,6 +104,30 @@ class Reader:
             return lambda conn: [ints_from_json(t) for t in conn.execute(query,
                                                                        bounds).fetchone()]
         return IntColumns([self.submit(job(b)) for b in chunks], len(columns))
+
+    def int_chunks(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]],
+                   ahead: int = STREAM_AHEAD) -> Iterator[list[np.ndarray]]:
+        """Integer ``columns`` of ``sql`` one chunk at a time, in the order of ``chunks``, with
+        at most ``ahead`` chunks read ahead of the one handed out."""
+        query = json_columns_sql(sql, columns)
+
+        def job(bounds: dict[str, int]) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
+            return lambda conn: [ints_from_json(t) for t in conn.execute(query,
+                                                                       bounds).fetchone()]
+        todo = iter(chunks)
+        pending: deque[Future] = deque(self.submit(job(b)) for _, b in zip(range(ahead + 1),
+                                                                           todo))
+        try:
+            while pending:
+                got = pending.popleft().result()
+                yield got
+                del got
+                following = next(todo, None)
+                if following is not None:
+                    pending.append(self.submit(job(following)))
+        finally:
+            for future in pending:
+                future.cancel()
 
     def text_column(self, sql: str, column: str, chunks: list[dict[str, int]]) -> TextColumn:
         """Start reading one text column (NULL read as '') chunk by chunk."""

@@ -12,18 +12,33 @@ column of a chunk one JSON array), NVTX first; raw columns can be started ahead
 (``start``) and are then awaited by the ``get`` that needs them; items are written to the
 cache on its writer thread (``cache.ColumnCache.put(background=True)``) while the answer is
 computed.
+
+A question that looks at every row of a table once but keeps few (``gaps``) takes its raw
+columns as a stream (``chunks``): slices where they are held, else rowid chunks read ahead on
+the reader threads and written to the cache as they pass (``cache.Stream``), so that the
+next question finds them there, and memory never holds the whole table.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from nsys_parsers.cache import ColumnCache, Item
-from nsys_parsers.items import ALWAYS, ASKED, COLUMNS, ITEMS, READ_ORDER, Column, Derived, Made
+from nsys_parsers.items import (
+    ALWAYS,
+    ASKED,
+    COLUMNS,
+    ITEMS,
+    NEVER,
+    READ_ORDER,
+    Column,
+    Derived,
+    Made,
+)
 from nsys_parsers.queries import alias
-from nsys_parsers.reads import IntColumns, Reader, TextColumn, rowid_chunks
+from nsys_parsers.reads import STREAM_ROWS, IntColumns, Reader, TextColumn, rowid_chunks
 
 if TYPE_CHECKING:
     from nsys_parsers.export import Export
@@ -112,6 +127,39 @@ class Resolver:
         ``get`` that needs them waits for them."""
         todo = [n for n in names if n not in self._started and not self.held(n)]
         self._start(todo)
+
+    def chunks(self, names: Sequence[str], rows: int = STREAM_ROWS
+               ) -> Iterator[dict[str, np.ndarray]]:
+        """Raw integer columns of one table (row source prefix), a chunk of about ``rows``
+        rows at a time, in the order their arrays have, never held whole: slices where every
+        one is held (in memory or in the cache), else read from the export in rowid chunks
+        and written to the cache as they pass (items once the last chunk has passed)."""
+        names = list(names)
+        specs = [COLUMNS[n] for n in names]
+        prefix = specs[0].source
+        assert all(c.source == prefix and not c.text for c in specs), names
+        if all(self.held(n) for n in names):
+            arrays = [self._arrays[n] for n in names]
+            for a in range(0, arrays[0].size, rows):
+                yield {n: values[a:a + rows] for n, values in zip(names, arrays)}
+            return
+        stored = [n for n in names if ITEMS[n].store != NEVER]
+        stream = self.cache.stream(stored) if self.cache is not None and stored else None
+        keys = [c.key for c in specs]
+        try:
+            for source in self._sources(prefix):
+                for got in self._reader().int_chunks(
+                        source.sql(self.export, keys), [alias(k) for k in keys],
+                        rowid_chunks(self.export.db, source.table, rows)):
+                    chunk = dict(zip(names, got))
+                    if stream is not None:
+                        stream.add(chunk)
+                    yield chunk
+            if stream is not None:
+                stream.commit()
+        finally:
+            if stream is not None:
+                stream.abort()  # given up before the end: no item (after commit: nothing)
 
     def _plan(self, names: tuple[str, ...] | list[str], raw: list[str], derive: list[Derived],
               seen: set[str]) -> None:

@@ -81,8 +81,8 @@ from nsys_parsers.schema import (
     NVTX_TABLE,
 )
 
-GROUPS = ("kernels", "kernel_ids", "kernel_places", "launches", "ranges", "names", "memops",
-          "api", "graphs", "graph_capture")
+GROUPS = ("kernels", "kernel_ids", "kernel_places", "launch_ids", "launches", "ranges", "names",
+          "memops", "api", "graphs", "graph_capture")
 # Names of more than this share of the ranges are read by one scan of the NVTX table, which
 # costs less per row than seeking each one by its rowid.
 FULL_SCAN_SHARE = 0.35
@@ -186,6 +186,8 @@ class Trace:
             add("kernel", KERNEL_IDS)
         elif "kernel_places" in want and table:
             add("kernel", KERNEL_PLACES)
+        if "launch_ids" in want and table:  # what their launch calls are found by
+            add("kernel", ("pid", "correlation"))
         if "launches" in want:
             if table:
                 add("kernel", LAUNCH)
@@ -284,9 +286,13 @@ class Trace:
     def last_timestamp(self) -> int:
         """The last timestamp of any kernel, graph launch, launch call or NVTX event: where a
         range that was never closed ends (the item ``capture_end``)."""
+        return max(int(self.resolver.array("nvtx.start").max(initial=0)),
+                   int(self.resolver.array("nvtx.end").max(initial=0)), self.last_gpu_work())
+
+    def last_gpu_work(self) -> int:
+        """The last end of any kernel, graph launch or launch call (0: none), from SQLite."""
         db, ex = self.export.db, self.export
-        ends = [int(self.resolver.array("nvtx.start").max(initial=0)),
-                int(self.resolver.array("nvtx.end").max(initial=0))]
+        ends = [0]
         if self.has_graphs:
             ends.append(int(db.execute(Q.LAST_GRAPH_END.sql(ex)).fetchone()[0] or 0))
         if self.has_kernels:  # and then their launch calls
@@ -404,28 +410,16 @@ class Trace:
             return
         self.resolver.start("nvtx.key")
 
-    def unclosed_end(self) -> int:
-        """Where the NVTX ranges never closed end (as in ``ranges``): the end of the capture."""
-        self.load("ranges")
-        self.resolver.get("capture_end")
-        return max(int(self.resolver.array("capture_end")[0]),
-                   int(self.resolver.array("nvtx.start").max(initial=0)))
-
-    def names_of_nvtx_rows(self, rows: np.ndarray) -> list[str]:
-        """The names of a few NVTX rows, by their index among the raw ``nvtx.*`` items (range
-        rows; domain-create rows count too), sought by rowid: what a question that needs the
-        names of a handful of ranges asks without building the ``Ranges`` of every one."""
-        self.load("ranges")
+    def names_of_nvtx_rows(self, cols: dict[str, np.ndarray], rows: np.ndarray) -> list[str]:
+        """The names of a few NVTX rows, sought by rowid: ``cols``, the raw ``nvtx.*`` columns
+        of some rows in table order (every domain-create row among them), and ``rows``, the
+        range rows among those whose names are wanted. What a question that needs the names
+        of a handful of ranges asks without building the ``Ranges`` of every one."""
         if rows.size == 0:
             return []
-        r = self.resolver
-        cols = {k: r.array(f"nvtx.{k}") for k in NVTX}
-        dom = np.flatnonzero(is_domain_row(cols["flags"]))
-        pick = sorted_unique(np.concatenate([rows, dom]))
-        few = build_ranges(cols["start"][pick], cols["end"][pick], cols["tid"][pick],
-                           cols["flags"][pick], cols["rowid"][pick], 0)
-        at = np.searchsorted(cols["rowid"][pick][~is_domain_row(cols["flags"][pick])],
-                             cols["rowid"][rows])
+        few = build_ranges(cols["start"], cols["end"], cols["tid"], cols["flags"],
+                           cols["rowid"], 0)
+        at = np.searchsorted(cols["rowid"][~is_domain_row(cols["flags"])], cols["rowid"][rows])
         names = self._names_of_rows(few, np.arange(len(few)))
         return [names.names[int(c)] for c in names.code[at].tolist()]
 

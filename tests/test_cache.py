@@ -68,6 +68,7 @@ def no_export_reads(monkeypatch):
 
     def arm() -> None:
         monkeypatch.setattr(Reader, "int_columns", refuse)
+        monkeypatch.setattr(Reader, "int_chunks", refuse)
         monkeypatch.setattr(Reader, "text_column", refuse)
     return arm
 

@@ -25,17 +25,21 @@ threads (those that launched any GPU operation; all its threads where no launch 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
-from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps, launch_threads
+from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped, span
-from nsys_parsers.kernels import api_base_name
-from nsys_parsers.ranges import attributable_rows
+from nsys_parsers.items import NVTX
+from nsys_parsers.kernels import LaunchThreads, api_base_name
+from nsys_parsers.names import kernel_names
+from nsys_parsers.ranges import attributable_rows, is_domain_row
+from nsys_parsers.reads import strings_by_id
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.gpu_time import recorded_ops, require_gpu_ops
@@ -60,7 +64,11 @@ WAITS = re.compile(r"Synchroniz|^cu(da)?Memcpy(?!.*Async)|^cu(da)?Memset(?!.*Asy
                    r"^cu(da)?(Mem)?Free")
 OVERHEAD = "CUDA profiling overhead"
 DEFAULT_MIN_GAP_MS = 1.0
-SLICE = 1 << 18  # NVTX rows looked at at once for the ranges open at gap starts
+# What the gaps look at in every API call and NVTX range, once, as a stream (the resolver's
+# ``chunks``): memory holds a few chunks and what is open at a gap start, never the tables.
+API_STREAM = ("api.start", "api.end", "api.tid", "api.correlation", "api.name_id")
+NVTX_STREAM = tuple(f"nvtx.{k}" for k in NVTX)
+FOREVER = np.iinfo(np.int64).max
 
 
 def cause_of(api: str | None, covered: bool) -> str:
@@ -124,46 +132,74 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     ops = require_gpu_ops(s, "GPU gaps")
     notes: list[str] = []
     sub = recorded_ops(ops, notes)
-    launched_by = launch_threads(s.trace)  # the thread of each operation's launch call
+    gaps = _find_gaps(s, sub, min_gap_ms)
+    t = gaps.start
+    # at each gap's start: the CUDA call in flight and the NVTX range open
+    calls = _api_calls(s, gaps.pid, t)
+    launched_by = calls.launched_by  # the thread of each operation's launch call
     if launched_by is not None and len(sub) < len(ops):
         launched_by = launched_by[ops.start > 0]
+    launch_tids = (sorted_unique(launched_by[launched_by >= 0]) if launched_by is not None
+                   else np.zeros(0, dtype=np.int64))
+    unlaunched = (None if launched_by is None
+                  else (int((launched_by < 0).sum()), int(launched_by.size)))
+    del launched_by
+    api = _api_in_flight(s, calls, gaps.pid, t, launch_tids)
+    covered = calls.covered
+    del calls
+    rng = _range_open(s, gaps.pid, t, launch_tids)
+    rows = rows_of({
+        "pid": gaps.pid.tolist(), "device": gaps.device.tolist(), "start_ns": t.tolist(),
+        "end_ns": gaps.end.tolist(), "duration_ns": gaps.duration.tolist(),
+        "cause": _causes(api, covered), "api": api, "range": rng,
+        "before_kernel": gaps.before, "after_kernel": gaps.after,
+    })
+    where = (f" that start inside {s.within!r} instances" if s.within is not None else "")
+    notes.insert(0, f"{len(rows):,} gaps longer than {min_gap_ms:g} ms{where}: "
+                    f"{human_ns(int(gaps.duration.sum()))} in all, of {human_ns(gaps.idle)} "
+                    f"idle between the first and last GPU operation of each (process, "
+                    f"device).")
+    notes += _cause_notes(s, unlaunched, covered, has_api)
+    return Report(rows=rows, columns=GAPS_COLUMNS, notes=notes,
+                  sentences=[gap_sentence(r) for r in rows])
+
+
+@dataclass
+class _Gaps:
+    """The gaps longer than the threshold, longest first (then by start)."""
+
+    pid: np.ndarray
+    device: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    duration: np.ndarray
+    before: list[str]  # the operation that ends where the gap starts
+    after: list[str]  # and the one that starts where it ends
+    idle: int  # all idle time, every hole counted
+
+
+def _find_gaps(s: Session, sub: GpuOps, min_gap_ms: float) -> _Gaps:
+    """The holes in each (process, device)'s operations and the profiling overhead, and of
+    those the gaps (only these are kept: a hole is found between almost every two
+    operations)."""
     gid, (pids, devices) = group_ids(sub.pid, sub.device)
-    n = pids.size
-    first, last = span(gid, sub.start, sub.end, n)
+    first, last = span(gid, sub.start, sub.end, pids.size)
     o_group, o_start, o_end = _overhead(s, pids, first, last)
     h = holes(np.concatenate([gid, o_group]), np.concatenate([sub.start, o_start]),
               np.concatenate([sub.end, o_end]))
+    del gid
     threshold = int(round(min_gap_ms * 1e6))
     big = np.flatnonzero(h.duration > threshold)
     if s.within is not None:
         big = big[_starts_inside(s, pids[h.group[big]], h.start[big])]
     order = big[np.lexsort((h.start[big], -h.duration[big]))]
-    g, t = h.group[order], h.start[order]
-    # at each gap's start: the CUDA call in flight and the NVTX range open
-    gap_pid = pids[g]
-    launch_tids = (sorted_unique(launched_by[launched_by >= 0]) if launched_by is not None
-                   else np.zeros(0, dtype=np.int64))
-    api, covered = _api_in_flight(s, gap_pid, t, launch_tids)
-    rng = _range_open(s, gap_pid, t, launch_tids)
+    g = h.group[order]
     code, labels = op_labels(s, sub)  # h.before/after past the operations: the overhead
     before = code[np.minimum(h.before[order], len(sub))]
     after = code[np.minimum(h.after[order], len(sub))]
-    rows = rows_of({
-        "pid": gap_pid.tolist(), "device": devices[g].tolist(), "start_ns": t.tolist(),
-        "end_ns": h.end[order].tolist(), "duration_ns": h.duration[order].tolist(),
-        "cause": _causes(api, covered), "api": api,
-        "range": rng, "before_kernel": [labels[c] for c in before.tolist()],
-        "after_kernel": [labels[c] for c in after.tolist()],
-    })
-    where = (f" that start inside {s.within!r} instances" if s.within is not None else "")
-    total = int(h.duration[order].sum())
-    idle = int(h.duration.sum())
-    notes.insert(0, f"{len(rows):,} gaps longer than {min_gap_ms:g} ms{where}: "
-                    f"{human_ns(total)} in all, of {human_ns(idle)} idle between the first "
-                    f"and last GPU operation of each (process, device).")
-    notes += _cause_notes(s, launched_by, covered, has_api)
-    return Report(rows=rows, columns=GAPS_COLUMNS, notes=notes,
-                  sentences=[gap_sentence(r) for r in rows])
+    return _Gaps(pid=pids[g], device=devices[g], start=h.start[order], end=h.end[order],
+                 duration=h.duration[order], before=[labels[c] for c in before.tolist()],
+                 after=[labels[c] for c in after.tolist()], idle=int(h.duration.sum()))
 
 
 def _thread_filter(tid: np.ndarray, launch_tids: np.ndarray) -> np.ndarray:
@@ -180,57 +216,122 @@ def _thread_filter(tid: np.ndarray, launch_tids: np.ndarray) -> np.ndarray:
     return launching | ~pid_known
 
 
-def _api_in_flight(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: np.ndarray
-                   ) -> tuple[list[str | None], np.ndarray]:
-    """The CUDA call in flight at each gap start on the launching threads (None: none), and
-    whether the API records cover that moment in the process."""
-    calls = s.trace.api
-    if calls is None or not len(calls) or t.size == 0:
-        return [None] * t.size, np.zeros(t.size, dtype=bool)
-    c_pid = pid_of(calls.tid)
+@dataclass
+class _Calls:
+    """What one pass over the CUDA API calls finds (``_api_calls``)."""
+
+    launched_by: np.ndarray | None  # per GPU operation: its launch call's thread (-1: none)
+    covered: np.ndarray  # per gap: whether its process's calls span its start
+    cols: dict[str, np.ndarray]  # the calls open at one of the gap starts (``API_STREAM``)
+
+
+def _open_at_some(start: np.ndarray, end: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Which intervals ``[start, end)`` hold one of the sorted ``times``."""
+    return (np.searchsorted(times, end, side="left")
+            > np.searchsorted(times, start, side="left"))
+
+
+def _launch_keys(s: Session) -> tuple[np.ndarray, np.ndarray]:
+    """(globalPid, correlationId) of every GPU operation, in ``gpu_ops`` order (kernels and
+    graph launches, then memcpy and memset): what their launch calls are found by."""
+    k, m = s.trace.kernels, s.trace.memops
+    pid, corr = [], []
+    if k is not None:
+        assert k.pid is not None and k.correlation is not None, "load launch_ids"
+        pid.append(k.pid)
+        corr.append(k.correlation)
+    if m is not None:
+        pid.append(m.pid)
+        corr.append(m.correlation)
+    return np.concatenate(pid), np.concatenate(corr)
+
+
+def _api_calls(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> _Calls:
+    """One pass over the CUDA API calls, as a stream: the thread that launched each GPU
+    operation (``kernels.LaunchThreads``: the narrowest call with its correlationId in its
+    process), whether each gap's process has calls around its start, and the calls open at
+    one of the gap starts (the candidates for the call in flight)."""
+    empty = {name: np.zeros(0, dtype=np.int64) for name in API_STREAM}
+    if not s.trace.has_api:
+        return _Calls(None, np.zeros(t.size, dtype=bool), empty)
+    launches = LaunchThreads(*_launch_keys(s))
+    times = np.sort(t)
+    pids = sorted_unique(gap_pid)
+    lo = np.full(pids.size, FOREVER, dtype=np.int64)  # each process's first call start
+    hi = np.full(pids.size, -1, dtype=np.int64)  # and last call end
+    parts = []
+    for c in s.trace.resolver.chunks(API_STREAM):
+        start, end, tid = c["api.start"], c["api.end"], c["api.tid"]
+        launches.add(start, end, tid, c["api.correlation"])
+        if pids.size == 0 or start.size == 0:
+            continue
+        p = pid_of(tid)
+        code = np.minimum(np.searchsorted(pids, p), pids.size - 1)
+        mine = pids[code] == p
+        np.minimum.at(lo, code[mine], start[mine])
+        np.maximum.at(hi, code[mine], end[mine])
+        keep = np.flatnonzero(_open_at_some(start, end, times))
+        parts.append({name: values[keep] for name, values in c.items()})
+    code = np.searchsorted(pids, gap_pid)
+    covered = (lo[code] <= t) & (t < hi[code]) if t.size else np.zeros(0, dtype=bool)
+    cols = ({name: np.concatenate([p[name] for p in parts]) for name in API_STREAM}
+            if parts else empty)
+    return _Calls(launches.tid, covered, cols)
+
+
+def _api_in_flight(s: Session, calls: _Calls, gap_pid: np.ndarray, t: np.ndarray,
+                   launch_tids: np.ndarray) -> list[str | None]:
+    """The CUDA call in flight at each gap start on the launching threads (None: none):
+    of the calls open then, the one that started last."""
+    c = calls.cols
+    use = np.flatnonzero(_thread_filter(c["api.tid"], launch_tids))
+    if use.size == 0 or t.size == 0:
+        return [None] * t.size
+    c_pid = pid_of(c["api.tid"][use])
     codes = sorted_unique(np.concatenate([c_pid, gap_pid]))
-    c_code, t_code = np.searchsorted(codes, c_pid), np.searchsorted(codes, gap_pid)
-    lo, hi = span(c_code, calls.start, calls.end, codes.size)
-    covered = (lo[t_code] >= 0) & (lo[t_code] <= t) & (t < hi[t_code])
-    use = np.flatnonzero(_thread_filter(calls.tid, launch_tids))
-    hit = open_at_grouped(c_code[use], calls.start[use], calls.end[use], t_code, t)
-    names = [api_base_name(n) for n in calls.names]
-    return [names[int(calls.name_code[use[i]])] if i >= 0 else None for i in hit.tolist()], \
-        covered
+    hit = open_at_grouped(np.searchsorted(codes, c_pid), c["api.start"][use],
+                          c["api.end"][use], np.searchsorted(codes, gap_pid), t)
+    ids = c["api.name_id"][use[hit[hit >= 0]]]
+    strings = strings_by_id(s.export.db, Q.STRINGS_BY_ID.sql(s.export), sorted_unique(ids))
+    names, codes_of = kernel_names(strings, ids)
+    found = iter(api_base_name(names[int(i)]) for i in codes_of.tolist())
+    return [next(found) if i >= 0 else None for i in hit.tolist()]
 
 
 def _range_open(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: np.ndarray
                 ) -> list[str | None]:
-    """The innermost NVTX range open at each gap start on the launching threads. Only the
-    ranges open at one of the gap starts are candidates: they are found in slices of the raw
-    NVTX columns, so that no value of every range is built (``--within`` has built it)."""
+    """The innermost NVTX range open at each gap start on the launching threads. The NVTX
+    rows pass once, as a stream: only the ranges open at one of the gap starts (and the
+    domain-create rows, for names) are kept, so that no value of every range is built
+    (``--within`` has built it)."""
     if t.size == 0 or not s.has_ranges:
         return [None] * t.size
     if s.within is not None:
         return _range_open_within(s, gap_pid, t, launch_tids)
-    s.trace.load("ranges")
-    r = s.trace.resolver
-    start, end, tid = r.array("nvtx.start"), r.array("nvtx.end"), r.array("nvtx.tid")
     times = np.sort(t)
-    parts = []
-    for a in range(0, start.size, SLICE):
-        st, en = start[a:a + SLICE], end[a:a + SLICE]
-        en = np.where(en < 0, np.iinfo(np.int64).max, en)  # never closed: open to the end
-        parts.append(a + np.flatnonzero(np.searchsorted(times, en, side="left")
-                                        > np.searchsorted(times, st, side="left")))
-    cand = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    cand = cand[attributable_rows(r.array("nvtx.flags")[cand])
-                & _thread_filter(tid[cand], launch_tids)]
-    c_pid = pid_of(tid[cand])
+    parts, last = [], 0
+    for c in s.trace.resolver.chunks(NVTX_STREAM):
+        st, en = c["nvtx.start"], c["nvtx.end"]
+        last = max(last, int(st.max(initial=0)), int(en.max(initial=0)))
+        keep = np.flatnonzero(_open_at_some(st, np.where(en < 0, FOREVER, en), times)
+                              | is_domain_row(c["nvtx.flags"]))  # never closed: open on
+        parts.append({name[5:]: values[keep] for name, values in c.items()})
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in NVTX}
+    cand = np.flatnonzero(attributable_rows(cols["flags"])
+                          & _thread_filter(cols["tid"], launch_tids))
+    c_pid = pid_of(cols["tid"][cand])
     codes = sorted_unique(np.concatenate([c_pid, gap_pid]))
-    c_end = end[cand]
-    if bool((c_end < 0).any()):
-        c_end = np.where(c_end < 0, s.trace.unclosed_end(), c_end)
-    hit = open_at_grouped(np.searchsorted(codes, c_pid), start[cand], c_end,
+    c_end = cols["end"][cand]
+    if bool((c_end < 0).any()):  # never closed: it ends with the capture
+        c_end = np.where(c_end < 0, max(last, s.trace.last_gpu_work()), c_end)
+    hit = open_at_grouped(np.searchsorted(codes, c_pid), cols["start"][cand], c_end,
                           np.searchsorted(codes, gap_pid), t)
     rows = sorted_unique(cand[hit[hit >= 0]])
-    names = dict(zip(rows.tolist(), s.trace.names_of_nvtx_rows(rows)))
-    return [names[int(cand[i])] if i >= 0 else None for i in hit.tolist()]
+    pick = sorted_unique(np.concatenate([rows, np.flatnonzero(is_domain_row(cols["flags"]))]))
+    names = s.trace.names_of_nvtx_rows({k: v[pick] for k, v in cols.items()},
+                                       np.searchsorted(pick, rows))
+    by_row = dict(zip(rows.tolist(), names))
+    return [by_row[int(cand[i])] if i >= 0 else None for i in hit.tolist()]
 
 
 def _range_open_within(s: Session, gap_pid: np.ndarray, t: np.ndarray,
@@ -268,16 +369,17 @@ def _starts_inside(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> np.ndarray
     return hit >= 0
 
 
-def _cause_notes(s: Session, launched_by: np.ndarray | None, covered: np.ndarray,
+def _cause_notes(s: Session, unlaunched: tuple[int, int] | None, covered: np.ndarray,
                  has_api: bool) -> list[str]:
+    """``unlaunched``: (operations without a launch record, operations)."""
     notes = []
     if not has_api:
         notes.append("CUDA API calls were not traced (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
                      "no cause or API call; profile with `nsys profile --trace=cuda`.")
-    elif launched_by is not None:
-        missing = int((launched_by < 0).sum())
+    elif unlaunched is not None:
+        missing, of = unlaunched
         if missing:
-            notes.append(f"{missing:,} of {launched_by.size:,} GPU operations have no launch "
+            notes.append(f"{missing:,} of {of:,} GPU operations have no launch "
                          f"record (trimmed export): the launching threads are known from the "
                          f"others.")
         unknown = int((~covered).sum())
@@ -317,7 +419,7 @@ ANALYSIS = Analysis(
 
     Examples: `nsys-mine gaps ddp.sqlite` · `nsys-mine gaps run.sqlite --min-gap-ms 500 -f csv`
     """,
-    run=gaps_report, needs=("kernels", "kernel_places", "memops", "launches", "api", "ranges"),
+    run=gaps_report, needs=("kernels", "kernel_places", "launch_ids", "memops"),
     options=("within", "name_kind", "nsys", "cache"),
     params=(Param("min_gap_ms", ("--min-gap-ms",), "Only gaps longer than this many "
                   "milliseconds (nsys's gpu-starv rule: its gap option, 500 by default "
