@@ -104,24 +104,3 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
     gpid = cols["pid"]
     cols["pid"] = np.where(gpid < 0, -1, pid_of(gpid))  # -1: no globalPid column
     return GpuOps(**cols)
-
-
-def launch_threads(trace: Trace) -> np.ndarray | None:
-    """The thread (globalTid) whose API call launched each operation of ``gpu_ops(trace)``, in
-    its order (-1: no launch record); None when CUDA API calls were not traced. One column,
-    where ``gpu_ops(launches=True)`` builds every column again with three more."""
-    if not trace.has_api:
-        return None
-    trace.load("kernels", "launches", "memops", "api")
-    k, m, api = trace.kernels, trace.memops, trace.api
-    assert api is not None
-    parts = []
-    if k is not None:
-        assert k.launch_tid is not None
-        parts.append(k.launch_tid)
-    if m is not None:
-        parts.append(join_launches(m.pid, m.correlation, api.start, api.end, api.tid,
-                                   api.correlation)[0])
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
