@@ -33,15 +33,29 @@ class Holes(Rows):
 def holes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Holes:
     """The holes of the union of the intervals ``[start, end)`` of each group (``group``:
     non-negative codes)."""
+    return long_holes(group, start, end, 0)[0]
+
+
+def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_than: int
+               ) -> tuple[Holes, int]:
+    """The holes longer than ``longer_than`` of each group's union (as ``holes``), and how
+    long all the holes last together. Five arrays of the intervals' length at most: the
+    holes are found between almost every two intervals, and only the long ones are kept."""
+    empty = np.zeros(0, dtype=np.int64)
     if group.size < 2:
-        empty = np.zeros(0, dtype=np.int64)
-        return Holes(empty, empty, empty, empty, empty)
-    by_start, by_end = np.lexsort((start, group)), np.lexsort((end, group))
-    g = group[by_start]  # the same groups, in the same order, as group[by_end]
-    nxt, prev = start[by_start[1:]], end[by_end[:-1]]
-    keep = np.flatnonzero((g[1:] == g[:-1]) & (prev < nxt))
-    return Holes(group=g[keep], start=prev[keep], end=nxt[keep], before=by_end[:-1][keep],
-                 after=by_start[1:][keep])
+        return Holes(empty, empty, empty, empty, empty), 0
+    by_start = np.lexsort((start, group))
+    nxt = start[by_start[1:]]
+    by_end = np.lexsort((end, group))[:-1]
+    gap = nxt - end[by_end]  # > 0: a hole, when both sides are of one group
+    counts = np.bincount(group)
+    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
+    hole = gap > 0
+    idle = int(gap[hole].sum())
+    keep = np.flatnonzero(gap > max(longer_than, 0))
+    after = by_start[1:][keep]
+    return Holes(group=group[after], start=nxt[keep] - gap[keep], end=nxt[keep],
+                 before=by_end[keep], after=after), idle
 
 
 def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int

@@ -47,10 +47,10 @@ class Utilization:
         return int(self.pid.size)
 
 
-def require_gpu_ops(s: Session, purpose: str) -> GpuOps:
+def require_gpu_ops(s: Session, purpose: str, keep: bool = True) -> GpuOps:
     """The session's GPU operations (MissingData naming the trace option when the export has
-    neither kernels nor memory operations)."""
-    ops = s.gpu_ops()
+    neither kernels nor memory operations); ``keep``: as ``Session.gpu_ops``."""
+    ops = s.gpu_ops(keep=keep)
     if ops is None:
         if not (s.export.has_table(MEMCPY_TABLE) or s.export.has_table(MEMSET_TABLE)):
             s.require_kernels(purpose)

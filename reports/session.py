@@ -154,12 +154,16 @@ class Session:
     def memops(self) -> MemOps | None:
         return self.trace.memops
 
-    def gpu_ops(self, launches: bool = False) -> GpuOps | None:
+    def gpu_ops(self, launches: bool = False, keep: bool = True) -> GpuOps | None:
         """Every GPU operation (``nsys_parsers.gpu_ops``: kernels, memcpy, memset), whatever
         ``within`` says (questions about time windows restrict them themselves); with the
-        API call that launched each when ``launches``. None: none was traced."""
-        return self._once(f"view.gpu_ops.{launches}",
-                          lambda: gpu_ops(self.trace, launches=launches))
+        API call that launched each when ``launches``. None: none was traced. ``keep``
+        False: built afresh and not kept for the next question, unless it is kept already
+        (a question that lets them go before its memory peaks)."""
+        key = f"view.gpu_ops.{launches}"
+        if not keep and key not in self._memo:
+            return gpu_ops(self.trace, launches=launches)
+        return self._once(key, lambda: gpu_ops(self.trace, launches=launches))
 
     @property
     def notes(self) -> list[str]:

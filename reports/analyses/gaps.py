@@ -34,7 +34,7 @@ from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
 from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps
 from nsys_parsers.ids import pid_of
-from nsys_parsers.intervals import holes, open_at_grouped, span
+from nsys_parsers.intervals import long_holes, open_at_grouped, span
 from nsys_parsers.items import NVTX
 from nsys_parsers.kernels import LaunchThreads, api_base_name
 from nsys_parsers.names import kernel_names
@@ -129,16 +129,18 @@ def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
     """The gaps of every (process, device) longer than ``min_gap_ms``, with what the host was
     doing when each started."""
     has_api = s.trace.has_api
-    ops = require_gpu_ops(s, "GPU gaps")
+    ops = require_gpu_ops(s, "GPU gaps", keep=False)
     notes: list[str] = []
     sub = recorded_ops(ops, notes)
+    recorded = None if len(sub) == len(ops) else ops.start > 0
     gaps = _find_gaps(s, sub, min_gap_ms)
+    del ops, sub  # the operations go before the passes over the API calls and ranges
     t = gaps.start
     # at each gap's start: the CUDA call in flight and the NVTX range open
     calls = _api_calls(s, gaps.pid, t)
     launched_by = calls.launched_by  # the thread of each operation's launch call
-    if launched_by is not None and len(sub) < len(ops):
-        launched_by = launched_by[ops.start > 0]
+    if launched_by is not None and recorded is not None:
+        launched_by = launched_by[recorded]
     launch_tids = (sorted_unique(launched_by[launched_by >= 0]) if launched_by is not None
                    else np.zeros(0, dtype=np.int64))
     unlaunched = (None if launched_by is None
@@ -185,11 +187,13 @@ def _find_gaps(s: Session, sub: GpuOps, min_gap_ms: float) -> _Gaps:
     gid, (pids, devices) = group_ids(sub.pid, sub.device)
     first, last = span(gid, sub.start, sub.end, pids.size)
     o_group, o_start, o_end = _overhead(s, pids, first, last)
-    h = holes(np.concatenate([gid, o_group]), np.concatenate([sub.start, o_start]),
-              np.concatenate([sub.end, o_end]))
-    del gid
-    threshold = int(round(min_gap_ms * 1e6))
-    big = np.flatnonzero(h.duration > threshold)
+    start, end = sub.start, sub.end
+    if o_group.size:
+        gid, start, end = (np.concatenate(pair) for pair in
+                           ((gid, o_group), (start, o_start), (end, o_end)))
+    h, idle = long_holes(gid, start, end, int(round(min_gap_ms * 1e6)))
+    del gid, start, end
+    big = np.arange(len(h))
     if s.within is not None:
         big = big[_starts_inside(s, pids[h.group[big]], h.start[big])]
     order = big[np.lexsort((h.start[big], -h.duration[big]))]
@@ -199,7 +203,7 @@ def _find_gaps(s: Session, sub: GpuOps, min_gap_ms: float) -> _Gaps:
     after = code[np.minimum(h.after[order], len(sub))]
     return _Gaps(pid=pids[g], device=devices[g], start=h.start[order], end=h.end[order],
                  duration=h.duration[order], before=[labels[c] for c in before.tolist()],
-                 after=[labels[c] for c in after.tolist()], idle=int(h.duration.sum()))
+                 after=[labels[c] for c in after.tolist()], idle=idle)
 
 
 def _thread_filter(tid: np.ndarray, launch_tids: np.ndarray) -> np.ndarray:

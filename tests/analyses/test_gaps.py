@@ -187,3 +187,40 @@ def test_without_runtime_or_nvtx_the_answer_says_so(tmp_path):
     assert [r["cause"] for r in report.rows] == ["unknown"]
     notes = " ".join(report.notes)
     assert "--trace=cuda" in notes and "--trace=cuda,nvtx" in notes
+
+
+def _union_holes(start, end):
+    """(start, end) of the holes of one group's union, by a sweep over merged intervals."""
+    out, reach = [], None
+    for s, e in sorted(zip(start, end)):
+        if reach is not None and s > reach:
+            out.append((reach, s))
+        reach = e if reach is None else max(reach, e)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_holes_keep_the_long_ones_and_count_every_one(seed):
+    """``long_holes`` (what ``gaps`` keeps of the hole search) against a sweep of each
+    group's merged intervals: groups with absent codes between them, touching, nested and
+    overlapping intervals."""
+    import numpy as np
+
+    from nsys_parsers.intervals import holes, long_holes
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    group = rng.choice([0, 2, 3, 7], size=n)
+    start = rng.integers(0, 5_000, size=n)
+    end = start + rng.integers(0, 60, size=n)
+    threshold = 25
+    got, idle = long_holes(group, start, end, threshold)
+    want_all = [(int(g), a, b) for g in sorted(set(group.tolist()))
+                for a, b in _union_holes(start[group == g].tolist(), end[group == g].tolist())]
+    assert idle == sum(b - a for _, a, b in want_all) > 0
+    long = [h for h in want_all if h[2] - h[1] > threshold]
+    assert list(zip(got.group.tolist(), got.start.tolist(), got.end.tolist())) == long
+    assert (end[got.before] == got.start).all() and (start[got.after] == got.end).all()
+    every = holes(group, start, end)
+    assert list(zip(every.group.tolist(), every.start.tolist(), every.end.tolist())) \
+        == want_all
