@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,35 @@ def test_quick_exit_writes_everything(fx, tmp_path):
     usage = subprocess.run([*exe, "kernels", "--bogus"], capture_output=True, text=True,
                            env=env, timeout=120)
     assert usage.returncode == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas")
+def test_the_command_line_process_keeps_one_malloc_arena(tmp_path):
+    """Threads started after ``one_malloc_arena`` (as the reader threads are) allocate from
+    the one arena (glibc's malloc_info lists its heaps): their freed memory is reused, not
+    kept in arenas of their own."""
+    script = tmp_path / "arenas.py"
+    script.write_text(textwrap.dedent('''
+        import ctypes, os, sys, threading
+        from profile_cli.app import one_malloc_arena
+        if sys.argv[1] == "one":
+            one_malloc_arena()
+        def work():
+            kept = [bytearray(200_000) for _ in range(50)]
+            del kept
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        libc = ctypes.CDLL(None)
+        libc.fdopen.restype = ctypes.c_void_p
+        r, w = os.pipe()
+        fp = libc.fdopen(w, b"w")
+        libc.malloc_info(0, ctypes.c_void_p(fp))
+        libc.fclose(ctypes.c_void_p(fp))
+        print(os.read(r, 1 << 20).decode().count("<heap nr="))
+    '''))
+    out = subprocess.run([sys.executable, str(script), "one"], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["1"], out.stderr
