@@ -21,6 +21,7 @@ default 4096): after each write the least recently used entries are removed unti
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -302,8 +303,6 @@ class Stream:
 
 def _npy_header(rows: int) -> bytes:
     """The ``.npy`` header of a 1-D little-endian int64 array of ``rows`` values."""
-    import io
-
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         buf, {"descr": "<i8", "fortran_order": False, "shape": (rows,)})

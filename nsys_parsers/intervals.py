@@ -50,8 +50,7 @@ def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_tha
     gap = nxt - end[by_end]  # > 0: a hole, when both sides are of one group
     counts = np.bincount(group)
     gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
-    hole = gap > 0
-    idle = int(gap[hole].sum())
+    idle = int(gap[gap > 0].sum())
     keep = np.flatnonzero(gap > max(longer_than, 0))
     after = by_start[1:][keep]
     return Holes(group=group[after], start=nxt[keep] - gap[keep], end=nxt[keep],
@@ -120,6 +119,12 @@ def intersection3(a: Intervals, b: Intervals, c: Intervals, ngroups: int) -> np.
             + (a | b | c).length(ngroups))
 
 
+def open_at_some(start: np.ndarray, end: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Which intervals ``[start, end)`` hold one of the sorted ``times``."""
+    return (np.searchsorted(times, end, side="left")
+            > np.searchsorted(times, start, side="left"))
+
+
 def open_at(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
     """For each time of ``t``, the interval ``[start, end)`` open then that started last
     (ties: the one that ends first), as an index; -1 where none is open. Intervals may nest
@@ -134,9 +139,7 @@ def open_at(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
     if start.size == 0 or t.size == 0:
         return out
     # only intervals open at one of the times can be an answer: few, for a few times
-    times = np.sort(t)
-    useful = np.flatnonzero(np.searchsorted(times, end, side="left")
-                            > np.searchsorted(times, start, side="left"))
+    useful = np.flatnonzero(open_at_some(start, end, np.sort(t)))
     if useful.size == 0:
         return out
     start, end = start[useful], end[useful]

@@ -116,12 +116,17 @@ def _column(prefix: str, key: str) -> Column:
 
 
 # -- how derived items are made --------------------------------------------------------------
+def names_of_ids(export: Any, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Names of StringIds ids (kernel names, API call names) of an open export: the distinct
+    names and the code of each id."""
+    strings = strings_by_id(export.db, Q.STRINGS_BY_ID.sql(export), sorted_unique(ids))
+    return kernel_names(strings, ids)
+
+
 def _names_of_ids(ids_item: str, out: str) -> Derived:
-    """Names of StringIds ids (kernel names, API call names): codes and distinct names."""
+    """Names of StringIds ids as an item: codes and distinct names."""
     def make(t: Trace) -> dict[str, Made]:
-        ids = t.resolver.array(ids_item)
-        strings = strings_by_id(t.export.db, Q.STRINGS_BY_ID.sql(t.export), sorted_unique(ids))
-        names, codes = kernel_names(strings, ids)
+        names, codes = names_of_ids(t.export, t.resolver.array(ids_item))
         return {out: (codes, names)}
     return Derived((ids_item,), make)
 

@@ -72,6 +72,12 @@ def ints_from_json(text: str) -> np.ndarray:
     return np.fromstring(text[1:-1], dtype=np.int64, sep=",")
 
 
+def _ints_job(query: str, bounds: dict[str, int]
+              ) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
+    """A reader thread's job: the integer columns of one chunk (``json_columns_sql``)."""
+    return lambda conn: [ints_from_json(t) for t in conn.execute(query, bounds).fetchone()]
+
+
 class Reader:
     """A small pool of threads reading one export, each on its own read-only connection.
     ``close()`` drops what no thread has started and closes the connections."""
@@ -99,24 +105,16 @@ class Reader:
         """Start reading integer ``columns`` of ``sql`` (with ``:lo``/``:hi`` rowid bounds)
         chunk by chunk."""
         query = json_columns_sql(sql, columns)
-
-        def job(bounds: dict[str, int]) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
-            return lambda conn: [ints_from_json(t) for t in conn.execute(query,
-                                                                       bounds).fetchone()]
-        return IntColumns([self.submit(job(b)) for b in chunks], len(columns))
+        return IntColumns([self.submit(_ints_job(query, b)) for b in chunks], len(columns))
 
     def int_chunks(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]],
                    ahead: int = STREAM_AHEAD) -> Iterator[list[np.ndarray]]:
         """Integer ``columns`` of ``sql`` one chunk at a time, in the order of ``chunks``, with
         at most ``ahead`` chunks read ahead of the one handed out."""
         query = json_columns_sql(sql, columns)
-
-        def job(bounds: dict[str, int]) -> Callable[[sqlite3.Connection], list[np.ndarray]]:
-            return lambda conn: [ints_from_json(t) for t in conn.execute(query,
-                                                                       bounds).fetchone()]
         todo = iter(chunks)
-        pending: deque[Future] = deque(self.submit(job(b)) for _, b in zip(range(ahead + 1),
-                                                                           todo))
+        pending: deque[Future] = deque(self.submit(_ints_job(query, b))
+                                       for _, b in zip(range(ahead + 1), todo))
         try:
             while pending:
                 got = pending.popleft().result()
@@ -124,7 +122,7 @@ class Reader:
                 del got
                 following = next(todo, None)
                 if following is not None:
-                    pending.append(self.submit(job(following)))
+                    pending.append(self.submit(_ints_job(query, following)))
         finally:
             for future in pending:
                 future.cancel()

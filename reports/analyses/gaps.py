@@ -34,12 +34,10 @@ from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
 from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps
 from nsys_parsers.ids import pid_of
-from nsys_parsers.intervals import long_holes, open_at_grouped, span
-from nsys_parsers.items import NVTX
+from nsys_parsers.intervals import long_holes, open_at_grouped, open_at_some, span
+from nsys_parsers.items import NVTX, names_of_ids
 from nsys_parsers.kernels import LaunchThreads, api_base_name
-from nsys_parsers.names import kernel_names
 from nsys_parsers.ranges import attributable_rows, is_domain_row
-from nsys_parsers.reads import strings_by_id
 from nsys_parsers.schema import NVTX_TABLE
 from reports.analysis import Analysis, Param
 from reports.gpu_time import recorded_ops, require_gpu_ops
@@ -229,12 +227,6 @@ class _Calls:
     cols: dict[str, np.ndarray]  # the calls open at one of the gap starts (``API_STREAM``)
 
 
-def _open_at_some(start: np.ndarray, end: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Which intervals ``[start, end)`` hold one of the sorted ``times``."""
-    return (np.searchsorted(times, end, side="left")
-            > np.searchsorted(times, start, side="left"))
-
-
 def _launch_keys(s: Session) -> tuple[np.ndarray, np.ndarray]:
     """(globalPid, correlationId) of every GPU operation, in ``gpu_ops`` order (kernels and
     graph launches, then memcpy and memset): what their launch calls are found by."""
@@ -274,7 +266,7 @@ def _api_calls(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> _Calls:
         mine = pids[code] == p
         np.minimum.at(lo, code[mine], start[mine])
         np.maximum.at(hi, code[mine], end[mine])
-        keep = np.flatnonzero(_open_at_some(start, end, times))
+        keep = np.flatnonzero(open_at_some(start, end, times))
         parts.append({name: values[keep] for name, values in c.items()})
     code = np.searchsorted(pids, gap_pid)
     covered = (lo[code] <= t) & (t < hi[code]) if t.size else np.zeros(0, dtype=bool)
@@ -295,9 +287,7 @@ def _api_in_flight(s: Session, calls: _Calls, gap_pid: np.ndarray, t: np.ndarray
     codes = sorted_unique(np.concatenate([c_pid, gap_pid]))
     hit = open_at_grouped(np.searchsorted(codes, c_pid), c["api.start"][use],
                           c["api.end"][use], np.searchsorted(codes, gap_pid), t)
-    ids = c["api.name_id"][use[hit[hit >= 0]]]
-    strings = strings_by_id(s.export.db, Q.STRINGS_BY_ID.sql(s.export), sorted_unique(ids))
-    names, codes_of = kernel_names(strings, ids)
+    names, codes_of = names_of_ids(s.export, c["api.name_id"][use[hit[hit >= 0]]])
     found = iter(api_base_name(names[int(i)]) for i in codes_of.tolist())
     return [next(found) if i >= 0 else None for i in hit.tolist()]
 
@@ -317,7 +307,7 @@ def _range_open(s: Session, gap_pid: np.ndarray, t: np.ndarray, launch_tids: np.
     for c in s.trace.resolver.chunks(NVTX_STREAM):
         st, en = c["nvtx.start"], c["nvtx.end"]
         last = max(last, int(st.max(initial=0)), int(en.max(initial=0)))
-        keep = np.flatnonzero(_open_at_some(st, np.where(en < 0, FOREVER, en), times)
+        keep = np.flatnonzero(open_at_some(st, np.where(en < 0, FOREVER, en), times)
                               | is_domain_row(c["nvtx.flags"]))  # never closed: open on
         parts.append({name[5:]: values[keep] for name, values in c.items()})
     cols = {k: np.concatenate([p[k] for p in parts]) for k in NVTX}
