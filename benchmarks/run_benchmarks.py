@@ -43,12 +43,16 @@ are compared with nsys's (rows, instances, totals) and warm/after with cold.
 "served" (--served): the same through an answer server (`nsys-mine serve`, started on the
 cold run's cache after it): "served warm" the command once it was asked of the server (the
 same question again, in a user's next terminal command: its kept answer), "served after"
-the next, different question asked of that server (the export still loaded). The time is
-the client's, from its start to its exit: what a user waits for.
+the next, different question asked of that server at once (the export still loaded, as a
+script asks), "served next" the same asked of a second server once it has warmed ahead (the
+questions asked most, answered while nobody asks: as a person reading the first answer
+gives it time to; the log's "warmed ahead" line, printed, says how long that took). The
+time is the client's, from its start to its exit: what a user waits for.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import json
@@ -62,6 +66,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -527,6 +532,7 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
             results[q, "served warm"] = Result(shape, factor, q, "served warm")
             if spec.after in questions and QUESTIONS[spec.after].output == "csv":
                 results[q, "served after"] = Result(shape, factor, q, "served after")
+                results[q, "served next"] = Result(shape, factor, q, "served next")
         if nsys_ai and spec.peer:
             results[q, "peer cold"] = Result(shape, factor, q, "peer cold")
             results[q, "peer warm"] = Result(shape, factor, q, "peer warm")
@@ -597,10 +603,55 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
             mine: list[str], db: Path, other: Path | None, rules: Path | None, w: Path,
             timeout: float, keep: Path | None, outputs: dict, i: int) -> None:
     """An answer server on the cold run's cache: ``q`` asked of it (untimed), then again
-    ("served warm"), then each question asked after ``q`` ("served after")."""
-    sock = w / "serve.sock"
+    ("served warm"), then at once each question asked after ``q`` ("served after"); then a
+    second server: ``q`` asked (untimed), and each question asked after it once the server
+    has warmed ahead, as a person reading the first answer gives it time to ("served
+    next": the log's "warmed ahead" line says how long that took)."""
+    spec = QUESTIONS[q]
+    nexts = [n for n in questions if QUESTIONS[n].after == q and (n, "served after") in results]
+    with _server(mine, w, "serve") as extra:
+        if extra is None:
+            return
+        first = w / "served_first.csv"
+        run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
+                 spec.ok_codes)
+        out = w / "served_warm.csv"
+        _one(results[q, "served warm"], mine_argv(mine, q, db, out, other, rules), out, w,
+             timeout, extra, keep, outputs, i, spec.ok_codes)
+        for nxt in nexts:
+            out = w / f"served_after_{nxt}.csv"
+            _one(results[nxt, "served after"], mine_argv(mine, nxt, db, out, other, rules),
+                 out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
+    if not nexts:
+        return
+    with _server(mine, w, "serve_next") as extra:
+        if extra is None:
+            return
+        run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
+                 spec.ok_codes)
+        log = w / "serve_next.log"
+        deadline = time.monotonic() + timeout
+        while "warmed ahead" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                print(f"  the server did not warm ahead: {_tail(log)}", flush=True)
+                return
+            time.sleep(0.05)
+        warmed = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                  if "warmed ahead" in line][0]
+        print(f"  {warmed}", flush=True)
+        for nxt in nexts:
+            out = w / f"served_next_{nxt}.csv"
+            _one(results[nxt, "served next"], mine_argv(mine, nxt, db, out, other, rules),
+                 out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
+
+
+@contextlib.contextmanager
+def _server(mine: list[str], w: Path, name: str) -> Iterator[dict[str, str] | None]:
+    """``nsys-mine serve`` on ``w``'s cache, its log ``w/<name>.log``: the environment that
+    sends commands to it (None: it did not start); stopped after, by its PID."""
+    sock = w / f"{name}.sock"
     extra = {"NSYS_MINE_CACHE_DIR": str(w / "cache"), "NSYS_MINE_SERVER": str(sock)}
-    with open(w / "serve.log", "wb") as log:
+    with open(w / f"{name}.log", "wb") as log:
         server = subprocess.Popen([*mine, "serve", "--socket", str(sock), "--idle-timeout",
                                    "30"], env=command_env(extra), stdout=log,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -609,21 +660,11 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
         deadline = time.monotonic() + 120
         while not sock.exists():
             if server.poll() is not None or time.monotonic() > deadline:
-                print(f"  the server did not start: {_tail(w / 'serve.log')}", flush=True)
+                print(f"  the server did not start: {_tail(w / f'{name}.log')}", flush=True)
+                yield None
                 return
             time.sleep(0.05)
-        spec = QUESTIONS[q]
-        first = w / "served_first.csv"
-        run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
-                 spec.ok_codes)
-        out = w / "served_warm.csv"
-        _one(results[q, "served warm"], mine_argv(mine, q, db, out, other, rules), out, w,
-             timeout, extra, keep, outputs, i, spec.ok_codes)
-        for nxt in [n for n in questions if QUESTIONS[n].after == q
-                    and (n, "served after") in results]:
-            out = w / f"served_after_{nxt}.csv"
-            _one(results[nxt, "served after"], mine_argv(mine, nxt, db, out, other, rules),
-                 out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
+        yield extra
     finally:
         server.terminate()  # the server this run started, by its PID
         try:
@@ -683,7 +724,7 @@ def _compare(shape: str, factor: int, outputs: dict) -> None:
     and ranges --instances; the kernels nsys-ai lists, against ours."""
     for q in QUESTIONS:
         cold = outputs.get((q, "cold"))
-        for tool in ("warm", "after", "served warm", "served after"):
+        for tool in ("warm", "after", "served warm", "served after", "served next"):
             other = outputs.get((q, tool))
             if cold and other and cold.read_bytes() != other.read_bytes():
                 print(f"  MISMATCH {shape} x{factor} {q}: {tool} output differs from cold")
@@ -779,16 +820,16 @@ def table(results: list[Result]) -> str:
     get = {(r.shape, r.factor, r.question, r.tool): r for r in results}
     lines = ["| shape | x | command | nsys report | nsys s | nsys MB | cold s | cold CPU s | "
              "cold MB | warm s | warm MB | after s | served warm s | served after s | "
-             "nsys/cold | nsys-ai cold s | nsys-ai warm s |",
+             "served next s | nsys/cold | nsys-ai cold s | nsys-ai warm s |",
              "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: | ---: | ---: | ---: |"]
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     keys = sorted({(r.shape, r.factor, r.question) for r in results},
                   key=lambda k: (SHAPES.index(k[0]) if k[0] in SHAPES else len(SHAPES), k[1],
                                  list(QUESTIONS).index(k[2])))
     for shape, factor, q in keys:
-        n, c, w, a, sw, sa, pc, pw = (get.get((shape, factor, q, t)) for t in (
-            "nsys", "cold", "warm", "after", "served warm", "served after", "peer cold",
-            "peer warm"))
+        n, c, w, a, sw, sa, sn, pc, pw = (get.get((shape, factor, q, t)) for t in (
+            "nsys", "cold", "warm", "after", "served warm", "served after", "served next",
+            "peer cold", "peer warm"))
         spec = QUESTIONS[q]
         report = spec.nsys or "-"
         if spec.nsys and n is None:
@@ -799,7 +840,7 @@ def table(results: list[Result]) -> str:
                  _fmt(c.maxrss_mb if c else None, ".0f"),
                  _fmt(w.wall_median if w else None), _fmt(w.maxrss_mb if w else None, ".0f"),
                  _fmt(a.wall_median if a else None), _fmt(sw.wall_median if sw else None),
-                 _fmt(sa.wall_median if sa else None),
+                 _fmt(sa.wall_median if sa else None), _fmt(sn.wall_median if sn else None),
                  _fmt(_ratio(n.wall_median if n else None, c.wall_median if c else None),
                       ".1f"),
                  _fmt(pc.wall_median if pc else None), _fmt(pw.wall_median if pw else None)]
@@ -862,7 +903,7 @@ def checks(results: list[Result], factors: list[int]) -> dict[str, dict]:
             # gpukernsum on the same file (from the command line; through a server)
             bound = _ratio(wall(shape, 100, "kernels", "nsys"), WARM_SPEEDUP_MIN)
             for q in WARM_QUESTIONS:
-                for tool in ("warm", "after", "served warm", "served after"):
+                for tool in ("warm", "after", "served warm", "served after", "served next"):
                     w = wall(shape, 100, q, tool)
                     if w is not None and bound is not None:
                         out[f"{shape} x100 {tool} {cmd(q)} >= {WARM_SPEEDUP_MIN:g}x faster "

@@ -8,7 +8,9 @@ exit code sent back. What it keeps between questions (``reports.ask.HeldSessions
 imports (numpy, Typer, the loader, matplotlib once a page was drawn), the last ``keep_open``
 exports asked about, loaded, and their last ``answers`` answers (the same question again, in
 another format or with another --top, is its kept answer; an export whose file changed is
-loaded afresh).
+loaded afresh). While nobody asks (``AHEAD_AFTER_S`` after a question), it answers the
+questions people ask most of the export asked about last, one at a time, and keeps those
+answers too (``HeldSessions.ahead``): the person reading an answer finds the next one kept.
 
 It stops after ``idle_timeout_s`` without a question (0: never), on SIGTERM or Ctrl-C, on
 ``nsys-mine serve --stop``, or when a client runs other code (an upgrade or an edit: the
@@ -20,6 +22,7 @@ anywhere. A question that fails is answered as the command line would (``Error: 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import socket
@@ -34,8 +37,11 @@ from typing import Any, Iterator, TextIO
 from nsys_parsers.errors import BadOption, NsysMineError
 from profile_cli import client
 from profile_cli.client import EXIT, REFUSED, STDERR, STDOUT, send_frame
+from profile_cli.commands import output
 
 MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
+AHEAD_AFTER_S = 1.0  # warm ahead after this long without a question (a script's next one
+# comes sooner: it never waits for a step)
 
 
 class ServerRunning(NsysMineError):
@@ -87,13 +93,10 @@ class _Stream:
 
 
 @contextlib.contextmanager
-def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
-    """This process set up as the client's: working directory, environment, terminal width
-    (``COLUMNS``: what ``profile_cli.commands.output`` and rich read), standard streams."""
-    lock = threading.Lock()
-    tty = [bool(t) for t in request.get("tty", [False] * 3)]
+def _in_client_env(request: dict[str, Any]) -> Iterator[None]:
+    """This process in the client's working directory and environment (terminal width:
+    ``COLUMNS``, what ``profile_cli.commands.output`` and rich read)."""
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    saved_streams = sys.stdin, sys.stdout, sys.stderr
     env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
     width = request.get("width")
     if "COLUMNS" not in env and isinstance(width, int) and width > 0:
@@ -102,15 +105,27 @@ def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
         os.environ.clear()
         os.environ.update(env)
         os.chdir(str(request.get("cwd") or saved_cwd))
-        sys.stdin = _Stream(conn, STDERR, tty[0], lock)
-        sys.stdout = _Stream(conn, STDOUT, tty[1], lock)
-        sys.stderr = _Stream(conn, STDERR, tty[2], lock)
         yield
     finally:
-        sys.stdin, sys.stdout, sys.stderr = saved_streams
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
+
+
+@contextlib.contextmanager
+def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
+    """This process set up as the client's: ``_in_client_env``, and its standard streams."""
+    lock = threading.Lock()
+    tty = [bool(t) for t in request.get("tty", [False] * 3)]
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    with _in_client_env(request):
+        try:
+            sys.stdin = _Stream(conn, STDERR, tty[0], lock)
+            sys.stdout = _Stream(conn, STDOUT, tty[1], lock)
+            sys.stderr = _Stream(conn, STDERR, tty[2], lock)
+            yield
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved_streams
 
 
 def answer_request(request: dict[str, Any], conn: socket.socket) -> int:
@@ -168,10 +183,12 @@ def _read_line(conn: socket.socket) -> bytes:
 
 
 def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int = 2,
-                  answers: int = 32, log: TextIO | None = None) -> None:
+                  answers: int = 32, ahead: bool = True, log: TextIO | None = None) -> None:
     """Answer command lines on the socket ``path`` until idle for ``idle_timeout_s`` (0:
-    never), stopped, or a client runs other code."""
-    from profile_cli.commands import output
+    never), stopped, or a client runs other code. ``ahead``: when nobody asked for
+    ``AHEAD_AFTER_S`` after a question, answer the questions asked most of its export
+    (``HeldSessions.ahead``), one per step, a new question waiting at most for the step
+    under way."""
     from reports.ask import HeldSessions
 
     log = log or sys.stderr
@@ -192,19 +209,36 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
               f"or with `nsys-mine serve --stop`\n")
     log.flush()
     why = "stopped"
+    last = time.monotonic()  # of the last question
+    steps: Iterator[tuple[str, float, str | None]] | None = None  # warming ahead
+    warmed: list[str] = []
     try:
         while True:
+            now = time.monotonic()
+            if steps is not None:  # a step when nobody asked for AHEAD_AFTER_S, then the next
+                wait: float | None = max(0.001, last + AHEAD_AFTER_S - now)
+            elif idle_timeout_s > 0:
+                wait = max(0.0, last + idle_timeout_s - now)
+            else:
+                wait = None
+            listener.settimeout(wait)
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                why = f"idle for {idle_timeout_s:g} s"
-                break
+                if steps is None:
+                    why = f"idle for {idle_timeout_s:g} s"
+                    break
+                steps = _warm_step(steps, warmed, last, log)
+                continue
             with conn:
                 conn.settimeout(None)
-                done = _handle(conn, stamp, log)
+                done, request = _handle(conn, stamp, log)
             if done is not None:
                 why = done
                 break
+            last = time.monotonic()
+            if ahead and request is not None:
+                steps, warmed = _warming(held, request), []
     except KeyboardInterrupt:
         why = "interrupted"
     except SystemExit:
@@ -221,32 +255,73 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
         log.flush()
 
 
+def _warming(held: Any, request: dict[str, Any]) -> Iterator[tuple[str, float, str | None]]:
+    """``held.ahead()``'s steps, each in the environment and folder of the question that
+    asked about the export last (its cache folder, its rules beside the export), their
+    output nowhere."""
+    steps = held.ahead()
+    while True:
+        with _in_client_env(request), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            try:
+                step = next(steps)
+            except StopIteration:
+                return
+        yield step
+
+
+def _warm_step(steps: Iterator[tuple[str, float, str | None]], warmed: list[str],
+               last: float, log: TextIO) -> Iterator[tuple[str, float, str | None]] | None:
+    """One step of warming ahead, noted in ``warmed``; the log's line when the last is done
+    (None: nothing left to warm)."""
+    try:
+        name, seconds, error = next(steps)
+    except StopIteration:
+        if warmed:
+            log.write(f"  warmed ahead: {', '.join(warmed)} "
+                      f"({time.monotonic() - last:.2f} s after the last question)\n")
+            log.flush()
+        return None
+    except Exception:  # a bug while nobody waits: logged, the server goes on
+        log.write("  warming ahead failed:\n" + traceback.format_exc())
+        log.flush()
+        return None
+    warmed.append(f"{name} {seconds:.2f} s" + (" (cannot: " + error.splitlines()[0][:60] + ")"
+                                               if error else ""))
+    return steps
+
+
 def _terminate(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
-def _handle(conn: socket.socket, stamp: str, log: TextIO) -> str | None:
-    """Answer one connection; why the server stops after it (None: it goes on)."""
+def _handle(conn: socket.socket, stamp: str, log: TextIO
+            ) -> tuple[str | None, dict[str, Any] | None]:
+    """Answer one connection: (why the server stops after it, None: it goes on; the request
+    it answered, if any)."""
     try:
         request = client.request_of(_read_line(conn))
     except (ValueError, OSError, UnicodeDecodeError):
         send_frame(conn, STDERR, b"Error: not a request of nsys-mine's client\n")
         send_frame(conn, EXIT, b"2")
-        return None
+        return None, None
     if request.get("stop"):
         send_frame(conn, EXIT, b"0")
-        return "stopped by `nsys-mine serve --stop`"
+        return "stopped by `nsys-mine serve --stop`", None
     if request.get("stamp") != stamp:
         send_frame(conn, REFUSED, b"nsys-mine: the answer server ran other code (nsys-mine "
                                   b"was upgraded or edited): it stopped; answering here. "
                                   b"Start it again with `nsys-mine serve`.\n")
-        return "a client runs other code"
+        return "a client runs other code", None
     began = time.perf_counter()
+    served = output.SERVED
+    recalled = served.recalled if served is not None else 0
     code = answer_request(request, conn)
     send_frame(conn, EXIT, str(code).encode())
     # files by their name: a line per question, short enough for a terminal
     argv = " ".join(os.path.basename(a) if os.sep in a else a
                     for a in (str(a) for a in request.get("argv") or []))
-    log.write(f"  {argv[:90]} -> exit {code}, {time.perf_counter() - began:.2f} s\n")
+    kept = ", kept answer" if served is not None and served.recalled > recalled else ""
+    log.write(f"  {argv[:90]} -> exit {code}, {time.perf_counter() - began:.2f} s{kept}\n")
     log.flush()
-    return None
+    return None, request

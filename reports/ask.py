@@ -39,6 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
+from nsys_parsers.errors import NsysMineError
 from nsys_parsers.export import open_export
 from nsys_parsers.trace import Trace
 from reports.analysis import Analysis
@@ -184,6 +185,9 @@ class HeldSessions:
     ``none``) or a parameter that is not a plain value is answered afresh."""
 
     ANSWER_ROWS = 100_000
+    # The questions people ask most, in the order ``ahead`` answers them: the cheap ones
+    # first, then those that load the attribution pairs, the names, the API calls.
+    AHEAD = ("kernels", "gpus", "nvtx-kernels", "dominant", "ranges", "gaps")
 
     def __init__(self, keep: int = 2, answers: int = 0) -> None:
         self.keep = keep
@@ -192,6 +196,8 @@ class HeldSessions:
         self.recalled = 0  # answers given again
         self._held: OrderedDict[tuple[Any, ...], Trace] = OrderedDict()
         self._answers: OrderedDict[tuple[Any, ...], Report] = OrderedDict()
+        self._warming = False  # asking ahead: a question that fails keeps its load
+        self._asked_ahead: set[tuple[tuple[Any, ...], str]] = set()  # (held key, question)
 
     def answer_key(self, a: Analysis, sessions: list[Session | None],
                    params: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -231,6 +237,7 @@ class HeldSessions:
         """Drop the answers that used the export held under ``key``."""
         for k in [k for k in self._answers if key in k[1]]:
             del self._answers[k]
+        self._asked_ahead = {done for done in self._asked_ahead if done[0] != key}
 
     @contextlib.contextmanager
     def opener(self, path: Path, options: AnalysisOptions) -> Iterator[Session]:
@@ -257,10 +264,22 @@ class HeldSessions:
             with Session(trace.export, options, trace=trace) as session:
                 session.held, session.held_key = self, key
                 yield session
+        except NsysMineError:
+            if not self._warming:
+                _close(trace)
+                self._forget(key)
+                raise
+            self._hold(key, trace)  # a question this export cannot answer, asked ahead
+            raise
         except BaseException:
             _close(trace)
             self._forget(key)
             raise
+        self._hold(key, trace)
+
+    def _hold(self, key: tuple[Any, ...], trace: Trace) -> None:
+        """Keep ``trace`` loaded under ``key``, the most recent; the oldest dropped past
+        ``keep``."""
         twin = self._held.pop(key) if key in self._held else None
         if twin is not None and twin is not trace:  # one export twice in a question
             _close(twin)
@@ -270,10 +289,47 @@ class HeldSessions:
             _close(dropped)
             self._forget(old)
 
+    def ahead(self) -> Iterator[tuple[str, float, str | None]]:
+        """Answer the questions people ask most (``AHEAD``) of the export asked about last,
+        one per step, as the command line asks them without options (the analysis's
+        defaults, the held load's name kind, cache and nsys), and keep their answers: what
+        a server does while its user reads an answer, so that the next question is a kept
+        answer, or at least finds its columns loaded. Yields (question, seconds, None) or,
+        for a question this export cannot answer, (question, seconds, the error's
+        message). Each question once per load; stops when there is nothing held, answers
+        are not kept, or the export's file changed."""
+        if not self._held or not self.answers:
+            return
+        key = next(reversed(self._held))
+        path, name_kind, cache, nsys = Path(key[0]), key[2], key[3], key[4]
+        from time import perf_counter
+
+        for name in self.AHEAD:
+            if (key, name) in self._asked_ahead:
+                continue
+            self._asked_ahead.add((key, name))
+            a = _analysis(name)
+            options = replace(AnalysisOptions(**a.defaults), name_kind=name_kind,
+                              cache=cache, nsys=nsys)
+            if _held_key(path, options) != key or key not in self._held:
+                return  # changed on disk, or no longer held: nothing to warm
+            began = perf_counter()
+            self._warming = True
+            try:
+                ask(a, [path], options, opener=self.opener)
+            except NsysMineError as exc:
+                error: str | None = str(exc)
+            else:
+                error = None
+            finally:
+                self._warming = False
+            yield name, perf_counter() - began, error
+
     def close(self) -> None:
         while self._held:
             _close(self._held.popitem()[1])
         self._answers.clear()
+        self._asked_ahead.clear()
 
 
 def _close(trace: Trace) -> None:

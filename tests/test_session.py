@@ -185,6 +185,53 @@ def test_held_sessions_answer_the_next_question_from_memory(fx, tmp_path):
     assert not held._held and not one._held
 
 
+def test_held_sessions_answer_ahead_what_people_ask_next(fx, tmp_path):
+    """HeldSessions.ahead (what nsys-mine serve does while its user reads): the questions
+    asked most of the export asked about last, answered one per step and kept, each as a
+    fresh session answers it; asked afterwards without options, each is a kept answer. A
+    question the export cannot answer is reported, and keeps the load; each question once
+    per load; a changed file stops it; nothing held, nothing kept: no step."""
+    import shutil
+
+    from reports.ask import HeldSessions
+
+    export = tmp_path / "run.sqlite"
+    shutil.copyfile(fx(DLPROF), export)
+    held = HeldSessions(keep=2, answers=32)
+    assert list(held.ahead()) == []  # nothing held yet
+    ask("ranges", [export], opener=held.opener)
+    steps = list(held.ahead())
+    assert [name for name, _, _ in steps] == list(HeldSessions.AHEAD)
+    assert all(error is None and seconds >= 0 for _, seconds, error in steps)
+    assert held.opened == 1 and len(held._answers) == len(HeldSessions.AHEAD)
+    recalled = held.recalled
+    for name in HeldSessions.AHEAD:
+        kept = ask(name, [export], opener=held.opener)
+        fresh = ask(name, [export])
+        assert (kept.rows, kept.notes, kept.title) == (fresh.rows, fresh.notes, fresh.title)
+    assert held.recalled == recalled + len(HeldSessions.AHEAD) and held.opened == 1
+    assert list(held.ahead()) == []  # each once per load
+    # with options, the answer is not kept, but the load is
+    assert ask("kernels", [export], name_kind="mangled", opener=held.opener).rows == ask(
+        "kernels", [export], name_kind="mangled").rows
+    assert held.opened == 2
+    # an export without CUDA: the questions it cannot answer say why, the load stays
+    nvtx_only = tmp_path / "nvtx.sqlite"
+    shutil.copyfile(fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"), nvtx_only)
+    ask("ranges", [nvtx_only], opener=held.opener)
+    errors = {name: error for name, _, error in held.ahead()}
+    assert errors.pop("ranges") is None and set(errors) == set(HeldSessions.AHEAD) - {"ranges"}
+    assert all("no CUPTI_ACTIVITY_KIND_KERNEL table" in e for e in errors.values())
+    assert held.opened == 3 and len(held._held) == 2
+    # the file changed after the question: nothing is warmed from the old load
+    ask("ranges", [export], opener=held.opener)
+    shutil.copyfile(fx(FASTVIDEO), export)
+    assert list(held.ahead()) == []
+    held.close()
+    assert not held._held and not held._asked_ahead
+    assert list(HeldSessions(keep=2, answers=0).ahead()) == []
+
+
 def test_held_sessions_keep_answers_while_nothing_they_read_changed(fx, tmp_path):
     """HeldSessions(answers=N) (nsys-mine serve): the same question again is its kept answer,
     equal to a fresh one; another option or parameter, a changed export, a changed rules

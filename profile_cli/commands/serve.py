@@ -22,6 +22,12 @@ def serve_command(
         "--keep-open", metavar="N", min=1,
         help="Keep the last N exports asked about loaded between questions (memory: about "
              "the size of their cache each).")] = 2,
+    ahead: Annotated[bool, typer.Option(
+        "--ahead/--no-ahead",
+        help="After a second without a question, answer the questions asked most (kernels, "
+             "gpus, nvtx-kernels, dominant, ranges, gaps) of the export asked about last and "
+             "keep their answers, so that the next one is instant (a question asked "
+             "meanwhile waits for the one under way).")] = True,
     stop: Annotated[bool, typer.Option(
         "--stop", help="Stop the server that answers on the socket, and exit.")] = False,
 ) -> None:
@@ -29,13 +35,13 @@ def serve_command(
 
     While it runs, `nsys-mine QUESTION ...` in any terminal of yours hands its command line
     to it and prints its answer: the same output (--format, --output) and exit code,
-    without paying Python's
-    imports again (about 0.2 s), with the last exports asked about still loaded and their
-    last answers kept (the same question in another format is instant). A changed export is
-    loaded afresh. Commands that run programs (profile, sweep, bench, memory, infer, micro),
-    `ranks`, `mcp` and --help always run in their own process; NSYS_MINE_SERVER=off runs
-    every command there. It stops after --idle-timeout, on Ctrl-C, with --stop, or when
-    nsys-mine is upgraded.
+    without paying Python's imports again (about 0.2 s), with the last exports asked about
+    still loaded and their last answers kept (the same question in another format is
+    instant); while you read an answer it answers the questions asked most of that export
+    (--no-ahead: not). A changed export is loaded afresh. Commands that run programs
+    (profile, sweep, bench, memory, infer, micro), `ranks`, `mcp` and --help always run in
+    their own process; NSYS_MINE_SERVER=off runs every command there. It stops after
+    --idle-timeout, on Ctrl-C, with --stop, or when nsys-mine is upgraded.
 
     Examples: `nsys-mine serve &` · `nsys-mine serve --idle-timeout 0 --keep-open 4` ·
     `nsys-mine serve --stop`
@@ -52,7 +58,8 @@ def serve_command(
         stopped = client.stop(str(path))
         typer.echo(f"stopped the server at {path}" if stopped else f"no server answers at {path}")
         return
-    serve_answers(Path(path), idle_timeout_s=idle_timeout * 60.0, keep_open=keep_open)
+    serve_answers(Path(path), idle_timeout_s=idle_timeout * 60.0, keep_open=keep_open,
+                  ahead=ahead)
 
 
 def register(app: typer.Typer) -> None:
