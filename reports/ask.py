@@ -188,6 +188,10 @@ class HeldSessions:
     # The questions people ask most, in the order ``ahead`` answers them: the cheap ones
     # first, then those that load the attribution pairs, the names, the API calls.
     AHEAD = ("kernels", "gpus", "nvtx-kernels", "dominant", "ranges", "gaps")
+    # ... of exports up to this size: a step of a bigger one takes seconds, and a question
+    # asked meanwhile would wait for it (the x100 benchmark files, 98-196 MB: steps of
+    # 0.2-1.8 s)
+    AHEAD_MAX_BYTES = 512 << 20
 
     def __init__(self, keep: int = 2, answers: int = 0) -> None:
         self.keep = keep
@@ -296,11 +300,14 @@ class HeldSessions:
         a server does while its user reads an answer, so that the next question is a kept
         answer, or at least finds its columns loaded. Yields (question, seconds, None) or,
         for a question this export cannot answer, (question, seconds, the error's
-        message). Each question once per load; stops when there is nothing held, answers
-        are not kept, or the export's file changed."""
+        message). Each question once per load; none when there is nothing held, answers
+        are not kept, or the export is over ``AHEAD_MAX_BYTES``; stops when its file
+        changed."""
         if not self._held or not self.answers:
             return
         key = next(reversed(self._held))
+        if not key[1] or key[1][0] > self.AHEAD_MAX_BYTES:
+            return
         path, name_kind, cache, nsys = Path(key[0]), key[2], key[3], key[4]
         from time import perf_counter
 

@@ -230,6 +230,11 @@ def test_held_sessions_answer_ahead_what_people_ask_next(fx, tmp_path):
     held.close()
     assert not held._held and not held._asked_ahead
     assert list(HeldSessions(keep=2, answers=0).ahead()) == []
+    small = HeldSessions(keep=1, answers=8)
+    small.AHEAD_MAX_BYTES = export.stat().st_size - 1  # a step of a big export takes seconds
+    ask("ranges", [export], opener=small.opener)
+    assert list(small.ahead()) == []
+    small.close()
 
 
 def test_held_sessions_keep_answers_while_nothing_they_read_changed(fx, tmp_path):

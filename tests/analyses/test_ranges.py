@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from nsys_parsers.errors import MissingData
@@ -123,12 +124,14 @@ def test_instances_match_nvtxgpuproj(name, fx, nsys_bin, tmp_path):
         return
     differ = [k for k in theirs if theirs[k] != ours[k]]
     assert differ and all(theirs[k] < ours[k] for k in differ)
+    thread = np.array([(r["pid"], r["tid"]) for r in rows], dtype=np.int64)
+    begin = np.array([r["start_ns"] for r in rows], dtype=np.int64)
+    end = begin + np.array([r["duration_ns"] for r in rows], dtype=np.int64)
     for key in differ:  # as many ranges of the thread enclose it as our depth says
         _, pid, tid, start, dur = key[:5]
-        enclosing = [r for r in rows if (r["pid"], r["tid"]) == (pid, tid)
-                     and r["start_ns"] <= start
-                     and r["start_ns"] + r["duration_ns"] >= start + dur]
-        assert len(enclosing) == ours[key], key
+        enclosing = ((thread[:, 0] == pid) & (thread[:, 1] == tid) & (begin <= start)
+                     & (end >= start + dur))
+        assert int(enclosing.sum()) == ours[key], key
 
 
 def test_forward_pass_on_the_gpu(fx):
