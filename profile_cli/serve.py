@@ -22,12 +22,16 @@ anywhere. A question that fails is answered as the command line would (``Error: 
 from __future__ import annotations
 
 import contextlib
-import io
+import json
 import os
+import pickle
+import shutil
 import signal
 import socket
 import stat
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -41,7 +45,8 @@ from profile_cli.commands import output
 
 MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
 AHEAD_AFTER_S = 1.0  # warm ahead after this long without a question (a script's next one
-# comes sooner: it never waits for a step)
+# comes sooner, and shares no CPU with a warming process)
+POLL_S = 0.05  # how often a warming process is looked at while it runs
 
 
 class ServerRunning(NsysMineError):
@@ -186,9 +191,9 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
                   answers: int = 32, ahead: bool = True, log: TextIO | None = None) -> None:
     """Answer command lines on the socket ``path`` until idle for ``idle_timeout_s`` (0:
     never), stopped, or a client runs other code. ``ahead``: when nobody asked for
-    ``AHEAD_AFTER_S`` after a question, answer the questions asked most of its export
-    (``HeldSessions.ahead``), one per step, a new question waiting at most for the step
-    under way."""
+    ``AHEAD_AFTER_S`` after a question, a process of its own answers the questions asked
+    most of its export (``profile_cli.ahead``); the server keeps those answers when it ends,
+    and answers every question meanwhile itself."""
     from reports.ask import HeldSessions
 
     log = log or sys.stderr
@@ -210,40 +215,55 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
     log.flush()
     why = "stopped"
     last = time.monotonic()  # of the last question
-    steps: Iterator[tuple[str, float, str | None]] | None = None  # warming ahead
-    warmed: list[str] = []
+    wanted = False  # warm ahead once nobody asked for AHEAD_AFTER_S
+    asked: dict[str, Any] = {}  # the last question's request: its folder and environment
+    worker: _Warming | None = None
     try:
         while True:
             now = time.monotonic()
-            if steps is not None:  # a step when nobody asked for AHEAD_AFTER_S, then the next
-                wait: float | None = max(0.001, last + AHEAD_AFTER_S - now)
-            elif idle_timeout_s > 0:
-                wait = max(0.0, last + idle_timeout_s - now)
-            else:
-                wait = None
-            listener.settimeout(wait)
+            waits = [max(0.0, last + idle_timeout_s - now)] if idle_timeout_s > 0 else []
+            if worker is not None:
+                waits.append(POLL_S)
+            elif wanted:
+                waits.append(max(0.0, last + AHEAD_AFTER_S - now))
+            listener.settimeout(min(waits) if waits else None)
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                if steps is None:
+                now = time.monotonic()
+                if worker is not None and worker.finished(held, last, log):
+                    worker = None
+                if wanted and worker is None and now >= last + AHEAD_AFTER_S:
+                    wanted = False
+                    worker = _Warming.start(held, asked, log)
+                if idle_timeout_s > 0 and now >= last + idle_timeout_s:
                     why = f"idle for {idle_timeout_s:g} s"
                     break
-                steps = _warm_step(steps, warmed, last, log)
                 continue
-            with conn:
-                conn.settimeout(None)
-                done, request = _handle(conn, stamp, log)
+            if worker is not None and worker.finished(held, last, log):
+                worker = None  # its answers kept before this question is answered
+            if worker is not None:
+                worker.pause()  # the question has both cores
+            try:
+                with conn:
+                    conn.settimeout(None)
+                    done, answered = _handle(conn, stamp, log)
+            finally:
+                if worker is not None:
+                    worker.resume()
             if done is not None:
                 why = done
                 break
             last = time.monotonic()
-            if ahead and request is not None:
-                steps, warmed = _warming(held, request), []
+            if ahead and answered is not None:
+                asked, wanted = answered, True
     except KeyboardInterrupt:
         why = "interrupted"
     except SystemExit:
         why = "terminated"
     finally:
+        if worker is not None:
+            worker.stop()
         output.SERVED = None
         signal.signal(signal.SIGTERM, previous)
         listener.close()
@@ -255,40 +275,82 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
         log.flush()
 
 
-def _warming(held: Any, request: dict[str, Any]) -> Iterator[tuple[str, float, str | None]]:
-    """``held.ahead()``'s steps, each in the environment and folder of the question that
-    asked about the export last (its cache folder, its rules beside the export), their
-    output nowhere."""
-    steps = held.ahead()
-    while True:
-        with _in_client_env(request), contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            try:
-                step = next(steps)
-            except StopIteration:
-                return
-        yield step
+class _Warming:
+    """The process that warms ahead (``profile_cli.ahead``) for one export: started in the
+    folder and environment of the question that asked about it last, its answers taken
+    (``HeldSessions.adopt``) when it ends, stopped by its PID with the server."""
 
+    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, export: str) -> None:
+        self.proc, self.folder, self.export = proc, folder, export
 
-def _warm_step(steps: Iterator[tuple[str, float, str | None]], warmed: list[str],
-               last: float, log: TextIO) -> Iterator[tuple[str, float, str | None]] | None:
-    """One step of warming ahead, noted in ``warmed``; the log's line when the last is done
-    (None: nothing left to warm)."""
-    try:
-        name, seconds, error = next(steps)
-    except StopIteration:
-        if warmed:
-            log.write(f"  warmed ahead: {', '.join(warmed)} "
-                      f"({time.monotonic() - last:.2f} s after the last question)\n")
-            log.flush()
-        return None
-    except Exception:  # a bug while nobody waits: logged, the server goes on
-        log.write("  warming ahead failed:\n" + traceback.format_exc())
+    @classmethod
+    def start(cls, held: Any, request: dict[str, Any], log: TextIO) -> _Warming | None:
+        key = held.warm_target()
+        if key is None:
+            return None
+        path, _, name_kind, cache, nsys = key
+        folder = Path(tempfile.mkdtemp(prefix="nsys-mine-ahead-"))
+        env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
+        env[client.SERVER_ENV] = "off"
+        spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys})
+        cwd = str(request.get("cwd") or "") or None
+        if cwd is not None and not os.path.isdir(cwd):
+            cwd = None
+        with open(folder / "stderr", "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "profile_cli.ahead", spec, str(folder / "answers")],
+                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=err)
+        log.write(f"  warming ahead: {os.path.basename(path)} (pid {proc.pid})\n")
         log.flush()
-        return None
-    warmed.append(f"{name} {seconds:.2f} s" + (" (cannot: " + error.splitlines()[0][:60] + ")"
-                                               if error else ""))
-    return steps
+        return cls(proc, folder, os.path.basename(path))
+
+    def finished(self, held: Any, last: float, log: TextIO) -> bool:
+        """Whether it ended; if so, its answers kept and the log told."""
+        code = self.proc.poll()
+        if code is None:
+            return False
+        try:
+            if code == 0:
+                with open(self.folder / "answers", "rb") as fh:
+                    got = pickle.load(fh)
+                kept = held.adopt(got["answers"])
+                steps = ", ".join(
+                    f"{name} {seconds:.2f} s" + (f" (cannot: {error.splitlines()[0][:60]})"
+                                                 if error else "")
+                    for name, seconds, error in got["steps"])
+                log.write(f"  warmed ahead: {steps}; {kept} answers kept "
+                          f"({time.monotonic() - last:.2f} s after the last question)\n")
+            else:
+                err = (self.folder / "stderr").read_text(errors="replace").strip()
+                log.write(f"  warming ahead of {self.export} failed (exit {code}): "
+                          f"{err.splitlines()[-1] if err else 'no message'}\n")
+        except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError) as exc:
+            log.write(f"  warming ahead of {self.export}: its answers unreadable ({exc})\n")
+        log.flush()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return True
+
+    def pause(self) -> None:
+        """Stopped while the server answers a question (SIGSTOP: it holds no lock the
+        server could wait for; the cache is written under new names)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:  # the worker this server started, by its PID
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _terminate(signum: int, frame: Any) -> None:

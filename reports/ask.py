@@ -188,9 +188,9 @@ class HeldSessions:
     # The questions people ask most, in the order ``ahead`` answers them: the cheap ones
     # first, then those that load the attribution pairs, the names, the API calls.
     AHEAD = ("kernels", "gpus", "nvtx-kernels", "dominant", "ranges", "gaps")
-    # ... of exports up to this size: a step of a bigger one takes seconds, and a question
-    # asked meanwhile would wait for it (the x100 benchmark files, 98-196 MB: steps of
-    # 0.2-1.8 s)
+    # ... of exports up to this size: the server warms ahead in a process of its own, which
+    # loads the export a second time while it runs (x100 benchmark files, 98-196 MB: about
+    # 300 MB for 2-4 s); a bigger export's second load would cost more than it buys
     AHEAD_MAX_BYTES = 512 << 20
 
     def __init__(self, keep: int = 2, answers: int = 0) -> None:
@@ -202,6 +202,7 @@ class HeldSessions:
         self._answers: OrderedDict[tuple[Any, ...], Report] = OrderedDict()
         self._warming = False  # asking ahead: a question that fails keeps its load
         self._asked_ahead: set[tuple[tuple[Any, ...], str]] = set()  # (held key, question)
+        self._warm_started: set[tuple[Any, ...]] = set()  # held keys warmed by a worker
 
     def answer_key(self, a: Analysis, sessions: list[Session | None],
                    params: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -242,6 +243,7 @@ class HeldSessions:
         for k in [k for k in self._answers if key in k[1]]:
             del self._answers[k]
         self._asked_ahead = {done for done in self._asked_ahead if done[0] != key}
+        self._warm_started.discard(key)
 
     @contextlib.contextmanager
     def opener(self, path: Path, options: AnalysisOptions) -> Iterator[Session]:
@@ -302,7 +304,8 @@ class HeldSessions:
         for a question this export cannot answer, (question, seconds, the error's
         message). Each question once per load; none when there is nothing held, answers
         are not kept, or the export is over ``AHEAD_MAX_BYTES``; stops when its file
-        changed."""
+        changed. ``nsys-mine serve`` runs it in a process of its own (``warm_target``,
+        ``adopt``): a question asked meanwhile never waits for a step."""
         if not self._held or not self.answers:
             return
         key = next(reversed(self._held))
@@ -332,11 +335,39 @@ class HeldSessions:
                 self._warming = False
             yield name, perf_counter() - began, error
 
+    def warm_target(self) -> tuple[Any, ...] | None:
+        """The held key (path, file state, name kind, cache, nsys) of the export asked about
+        last, for a process of its own to answer ``ahead`` (``profile_cli.ahead``): None
+        when answers are not kept, nothing is held, it is over ``AHEAD_MAX_BYTES`` or it was
+        handed out already for this load."""
+        if not self._held or not self.answers:
+            return None
+        key = next(reversed(self._held))
+        if key in self._warm_started or not key[1] or key[1][0] > self.AHEAD_MAX_BYTES:
+            return None
+        self._warm_started.add(key)
+        return key
+
+    def adopt(self, answers: dict[tuple[Any, ...], Report]) -> int:
+        """Keep the answers another ``HeldSessions`` made (a warming worker's, keyed as
+        ``answer_key`` keys them) whose exports, in the same state, are held here; how many.
+        An answer already kept stays as it is."""
+        taken = 0
+        for key, report in answers.items():
+            if key in self._answers or not all(h == "-" or h in self._held for h in key[1]):
+                continue
+            self._answers[key] = report
+            taken += 1
+        while len(self._answers) > self.answers:
+            self._answers.popitem(last=False)
+        return taken
+
     def close(self) -> None:
         while self._held:
             _close(self._held.popitem()[1])
         self._answers.clear()
         self._asked_ahead.clear()
+        self._warm_started.clear()
 
 
 def _close(trace: Trace) -> None:

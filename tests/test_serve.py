@@ -201,6 +201,59 @@ def test_while_its_user_reads_the_server_answers_the_next_questions(fx, server):
     assert not any("kept answer" in line for line in lazy.answered())
 
 
+def test_a_warming_worker_answers_what_the_server_then_keeps(fx, tmp_path):
+    """What the server hands a warming process (``HeldSessions.warm_target``: once per
+    load) and what it keeps of its file (``adopt``): the worker's answers of the questions
+    asked most, pickled, each then a kept answer equal to a fresh one; none of them for an
+    export that changed since."""
+    import pickle
+
+    from profile_cli.ahead import warm
+    from reports.ask import HeldSessions, ask
+
+    export = tmp_path / "run.sqlite"
+    shutil.copyfile(fx(DDP), export)
+    held = HeldSessions(keep=2, answers=32)
+    ask("gpus", [export], opener=held.opener)
+    key = held.warm_target()
+    assert key is not None and key[0] == str(export.resolve())
+    assert held.warm_target() is None  # once per load
+    out = tmp_path / "answers"
+    warm({"path": key[0], "name_kind": key[2], "cache": key[3], "nsys": key[4]}, out)
+    got = pickle.loads(out.read_bytes())
+    assert [step[0] for step in got["steps"]] == list(HeldSessions.AHEAD)
+    assert all(step[2] is None for step in got["steps"])
+    assert len(got["answers"]) == len(HeldSessions.AHEAD)
+    assert held.adopt(got["answers"]) == len(HeldSessions.AHEAD) - 1  # gpus: kept already
+    recalled = held.recalled
+    for name in HeldSessions.AHEAD:
+        kept, fresh = ask(name, [export], opener=held.opener), ask(name, [export])
+        assert (kept.rows, kept.notes, kept.title) == (fresh.rows, fresh.notes, fresh.title)
+    assert held.recalled == recalled + len(HeldSessions.AHEAD) and held.opened == 1
+    # the file changed: its load is another, and the old answers are not taken
+    shutil.copyfile(fx(DLPROF), export)
+    other = HeldSessions(keep=2, answers=32)
+    ask("gpus", [export], opener=other.opener)
+    assert other.adopt(got["answers"]) == 0 and len(other._answers) == 1
+    held.close()
+    other.close()
+
+
+def test_a_warming_worker_that_fails_is_logged_and_the_server_goes_on(fx, tmp_path, server):
+    srv = server()
+    export = tmp_path / "gone.sqlite"
+    shutil.copyfile(fx(DLPROF), export)
+    assert nsys_mine(["kernels", str(export)], srv.env).returncode == 0
+    export.unlink()  # before the second of quiet: the worker finds no export
+    deadline = time.monotonic() + 60
+    while "warming ahead of gone.sqlite failed" not in srv.log.read_text():
+        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.log.read_text()
+        time.sleep(0.1)
+    assert "gone.sqlite: no such file" in srv.log.read_text()
+    alone = nsys_mine(["kernels", str(fx(DLPROF)), "-f", "csv"], srv.env)
+    assert alone.returncode == 0 and alone.stdout.startswith("name,category")
+
+
 def test_the_client_sends_nothing_to_a_socket_others_could_have_made(tmp_path):
     """The request carries the environment: a socket in a folder others may write to is not
     connected to (the command runs here); in a private folder it is."""
