@@ -14,15 +14,22 @@ None], ...], "answers": {key: Report}}`` (the answers that pickle; the server ke
 whose export it still holds in the same state, ``HeldSessions.adopt``). The worker loads
 the export itself (from the column cache the server's question filled), so the server goes
 on answering while it runs; it prints nothing and exits 0, or 1 with the reason on stderr.
+``Warming`` is the server's handle on it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 def warm(spec: dict[str, Any], out: Path) -> None:
@@ -50,6 +57,85 @@ def warm(spec: dict[str, Any], out: Path) -> None:
     with open(partial, "wb") as fh:
         pickle.dump({"steps": steps, "answers": answers}, fh)
     partial.replace(out)
+
+
+class Warming:
+    """A server's handle on the warming process for one export: started in the folder and
+    environment of the question that asked about it last (``start``), paused while the
+    server answers a question, its answers kept (``HeldSessions.adopt``) when it ended
+    (``finished``), stopped by its PID with the server."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, export: str) -> None:
+        self.proc, self.folder, self.export = proc, folder, export
+
+    @classmethod
+    def start(cls, held: Any, request: dict[str, Any], log: TextIO) -> Warming | None:
+        key = held.warm_target()
+        if key is None:
+            return None
+        path, _, name_kind, cache, nsys = key
+        folder = Path(tempfile.mkdtemp(prefix="nsys-mine-ahead-"))
+        env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
+        env["NSYS_MINE_SERVER"] = "off"
+        spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys})
+        cwd = str(request.get("cwd") or "") or None
+        if cwd is not None and not os.path.isdir(cwd):
+            cwd = None
+        with open(folder / "stderr", "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "profile_cli.ahead", spec, str(folder / "answers")],
+                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=err)
+        log.write(f"  warming ahead: {os.path.basename(path)} (pid {proc.pid})\n")
+        log.flush()
+        return cls(proc, folder, os.path.basename(path))
+
+    def finished(self, held: Any, last: float, log: TextIO) -> bool:
+        """Whether it ended; if so, its answers kept and the log told."""
+        code = self.proc.poll()
+        if code is None:
+            return False
+        try:
+            if code == 0:
+                with open(self.folder / "answers", "rb") as fh:
+                    got = pickle.load(fh)
+                kept = held.adopt(got["answers"])
+                steps = ", ".join(
+                    f"{name} {seconds:.2f} s" + (f" (cannot: {error.splitlines()[0][:60]})"
+                                                 if error else "")
+                    for name, seconds, error in got["steps"])
+                log.write(f"  warmed ahead: {steps}; {kept} answers kept "
+                          f"({time.monotonic() - last:.2f} s after the last question)\n")
+            else:
+                err = (self.folder / "stderr").read_text(errors="replace").strip()
+                log.write(f"  warming ahead of {self.export} failed (exit {code}): "
+                          f"{err.splitlines()[-1] if err else 'no message'}\n")
+        except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError) as exc:
+            log.write(f"  warming ahead of {self.export}: its answers unreadable ({exc})\n")
+        log.flush()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return True
+
+    def pause(self) -> None:
+        """Stopped while the server answers a question (SIGSTOP: it holds no lock the
+        server could wait for; the cache is written under new names)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:  # the worker this server started, by its PID
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

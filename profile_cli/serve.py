@@ -8,9 +8,11 @@ exit code sent back. What it keeps between questions (``reports.ask.HeldSessions
 imports (numpy, Typer, the loader, matplotlib once a page was drawn), the last ``keep_open``
 exports asked about, loaded, and their last ``answers`` answers (the same question again, in
 another format or with another --top, is its kept answer; an export whose file changed is
-loaded afresh). While nobody asks (``AHEAD_AFTER_S`` after a question), it answers the
-questions people ask most of the export asked about last, one at a time, and keeps those
-answers too (``HeldSessions.ahead``): the person reading an answer finds the next one kept.
+loaded afresh). While nobody asks (``AHEAD_AFTER_S`` after a question), a process of its
+own (``profile_cli.ahead``) answers the questions people ask most of the export asked about
+last, and the server keeps those answers when it ends (``HeldSessions.adopt``): the person
+reading an answer finds the next one kept. That process is paused while the server answers
+a question, and stopped with the server.
 
 It stops after ``idle_timeout_s`` without a question (0: never), on SIGTERM or Ctrl-C, on
 ``nsys-mine serve --stop``, or when a client runs other code (an upgrade or an edit: the
@@ -22,16 +24,11 @@ anywhere. A question that fails is answered as the command line would (``Error: 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import pickle
-import shutil
 import signal
 import socket
 import stat
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -40,6 +37,7 @@ from typing import Any, Iterator, TextIO
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from profile_cli import client
+from profile_cli.ahead import Warming
 from profile_cli.client import EXIT, REFUSED, STDERR, STDOUT, send_frame
 from profile_cli.commands import output
 
@@ -214,10 +212,33 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
               f"or with `nsys-mine serve --stop`\n")
     log.flush()
     why = "stopped"
+    try:
+        why = _answer_until_stopped(listener, held, stamp, idle_timeout_s, ahead, log)
+    except KeyboardInterrupt:
+        why = "interrupted"
+    except SystemExit:
+        why = "terminated"
+    finally:
+        output.SERVED = None
+        signal.signal(signal.SIGTERM, previous)
+        listener.close()
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == inode:  # still ours
+                path.unlink()
+        held.close()
+        log.write(f"nsys-mine serve: {why}; {path} removed\n")
+        log.flush()
+
+
+def _answer_until_stopped(listener: socket.socket, held: Any, stamp: str,
+                          idle_timeout_s: float, ahead: bool, log: TextIO) -> str:
+    """Answer each connection in turn; warm ahead (``Warming``) when nobody asked for
+    ``AHEAD_AFTER_S``, the worker paused while a question runs and stopped on the way out.
+    Why it stopped."""
     last = time.monotonic()  # of the last question
     wanted = False  # warm ahead once nobody asked for AHEAD_AFTER_S
     asked: dict[str, Any] = {}  # the last question's request: its folder and environment
-    worker: _Warming | None = None
+    worker: Warming | None = None
     try:
         while True:
             now = time.monotonic()
@@ -235,10 +256,9 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
                     worker = None
                 if wanted and worker is None and now >= last + AHEAD_AFTER_S:
                     wanted = False
-                    worker = _Warming.start(held, asked, log)
+                    worker = Warming.start(held, asked, log)
                 if idle_timeout_s > 0 and now >= last + idle_timeout_s:
-                    why = f"idle for {idle_timeout_s:g} s"
-                    break
+                    return f"idle for {idle_timeout_s:g} s"
                 continue
             if worker is not None and worker.finished(held, last, log):
                 worker = None  # its answers kept before this question is answered
@@ -252,105 +272,13 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
                 if worker is not None:
                     worker.resume()
             if done is not None:
-                why = done
-                break
+                return done
             last = time.monotonic()
             if ahead and answered is not None:
                 asked, wanted = answered, True
-    except KeyboardInterrupt:
-        why = "interrupted"
-    except SystemExit:
-        why = "terminated"
     finally:
         if worker is not None:
             worker.stop()
-        output.SERVED = None
-        signal.signal(signal.SIGTERM, previous)
-        listener.close()
-        with contextlib.suppress(OSError):
-            if path.stat().st_ino == inode:  # still ours
-                path.unlink()
-        held.close()
-        log.write(f"nsys-mine serve: {why}; {path} removed\n")
-        log.flush()
-
-
-class _Warming:
-    """The process that warms ahead (``profile_cli.ahead``) for one export: started in the
-    folder and environment of the question that asked about it last, its answers taken
-    (``HeldSessions.adopt``) when it ends, stopped by its PID with the server."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, export: str) -> None:
-        self.proc, self.folder, self.export = proc, folder, export
-
-    @classmethod
-    def start(cls, held: Any, request: dict[str, Any], log: TextIO) -> _Warming | None:
-        key = held.warm_target()
-        if key is None:
-            return None
-        path, _, name_kind, cache, nsys = key
-        folder = Path(tempfile.mkdtemp(prefix="nsys-mine-ahead-"))
-        env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
-        env[client.SERVER_ENV] = "off"
-        spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys})
-        cwd = str(request.get("cwd") or "") or None
-        if cwd is not None and not os.path.isdir(cwd):
-            cwd = None
-        with open(folder / "stderr", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "profile_cli.ahead", spec, str(folder / "answers")],
-                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=err)
-        log.write(f"  warming ahead: {os.path.basename(path)} (pid {proc.pid})\n")
-        log.flush()
-        return cls(proc, folder, os.path.basename(path))
-
-    def finished(self, held: Any, last: float, log: TextIO) -> bool:
-        """Whether it ended; if so, its answers kept and the log told."""
-        code = self.proc.poll()
-        if code is None:
-            return False
-        try:
-            if code == 0:
-                with open(self.folder / "answers", "rb") as fh:
-                    got = pickle.load(fh)
-                kept = held.adopt(got["answers"])
-                steps = ", ".join(
-                    f"{name} {seconds:.2f} s" + (f" (cannot: {error.splitlines()[0][:60]})"
-                                                 if error else "")
-                    for name, seconds, error in got["steps"])
-                log.write(f"  warmed ahead: {steps}; {kept} answers kept "
-                          f"({time.monotonic() - last:.2f} s after the last question)\n")
-            else:
-                err = (self.folder / "stderr").read_text(errors="replace").strip()
-                log.write(f"  warming ahead of {self.export} failed (exit {code}): "
-                          f"{err.splitlines()[-1] if err else 'no message'}\n")
-        except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError) as exc:
-            log.write(f"  warming ahead of {self.export}: its answers unreadable ({exc})\n")
-        log.flush()
-        shutil.rmtree(self.folder, ignore_errors=True)
-        return True
-
-    def pause(self) -> None:
-        """Stopped while the server answers a question (SIGSTOP: it holds no lock the
-        server could wait for; the cache is written under new names)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:  # the worker this server started, by its PID
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _terminate(signum: int, frame: Any) -> None:
