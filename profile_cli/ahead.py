@@ -31,6 +31,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+AHEAD_AFTER_S = 1.0  # warm ahead after this long without a question (a script's next one
+# comes sooner, and shares no CPU with a warming process)
+POLL_S = 0.05  # how often a warming process is looked at while it runs
+
 
 def warm(spec: dict[str, Any], out: Path) -> None:
     """Answer ``HeldSessions.AHEAD`` of the export ``spec`` names; write OUT."""

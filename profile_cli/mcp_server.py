@@ -23,17 +23,20 @@ keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
 import sys
+import time
 import traceback
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, Literal, Optional, TextIO, cast
 from urllib.parse import unquote, urlparse
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -45,10 +48,24 @@ from pydantic import ConfigDict, Field, create_model
 from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.export import REPORT_SUFFIXES
 from nsys_parsers.schema import GRAPH_ATTRIBUTIONS, NAME_KINDS
+from profile_cli.ahead import AHEAD_AFTER_S, POLL_S, Warming
 from reports.analysis import Analysis, Param
 from reports.options import MERGE_MODES, AnalysisOptions
 
 log = logging.getLogger("nsys-mine.mcp")
+
+
+class _LogLines(io.TextIOBase):
+    """Text written to it (the warming process's lines) logged at INFO, a line each."""
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if line.strip():
+                log.info(line.strip())
+        return len(text)
+
+
+LOG_LINES = cast(TextIO, _LogLines())
 
 EXPORT_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
 LIST_LIMIT = 500  # exports list_exports gives at most
@@ -260,6 +277,7 @@ class ServerConfig:
     transport: str = "stdio"  # or "http"
     allow_runs: bool = False
     keep_open: int = 2  # exports kept open between questions (reports.ask.HeldSessions)
+    ahead: bool = True  # warm ahead between questions (profile_cli.ahead)
 
 
 class NsysMineServer:
@@ -272,6 +290,11 @@ class NsysMineServer:
         self._lock: Any = None  # an anyio.Lock, made in the server's event loop
         # the last exports asked about stay open: the next question answers from memory
         self.held = HeldSessions(config.keep_open, answers=32)
+        # warming ahead (profile_cli.ahead): a process that answers the questions asked most
+        # of the export asked about last while the agent thinks; its answers kept here
+        self.warming: Warming | None = None
+        self._warm_timer: asyncio.TimerHandle | None = None
+        self._last = time.monotonic()
 
     # the roots of one call
     async def roots(self, ctx: Context[Any, Any] | None) -> Roots:
@@ -291,10 +314,11 @@ class NsysMineServer:
         return roots
 
     async def run(self, ctx: Context[Any, Any] | None, work: Callable[[Roots], dict[str, Any]],
-                  *, one_at_a_time: bool = True) -> CallToolResult:
+                  *, one_at_a_time: bool = True, warm: bool = False) -> CallToolResult:
         """``work(roots)`` on a worker thread (questions one at a time: they share the
         process's memory and cores); NsysMineError -> an error result with its message;
-        anything else -> logged with its traceback, one line to the client."""
+        anything else -> logged with its traceback, one line to the client. ``warm``: a
+        question about an export: warm ahead once no call came for ``AHEAD_AFTER_S``."""
         import anyio.to_thread  # with the [mcp] extra (imported here: that extra's own
                                 # package, mcp, is what a machine without it misses first)
 
@@ -302,6 +326,8 @@ class NsysMineServer:
             self._lock = anyio.Lock()
         roots = await self.roots(ctx)
         async with self._lock if one_at_a_time else contextlib.nullcontext():
+            if self.warming is not None:
+                self.warming.pause()  # the question has every core
             try:
                 data = await anyio.to_thread.run_sync(work, roots)
             except NsysMineError as exc:
@@ -312,7 +338,42 @@ class NsysMineServer:
                 return error_result(f"internal error ({type(exc).__name__}) in nsys-mine; "
                                     f"the server's stderr has the traceback. Please report "
                                     f"it with the export's `nsys-mine info`.")
+            finally:
+                if self.warming is not None:
+                    self.warming.resume()
+                if warm and self.config.ahead:
+                    self._warm_later()
         return result(data)
+
+    # warming ahead: in the event loop, between calls (a call holds the lock while it runs)
+    def _warm_later(self) -> None:
+        self._last = time.monotonic()
+        if self._warm_timer is not None:
+            self._warm_timer.cancel()
+        self._warm_timer = asyncio.get_running_loop().call_later(AHEAD_AFTER_S, self._warm_tick)
+
+    def _warm_tick(self) -> None:
+        """Take a finished warming process's answers, or start one for the export asked
+        about last (``HeldSessions.warm_target``); look again in ``POLL_S`` while one runs.
+        Never while a call runs: it holds the held sessions (and schedules the next)."""
+        self._warm_timer = None
+        if self._lock is not None and self._lock.locked():
+            return
+        if self.warming is not None and self.warming.finished(self.held, self._last, LOG_LINES):
+            self.warming = None
+        if self.warming is None:
+            self.warming = Warming.start(self.held, {"env": dict(os.environ),
+                                                     "cwd": os.getcwd()}, LOG_LINES)
+        if self.warming is not None:
+            self._warm_timer = asyncio.get_running_loop().call_later(POLL_S, self._warm_tick)
+
+    def stop_warming(self) -> None:
+        if self._warm_timer is not None:
+            self._warm_timer.cancel()
+            self._warm_timer = None
+        if self.warming is not None:
+            self.warming.stop()
+            self.warming = None
 
     # analyses
     def analysis_tool(self, a: Analysis) -> Tool:
@@ -321,7 +382,7 @@ class NsysMineServer:
         fields = input_fields(a)
 
         async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
-            return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots))
+            return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots), warm=True)
 
         return _tool(a.name, a.help.strip(), fields, envelope_schema(a), call,
                      _annotations(a.summary))
@@ -616,26 +677,30 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
-          allow_runs: bool, keep_open: int = 2) -> None:
+          allow_runs: bool, keep_open: int = 2, ahead: bool = True) -> None:
     """Run the server until its client goes (stdio) or it is stopped (HTTP)."""
     from nsys_parsers.nsys_tool import user_cache_dir
 
     folders = root_folders(roots)
     config = ServerConfig(roots=folders, pages=(pages or user_cache_dir() / "pages").resolve(),
                           transport="http" if http else "stdio", allow_runs=allow_runs,
-                          keep_open=keep_open)
+                          keep_open=keep_open, ahead=ahead)
     # a gate's files are never written here: not even the GitHub step summary
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="nsys-mine mcp: %(message)s")
-    server = NsysMineServer(config).build()
+    tools = NsysMineServer(config)
+    server = tools.build()
     listed = ", ".join(str(f) for f in folders)
-    if http is None:
-        server.run("stdio")
-        return
-    host, port = parse_http(http)
-    if not is_loopback(host):
-        sys.stderr.write(f"nsys-mine mcp: listening on {host}, not a loopback address: "
-                         f"anyone who reaches it can read the exports under {listed}.\n")
-    sys.stderr.write(f"nsys-mine mcp: http://{host}:{port}/mcp (roots: {listed})\n")
-    server.run("streamable-http", host=host, port=port)
+    try:
+        if http is None:
+            server.run("stdio")
+            return
+        host, port = parse_http(http)
+        if not is_loopback(host):
+            sys.stderr.write(f"nsys-mine mcp: listening on {host}, not a loopback address: "
+                             f"anyone who reaches it can read the exports under {listed}.\n")
+        sys.stderr.write(f"nsys-mine mcp: http://{host}:{port}/mcp (roots: {listed})\n")
+        server.run("streamable-http", host=host, port=port)
+    finally:
+        tools.stop_warming()  # the warming process this server started, by its PID

@@ -37,14 +37,11 @@ from typing import Any, Iterator, TextIO
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from profile_cli import client
-from profile_cli.ahead import Warming
+from profile_cli.ahead import AHEAD_AFTER_S, POLL_S, Warming
 from profile_cli.client import EXIT, REFUSED, STDERR, STDOUT, send_frame
 from profile_cli.commands import output
 
 MAX_REQUEST = 64 << 20  # bytes of one request line (its environment)
-AHEAD_AFTER_S = 1.0  # warm ahead after this long without a question (a script's next one
-# comes sooner, and shares no CPU with a warming process)
-POLL_S = 0.05  # how often a warming process is looked at while it runs
 
 
 class ServerRunning(NsysMineError):

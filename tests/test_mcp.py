@@ -344,3 +344,47 @@ def test_the_command_line_starts_the_server_only_when_asked():
                  check=True).stdout.strip()
     assert out == ""
     assert "mcp" in run_cli("--help").stdout
+
+
+def test_between_calls_the_server_answers_ahead_what_an_agent_asks_next(world, tmp_path):
+    """A second after a question about an export, the MCP server starts a warming process
+    (profile_cli.ahead) for it, and keeps its answers when it ends; the agent's next
+    questions are then kept answers, equal to the command line's rows. The process is
+    stopped with the server (by its PID); --no-ahead (ServerConfig.ahead) starts none."""
+    from profile_cli.mcp_server import NsysMineServer, ServerConfig
+    from reports.analyses import get
+    from reports.ask import HeldSessions
+
+    export = world.fx(DDP)
+
+    async def session(ahead: bool) -> tuple[NsysMineServer, list[dict[str, Any]], int]:
+        tools = NsysMineServer(ServerConfig(roots=[world.fixtures], pages=tmp_path,
+                                            ahead=ahead))
+        try:
+            def ask_one(name: str) -> Any:
+                a = get(name)
+                args = {"top": 20, a.input_name if a.inputs == "export" else "exports":
+                        export if a.inputs == "export" else [export]}
+                return tools.run(None, lambda roots: tools.answer(a, args, roots), warm=True)
+
+            await ask_one("gpus")
+            deadline = time.monotonic() + 60
+            while ahead and len(tools.held._answers) < len(HeldSessions.AHEAD):
+                assert time.monotonic() < deadline, "the server did not warm ahead"
+                await anyio.sleep(0.1)
+            if not ahead:
+                await anyio.sleep(1.5)
+                assert tools.warming is None and len(tools.held._answers) == 1
+            recalled = tools.held.recalled
+            rows = [(await ask_one(n)).structured_content["rows"]
+                    for n in HeldSessions.AHEAD]
+            return tools, rows, tools.held.recalled - recalled
+        finally:
+            tools.stop_warming()
+
+    tools, rows, recalled = anyio.run(session, True)
+    assert recalled == len(HeldSessions.AHEAD) and tools.warming is None
+    for name, got in zip(HeldSessions.AHEAD, rows):
+        assert got == cli_rows(name, export), name
+    _, lazy_rows, lazy_recalled = anyio.run(session, False)
+    assert lazy_rows == rows and lazy_recalled == 1  # gpus only: asked before

@@ -39,6 +39,13 @@ def mcp(
         help="Keep the last N exports asked about open between questions: the next question "
              "about one answers from memory (about the size of its cache; 0: open each "
              "export per question).")] = 2,
+    ahead: Annotated[bool, typer.Option(
+        "--ahead/--no-ahead",
+        help="A second after a question about an export, answer the questions asked most "
+             "(kernels, gpus, nvtx-kernels, dominant, ranges, gaps) of it in a process of "
+             "its own (up to 512 MB) and keep the answers: the agent's next question is "
+             "instant (one asked meanwhile is answered as ever, that process paused).")
+    ] = True,
 ) -> None:
     """Serve the analyses to coding agents over the Model Context Protocol (stdio).
 
@@ -56,7 +63,7 @@ def mcp(
             raise
         raise McpNotInstalled(f"the MCP server needs the `mcp` package ({exc.name} is not "
                               f"installed): pip install 'nsys-mine[mcp]'.") from None
-    serve(root, http, pages, allow_runs, keep_open)
+    serve(root, http, pages, allow_runs, keep_open, ahead)
 
 
 def register(app: typer.Typer) -> None:
