@@ -212,8 +212,12 @@ class HeldSessions:
         held = tuple(getattr(s, "held_key", None) if s is not None else "-" for s in sessions)
         if None in held:
             return None
+        # a repeatable parameter given no value is the one left out (the MCP server passes
+        # [], the command line None): one key
+        empty = {p.name for p in a.params if p.multiple and p.default is None}
         try:
-            frozen = _frozen(params)
+            frozen = _frozen({k: None if k in empty and isinstance(v, (list, tuple))
+                              and not v else v for k, v in params.items()})
         except _NotAKey:
             return None
         first = sessions[0]

@@ -351,7 +351,7 @@ def test_between_calls_the_server_answers_ahead_what_an_agent_asks_next(world, t
     (profile_cli.ahead) for it, and keeps its answers when it ends; the agent's next
     questions are then kept answers, equal to the command line's rows. The process is
     stopped with the server (by its PID); --no-ahead (ServerConfig.ahead) starts none."""
-    from profile_cli.mcp_server import NsysMineServer, ServerConfig
+    from profile_cli.mcp_server import NsysMineServer, ServerConfig, input_fields
     from reports.analyses import get
     from reports.ask import HeldSessions
 
@@ -362,9 +362,11 @@ def test_between_calls_the_server_answers_ahead_what_an_agent_asks_next(world, t
                                             ahead=ahead))
         try:
             def ask_one(name: str) -> Any:
-                a = get(name)
-                args = {"top": 20, a.input_name if a.inputs == "export" else "exports":
-                        export if a.inputs == "export" else [export]}
+                a = get(name)  # every argument as the SDK fills it in: its default
+                args = {k: f.default for k, (_, f) in input_fields(a).items()
+                        if not f.is_required()}
+                args.update({"top": 20, a.input_name if a.inputs == "export" else "exports":
+                             export if a.inputs == "export" else [export]})
                 return tools.run(None, lambda roots: tools.answer(a, args, roots), warm=True)
 
             await ask_one("gpus")
