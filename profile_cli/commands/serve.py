@@ -13,7 +13,7 @@ def serve_command(
     socket_path: Annotated[Optional[Path], typer.Option(
         "--socket", metavar="PATH", dir_okay=False, show_default=False,
         help="The Unix socket to answer on (default: $NSYS_MINE_SERVER, else "
-             "nsys-mine-<uid>/serve.sock in $XDG_RUNTIME_DIR or /tmp). Commands find the "
+             "nsys-mine-UID/serve.sock in $XDG_RUNTIME_DIR or /tmp). Commands find the "
              "server there; set NSYS_MINE_SERVER for another.")] = None,
     idle_timeout: Annotated[float, typer.Option(
         "--idle-timeout", metavar="MIN", min=0,
