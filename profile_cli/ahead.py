@@ -2,8 +2,9 @@
 most (``reports.ask.HeldSessions.AHEAD``) answered of one export, as the command line asks
 them without options, and their answers handed back to the server in a file.
 
-The server (``profile_cli.serve``) starts it a second after a question, in that client's
-folder and environment, for the export asked about last (``HeldSessions.warm_target``):
+The server (``profile_cli.serve``) starts it a second after a question, with that client's
+environment (and the server's code first on its path, in a private folder), for the export
+asked about last (``HeldSessions.warm_target``):
 
     python -m profile_cli.ahead SPEC OUT
 
@@ -34,6 +35,7 @@ from typing import Any, TextIO
 AHEAD_AFTER_S = 1.0  # warm ahead after this long without a question (a script's next one
 # comes sooner, and shares no CPU with a warming process)
 POLL_S = 0.05  # how often a warming process is looked at while it runs
+CODE_ROOT = str(Path(__file__).resolve().parent.parent)  # where profile_cli, reports... lie
 
 
 def warm(spec: dict[str, Any], out: Path) -> None:
@@ -64,8 +66,8 @@ def warm(spec: dict[str, Any], out: Path) -> None:
 
 
 class Warming:
-    """A server's handle on the warming process for one export: started in the folder and
-    environment of the question that asked about it last (``start``), paused while the
+    """A server's handle on the warming process for one export: started with the environment
+    of the question that asked about it last (``start``), paused while the
     server answers a question, its answers kept (``HeldSessions.adopt``) when it ended
     (``finished``), stopped by its PID with the server."""
 
@@ -81,14 +83,15 @@ class Warming:
         folder = Path(tempfile.mkdtemp(prefix="nsys-mine-ahead-"))
         env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
         env["NSYS_MINE_SERVER"] = "off"
+        # the server's own code, whatever the client's folder holds (the worker runs in its
+        # private folder: `-m` puts that first on its path, not the client's folder)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (CODE_ROOT, env.get("PYTHONPATH", "")) if p)
         spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys})
-        cwd = str(request.get("cwd") or "") or None
-        if cwd is not None and not os.path.isdir(cwd):
-            cwd = None
         with open(folder / "stderr", "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profile_cli.ahead", spec, str(folder / "answers")],
-                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=env, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=err)
         log.write(f"  warming ahead: {os.path.basename(path)} (pid {proc.pid})\n")
         log.flush()

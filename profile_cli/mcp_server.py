@@ -362,8 +362,7 @@ class NsysMineServer:
         if self.warming is not None and self.warming.finished(self.held, self._last, LOG_LINES):
             self.warming = None
         if self.warming is None:
-            self.warming = Warming.start(self.held, {"env": dict(os.environ),
-                                                     "cwd": os.getcwd()}, LOG_LINES)
+            self.warming = Warming.start(self.held, {"env": dict(os.environ)}, LOG_LINES)
         if self.warming is not None:
             self._warm_timer = asyncio.get_running_loop().call_later(POLL_S, self._warm_tick)
 

@@ -93,10 +93,13 @@ class _Stream:
 
 
 @contextlib.contextmanager
-def _in_client_env(request: dict[str, Any]) -> Iterator[None]:
-    """This process in the client's working directory and environment (terminal width:
-    ``COLUMNS``, what ``profile_cli.commands.output`` and rich read)."""
+def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
+    """This process set up as the client's: working directory, environment, terminal width
+    (``COLUMNS``: what ``profile_cli.commands.output`` and rich read), standard streams."""
+    lock = threading.Lock()
+    tty = [bool(t) for t in request.get("tty", [False] * 3)]
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
     env = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
     width = request.get("width")
     if "COLUMNS" not in env and isinstance(width, int) and width > 0:
@@ -105,27 +108,15 @@ def _in_client_env(request: dict[str, Any]) -> Iterator[None]:
         os.environ.clear()
         os.environ.update(env)
         os.chdir(str(request.get("cwd") or saved_cwd))
+        sys.stdin = _Stream(conn, STDERR, tty[0], lock)
+        sys.stdout = _Stream(conn, STDOUT, tty[1], lock)
+        sys.stderr = _Stream(conn, STDERR, tty[2], lock)
         yield
     finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
-
-
-@contextlib.contextmanager
-def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
-    """This process set up as the client's: ``_in_client_env``, and its standard streams."""
-    lock = threading.Lock()
-    tty = [bool(t) for t in request.get("tty", [False] * 3)]
-    saved_streams = sys.stdin, sys.stdout, sys.stderr
-    with _in_client_env(request):
-        try:
-            sys.stdin = _Stream(conn, STDERR, tty[0], lock)
-            sys.stdout = _Stream(conn, STDOUT, tty[1], lock)
-            sys.stderr = _Stream(conn, STDERR, tty[2], lock)
-            yield
-        finally:
-            sys.stdin, sys.stdout, sys.stderr = saved_streams
 
 
 def answer_request(request: dict[str, Any], conn: socket.socket) -> int:
@@ -234,7 +225,7 @@ def _answer_until_stopped(listener: socket.socket, held: Any, stamp: str,
     Why it stopped."""
     last = time.monotonic()  # of the last question
     wanted = False  # warm ahead once nobody asked for AHEAD_AFTER_S
-    asked: dict[str, Any] = {}  # the last question's request: its folder and environment
+    asked: dict[str, Any] = {}  # the last question's request: its environment
     worker: Warming | None = None
     try:
         while True:

@@ -254,6 +254,26 @@ def test_a_warming_worker_that_fails_is_logged_and_the_server_goes_on(fx, tmp_pa
     assert alone.returncode == 0 and alone.stdout.startswith("name,category")
 
 
+def test_the_warming_process_runs_the_servers_code_whatever_the_folder_holds(
+        fx, tmp_path, server):
+    """A question asked from a folder holding a package named like one of ours: the warming
+    process still imports the server's code (it runs in a private folder, the server's code
+    first on its path) and warms ahead."""
+    srv = server()
+    here = tmp_path / "project"
+    (here / "reports").mkdir(parents=True)
+    (here / "reports" / "__init__.py").write_text("raise ImportError('not nsys-mine')\n")
+    console = Path(sys.executable).parent / "nsys-mine"  # its path: the script's folder
+    asked = subprocess.run([str(console), "gpus", str(fx(DDP))], env=srv.env, cwd=here,
+                           capture_output=True, text=True, timeout=120)
+    assert asked.returncode == 0, asked.stderr
+    deadline = time.monotonic() + 60
+    while "warmed ahead:" not in srv.log.read_text():
+        assert "failed" not in srv.log.read_text(), srv.log.read_text()
+        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.log.read_text()
+        time.sleep(0.1)
+
+
 def test_the_client_sends_nothing_to_a_socket_others_could_have_made(tmp_path):
     """The request carries the environment: a socket in a folder others may write to is not
     connected to (the command runs here); in a private folder it is."""
