@@ -182,15 +182,19 @@ class HeldSessions:
     answer, while its exports are held. The key is the analysis, every export's file state,
     the options (and the state of their rules file) and the parameters (files among them
     by their state too); an analysis that reads anything else (``inputs`` ``paths`` or
-    ``none``) or a parameter that is not a plain value is answered afresh."""
+    ``none``) or a parameter that is not a plain value is answered afresh.
+
+    Warming ahead (``nsys-mine serve``, the MCP server): ``warm_target`` names the export
+    asked about last, once per load; a process of its own answers ``AHEAD`` of it
+    (``ahead``, ``profile_cli.ahead``); ``adopt`` keeps those answers here."""
 
     ANSWER_ROWS = 100_000
     # The questions people ask most, in the order ``ahead`` answers them: the cheap ones
     # first, then those that load the attribution pairs, the names, the API calls.
     AHEAD = ("kernels", "gpus", "nvtx-kernels", "dominant", "ranges", "gaps")
     # ... of exports up to this size: the server warms ahead in a process of its own, which
-    # loads the export a second time while it runs (x100 benchmark files, 98-196 MB: about
-    # 300 MB for 2-4 s); a bigger export's second load would cost more than it buys
+    # loads the export a second time while it runs (x100 benchmark files, 98-196 MB: a peak
+    # of 336 MB on shallow, for 2.4-4.7 s); a bigger export's second load is not measured
     AHEAD_MAX_BYTES = 512 << 20
 
     def __init__(self, keep: int = 2, answers: int = 0) -> None:
@@ -303,8 +307,8 @@ class HeldSessions:
         """Answer the questions people ask most (``AHEAD``) of the export asked about last,
         one per step, as the command line asks them without options (the analysis's
         defaults, the held load's name kind, cache and nsys), and keep their answers: what
-        a server does while its user reads an answer, so that the next question is a kept
-        answer, or at least finds its columns loaded. Yields (question, seconds, None) or,
+        a server has done while its user reads an answer, so that the next question is a
+        kept answer. Yields (question, seconds, None) or,
         for a question this export cannot answer, (question, seconds, the error's
         message). Each question once per load; none when there is nothing held, answers
         are not kept, or the export is over ``AHEAD_MAX_BYTES``; stops when its file
