@@ -9,10 +9,12 @@ asked about last (``HeldSessions.warm_target``):
     python -m profile_cli.ahead SPEC OUT
 
 SPEC is JSON: ``path``, ``name_kind``, ``cache``, ``nsys`` (what the server's load of the
-export depends on: the worker's answers are keyed as the server keys them). OUT is written
-once, when every question was asked: a pickle of ``{"steps": [[question, seconds, error or
-None], ...], "answers": {key: Report}}`` (the answers that pickle; the server keeps those
-whose export it still holds in the same state, ``HeldSessions.adopt``). The worker loads
+export depends on: the worker's answers are keyed as the server keys them) and ``carried``
+(the options the last question set, ``HeldSessions.warm_options``: asked with them too).
+OUT is written once, when every question was asked: a pickle of ``{"steps": [[question,
+seconds, error or None], ...], "answers": {key: Report}}`` (the answers that pickle; the
+server keeps those whose export it still holds in the same state, ``HeldSessions.adopt``).
+The worker loads
 the export itself (from the column cache the server's question filled), so the server goes
 on answering while it runs; it prints nothing and exits 0, or 1 with the reason on stderr.
 ``Warming`` is the server's handle on it.
@@ -43,13 +45,14 @@ def warm(spec: dict[str, Any], out: Path) -> None:
     from reports.ask import HeldSessions
     from reports.options import AnalysisOptions
 
-    held = HeldSessions(keep=1, answers=len(HeldSessions.AHEAD))
+    held = HeldSessions(keep=1, answers=2 * len(HeldSessions.AHEAD))
     options = AnalysisOptions(name_kind=spec["name_kind"], cache=bool(spec["cache"]),
                               nsys=spec.get("nsys"))
     try:
         with held.opener(Path(spec["path"]), options):
             pass  # loaded lazily: held for the steps
-        steps = [[name, seconds, error] for name, seconds, error in held.ahead()]
+        steps = [[name, seconds, error]
+                 for name, seconds, error in held.ahead(spec.get("carried") or None)]
         answers = {}
         for key, report in held._answers.items():
             try:
@@ -87,7 +90,8 @@ class Warming:
         # private folder: `-m` puts that first on its path, not the client's folder)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (CODE_ROOT, env.get("PYTHONPATH", "")) if p)
-        spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys})
+        spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys,
+                           "carried": held.warm_options(key)})
         with open(folder / "stderr", "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profile_cli.ahead", spec, str(folder / "answers")],

@@ -121,6 +121,8 @@ def _answer(a: Analysis, sessions: list[Session | None], params: dict[str, Any])
     held: HeldSessions | None = (sessions[0].held if sessions and sessions[0] is not None
                                  else None)
     key = held.answer_key(a, sessions, params) if held is not None else None
+    if held is not None and sessions and sessions[0] is not None:
+        held.asked(a, sessions[0])
     if held is not None and key is not None and (kept := held.recall(key)) is not None:
         return kept
     for s in sessions:
@@ -196,6 +198,9 @@ class HeldSessions:
     # loads the export a second time while it runs (x100 benchmark files, 98-196 MB: a peak
     # of 336 MB on shallow, for 2.4-4.7 s); a bigger export's second load is not measured
     AHEAD_MAX_BYTES = 512 << 20
+    # the options a person keeps while exploring (``--within forward`` asked of one question
+    # is asked of the next): ``ahead`` also answers with those the last question set
+    CARRIED = ("within", "merge_op_ids", "depth", "match", "graph_attribution")
 
     def __init__(self, keep: int = 2, answers: int = 0) -> None:
         self.keep = keep
@@ -207,6 +212,7 @@ class HeldSessions:
         self._warming = False  # asking ahead: a question that fails keeps its load
         self._asked_ahead: set[tuple[tuple[Any, ...], str]] = set()  # (held key, question)
         self._warm_started: set[tuple[Any, ...]] = set()  # held keys warmed by a worker
+        self._set: dict[tuple[Any, ...], dict[str, Any]] = {}  # held key -> CARRIED set last
 
     def answer_key(self, a: Analysis, sessions: list[Session | None],
                    params: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -252,6 +258,23 @@ class HeldSessions:
             del self._answers[k]
         self._asked_ahead = {done for done in self._asked_ahead if done[0] != key}
         self._warm_started.discard(key)
+        self._set.pop(key, None)
+
+    def asked(self, a: Analysis, session: Session) -> None:
+        """Note the options a question about a held export set (``CARRIED`` that ``a``
+        honours and the user changed from its defaults): ``warm_options``."""
+        key = getattr(session, "held_key", None)
+        if key is None:
+            return
+        base = AnalysisOptions(**a.defaults)
+        self._set[key] = {k: getattr(session.options, k) for k in self.CARRIED
+                          if k in a.options and getattr(session.options, k) != getattr(base, k)}
+
+    def warm_options(self, key: tuple[Any, ...]) -> dict[str, Any]:
+        """The ``CARRIED`` options the last question about the export held under ``key``
+        set, as plain values (for ``ahead(options)`` in another process)."""
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in self._set.get(key, {}).items()}
 
     @contextlib.contextmanager
     def opener(self, path: Path, options: AnalysisOptions) -> Iterator[Session]:
@@ -303,17 +326,20 @@ class HeldSessions:
             _close(dropped)
             self._forget(old)
 
-    def ahead(self) -> Iterator[tuple[str, float, str | None]]:
+    def ahead(self, carried: dict[str, Any] | None = None
+              ) -> Iterator[tuple[str, float, str | None]]:
         """Answer the questions people ask most (``AHEAD``) of the export asked about last,
         one per step, as the command line asks them without options (the analysis's
         defaults, the held load's name kind, cache and nsys), and keep their answers: what
         a server has done while its user reads an answer, so that the next question is a
         kept answer. Yields (question, seconds, None) or,
         for a question this export cannot answer, (question, seconds, the error's
-        message). Each question once per load; none when there is nothing held, answers
-        are not kept, or the export is over ``AHEAD_MAX_BYTES``; stops when its file
-        changed. ``nsys-mine serve`` runs it in a process of its own (``warm_target``,
-        ``adopt``): a question asked meanwhile never waits for a step."""
+        message). ``carried``: options the last question set (``warm_options``): each
+        question that honours one is asked with them first ("kernels, as asked"), then
+        without. Each once per load; none when there is nothing held, answers are not
+        kept, or the export is over ``AHEAD_MAX_BYTES``; stops when its file changed.
+        ``nsys-mine serve`` runs it in a process of its own (``warm_target``, ``adopt``): a
+        question asked meanwhile never waits for a step."""
         if not self._held or not self.answers:
             return
         key = next(reversed(self._held))
@@ -323,25 +349,29 @@ class HeldSessions:
         from time import perf_counter
 
         for name in self.AHEAD:
-            if (key, name) in self._asked_ahead:
-                continue
-            self._asked_ahead.add((key, name))
             a = _analysis(name)
-            options = replace(AnalysisOptions(**a.defaults), name_kind=name_kind,
-                              cache=cache, nsys=nsys)
-            if _held_key(path, options) != key or key not in self._held:
-                return  # changed on disk, or no longer held: nothing to warm
-            began = perf_counter()
-            self._warming = True
-            try:
-                ask(a, [path], options, opener=self.opener)
-            except NsysMineError as exc:
-                error: str | None = str(exc)
-            else:
-                error = None
-            finally:
-                self._warming = False
-            yield name, perf_counter() - began, error
+            own: dict[str, Any] = {k: tuple(v) if k == "match" else v
+                                   for k, v in (carried or {}).items() if k in a.options}
+            for variant in ([own] if own else []) + [{}]:
+                step = f"{name}, as asked" if variant else name
+                if (key, step) in self._asked_ahead:
+                    continue
+                self._asked_ahead.add((key, step))
+                options = replace(AnalysisOptions(**a.defaults), name_kind=name_kind,
+                                  cache=cache, nsys=nsys, **variant)
+                if _held_key(path, options) != key or key not in self._held:
+                    return  # changed on disk, or no longer held: nothing to warm
+                began = perf_counter()
+                self._warming = True
+                try:
+                    ask(a, [path], options, opener=self.opener)
+                except NsysMineError as exc:
+                    error: str | None = str(exc)
+                else:
+                    error = None
+                finally:
+                    self._warming = False
+                yield step, perf_counter() - began, error
 
     def warm_target(self) -> tuple[Any, ...] | None:
         """The held key (path, file state, name kind, cache, nsys) of the export asked about
@@ -376,6 +406,7 @@ class HeldSessions:
         self._answers.clear()
         self._asked_ahead.clear()
         self._warm_started.clear()
+        self._set.clear()
 
 
 def _close(trace: Trace) -> None:

@@ -167,29 +167,33 @@ def test_the_server_stops_when_asked_idle_or_running_other_code(fx, tmp_path, se
 
 
 def test_while_its_user_reads_the_server_answers_the_next_questions(fx, server):
-    """A second after a question, the server answers the questions asked most of its export
-    (the log's "warmed ahead" line names them); the next question is then its kept answer,
-    printed as the command alone prints it. With --no-ahead it warms nothing."""
+    """A second after a question, the server answers the questions asked most of its export,
+    with the options that question set (--within) and without (the log's "warmed ahead"
+    line names them); the next question is then its kept answer, printed as the command
+    alone prints it. With --no-ahead it warms nothing."""
     from reports.ask import HeldSessions
 
     export = str(fx(DDP))
     srv = server()
-    assert nsys_mine(["gpus", export], srv.env).returncode == 0
+    within = ["--within", "forward pass"]
+    assert nsys_mine(["gpus", export, *within], srv.env).returncode == 0
     deadline = time.monotonic() + 60
     while "warmed ahead" not in srv.log.read_text():
         assert time.monotonic() < deadline and srv.proc.poll() is None, srv.log.read_text()
         time.sleep(0.1)
     warmed = next(line for line in srv.log.read_text().splitlines() if "warmed ahead" in line)
     assert all(f" {name} " in warmed for name in HeldSessions.AHEAD), warmed
+    assert "kernels, as asked" in warmed and "dominant, as asked" in warmed, warmed
     off = {**os.environ, "NSYS_MINE_SERVER": "off", "COLUMNS": "100"}
     on = {**srv.env, "COLUMNS": "100"}
     for args in (["gaps", export, "-f", "csv"], ["nvtx-kernels", export, "-f", "json"],
-                 ["ranges", export], ["dominant", export, "--top", "3"]):
+                 ["ranges", export], ["dominant", export, "--top", "3"],
+                 ["kernels", export, *within], ["dominant", export, *within, "-f", "csv"]):
         served, alone = nsys_mine(args, on), nsys_mine(args, off)
         assert (served.returncode, served.stdout, served.stderr) == (
             alone.returncode, alone.stdout, alone.stderr) and alone.returncode == 0, args
     lines = srv.answered()
-    assert len(lines) == 5 and "kept answer" not in lines[0], lines
+    assert len(lines) == 7 and "kept answer" not in lines[0], lines
     assert all(line.endswith("kept answer") for line in lines[1:]), lines
     assert srv.log.read_text().count("warmed ahead") == 1  # each question once per load
     srv.stop()

@@ -26,8 +26,9 @@ def serve_command(
         "--ahead/--no-ahead",
         help="After a second without a question, answer the questions asked most (kernels, "
              "gpus, nvtx-kernels, dominant, ranges, gaps) of the export asked about last (up "
-             "to 512 MB) in a process of its own and keep their answers, so that the next "
-             "one is instant (a question asked meanwhile is answered as ever, that process "
+             "to 512 MB), without options and with the --within, --depth, --match given "
+             "last, in a process of its own and keep their answers, so that the next one is "
+             "instant (a question asked meanwhile is answered as ever, that process "
              "paused).")] = True,
     stop: Annotated[bool, typer.Option(
         "--stop", help="Stop the server that answers on the socket, and exit.")] = False,
