@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from run_benchmarks import answer_server, command_env
 
 PAIRS = [("gpus", "gaps"), ("nvtx-kernels", "ranges"), ("kernels", "gpus"),
          ("dominant", "nvtx-kernels"), ("nvtx-kernels", "dominant")]
@@ -33,30 +34,18 @@ def _ask(question: str, db: Path, env: dict[str, str]) -> float:
 
 
 def next_after(first: str, nxt: str, db: Path, delay: float) -> float:
-    """Seconds of ``nxt`` asked ``delay`` s after ``first``'s answer, through a new server."""
-    work = Path(tempfile.mkdtemp(prefix="nm-pace-"))
-    sock = work / "s.sock"
-    env = {**os.environ, "NSYS_MINE_CACHE_DIR": str(work / "cache"), "NSYS_MINE_SERVER": "off"}
-    server = None
-    try:
-        _ask(first, db, env)  # alone: fills the cache
-        env["NSYS_MINE_SERVER"] = str(sock)
-        with open(work / "serve.log", "wb") as log:
-            server = subprocess.Popen([MINE, "serve", "--socket", str(sock)], env=env,
-                                      stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((work / "serve.log").read_text())
-            time.sleep(0.05)
-        _ask(first, db, env)
-        time.sleep(delay)
-        return _ask(nxt, db, env)
-    finally:
-        if server is not None:  # the server this run started, by its PID
-            server.terminate()
-            server.wait(timeout=30)
-        shutil.rmtree(work, ignore_errors=True)
+    """Seconds of ``nxt`` asked ``delay`` s after ``first``'s answer, through a new server
+    (``run_benchmarks.answer_server``, on a fresh cache that ``first`` alone filled)."""
+    with tempfile.TemporaryDirectory(prefix="nm-pace-") as folder:
+        work = Path(folder)
+        _ask(first, db, command_env({"NSYS_MINE_CACHE_DIR": str(work / "cache")}))
+        with answer_server([MINE], work, "serve") as served:
+            if served is None:
+                raise SystemExit(f"the server did not start: {work / 'serve.log'}")
+            env = command_env(served)
+            _ask(first, db, env)
+            time.sleep(delay)
+            return _ask(nxt, db, env)
 
 
 def main() -> None:

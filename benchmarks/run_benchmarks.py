@@ -609,7 +609,7 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
     next": the log's "warmed ahead" line says how long that took)."""
     spec = QUESTIONS[q]
     nexts = [n for n in questions if QUESTIONS[n].after == q and (n, "served after") in results]
-    with _server(mine, w, "serve") as extra:
+    with answer_server(mine, w, "serve") as extra:
         if extra is None:
             return
         first = w / "served_first.csv"
@@ -624,7 +624,7 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
                  out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
     if not nexts:
         return
-    with _server(mine, w, "serve_next") as extra:
+    with answer_server(mine, w, "serve_next") as extra:
         if extra is None:
             return
         run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
@@ -646,7 +646,7 @@ def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str]
 
 
 @contextlib.contextmanager
-def _server(mine: list[str], w: Path, name: str) -> Iterator[dict[str, str] | None]:
+def answer_server(mine: list[str], w: Path, name: str) -> Iterator[dict[str, str] | None]:
     """``nsys-mine serve`` on ``w``'s cache, its log ``w/<name>.log``: the environment that
     sends commands to it (None: it did not start); stopped after, by its PID."""
     sock = w / f"{name}.sock"

@@ -301,16 +301,12 @@ class HeldSessions:
             with Session(trace.export, options, trace=trace) as session:
                 session.held, session.held_key = self, key
                 yield session
-        except NsysMineError:
-            if not self._warming:
+        except BaseException as exc:
+            if self._warming and isinstance(exc, NsysMineError):
+                self._hold(key, trace)  # a question this export cannot answer, asked ahead
+            else:
                 _close(trace)
                 self._forget(key)
-                raise
-            self._hold(key, trace)  # a question this export cannot answer, asked ahead
-            raise
-        except BaseException:
-            _close(trace)
-            self._forget(key)
             raise
         self._hold(key, trace)
 
@@ -340,10 +336,8 @@ class HeldSessions:
         kept, or the export is over ``AHEAD_MAX_BYTES``; stops when its file changed.
         ``nsys-mine serve`` runs it in a process of its own (``warm_target``, ``adopt``): a
         question asked meanwhile never waits for a step."""
-        if not self._held or not self.answers:
-            return
-        key = next(reversed(self._held))
-        if not key[1] or key[1][0] > self.AHEAD_MAX_BYTES:
+        key = self._last_to_warm()
+        if key is None:
             return
         path, name_kind, cache, nsys = Path(key[0]), key[2], key[3], key[4]
         from time import perf_counter
@@ -378,13 +372,19 @@ class HeldSessions:
         last, for a process of its own to answer ``ahead`` (``profile_cli.ahead``): None
         when answers are not kept, nothing is held, it is over ``AHEAD_MAX_BYTES`` or it was
         handed out already for this load."""
-        if not self._held or not self.answers:
-            return None
-        key = next(reversed(self._held))
-        if key in self._warm_started or not key[1] or key[1][0] > self.AHEAD_MAX_BYTES:
+        key = self._last_to_warm()
+        if key is None or key in self._warm_started:
             return None
         self._warm_started.add(key)
         return key
+
+    def _last_to_warm(self) -> tuple[Any, ...] | None:
+        """The held key of the export asked about last, where answers are kept and its file
+        is at most ``AHEAD_MAX_BYTES``; else None."""
+        if not self._held or not self.answers:
+            return None
+        key = next(reversed(self._held))
+        return key if key[1] and key[1][0] <= self.AHEAD_MAX_BYTES else None
 
     def adopt(self, answers: dict[tuple[Any, ...], Report]) -> int:
         """Keep the answers another ``HeldSessions`` made (a warming worker's, keyed as
