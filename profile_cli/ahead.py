@@ -52,7 +52,7 @@ def warm(spec: dict[str, Any], out: Path) -> None:
         with held.opener(Path(spec["path"]), options):
             pass  # loaded lazily: held for the steps
         steps = [[name, seconds, error]
-                 for name, seconds, error in held.ahead(spec.get("carried") or None)]
+                 for name, seconds, error in held.ahead(spec.get("carried"))]
         answers = {}
         for key, report in held._answers.items():
             try:

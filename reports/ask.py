@@ -118,11 +118,11 @@ def _answer(a: Analysis, sessions: list[Session | None], params: dict[str, Any])
     if a.inputs == "none":
         sessions = []
     params = a.fill(params)
-    held: HeldSessions | None = (sessions[0].held if sessions and sessions[0] is not None
-                                 else None)
+    first = sessions[0] if sessions else None
+    held: HeldSessions | None = first.held if first is not None else None
     key = held.answer_key(a, sessions, params) if held is not None else None
-    if held is not None and sessions and sessions[0] is not None:
-        held.asked(a, sessions[0])
+    if held is not None and first is not None:
+        held.asked(a, first)
     if held is not None and key is not None and (kept := held.recall(key)) is not None:
         return kept
     for s in sessions:
@@ -263,7 +263,7 @@ class HeldSessions:
     def asked(self, a: Analysis, session: Session) -> None:
         """Note the options a question about a held export set (``CARRIED`` that ``a``
         honours and the user changed from its defaults): ``warm_options``."""
-        key = getattr(session, "held_key", None)
+        key = session.held_key
         if key is None:
             return
         base = AnalysisOptions(**a.defaults)
@@ -272,7 +272,8 @@ class HeldSessions:
 
     def warm_options(self, key: tuple[Any, ...]) -> dict[str, Any]:
         """The ``CARRIED`` options the last question about the export held under ``key``
-        set, as plain values (for ``ahead(options)`` in another process)."""
+        set, as plain values (for ``ahead(options)`` in another process: tuples as lists,
+        which ``ahead`` turns back)."""
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in self._set.get(key, {}).items()}
 
@@ -344,7 +345,7 @@ class HeldSessions:
 
         for name in self.AHEAD:
             a = _analysis(name)
-            own: dict[str, Any] = {k: tuple(v) if k == "match" else v
+            own: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                                    for k, v in (carried or {}).items() if k in a.options}
             for variant in ([own] if own else []) + [{}]:
                 step = f"{name}, as asked" if variant else name
