@@ -24,17 +24,26 @@ def nesting_depth(ranges: Ranges) -> np.ndarray:
     span = int(max(ranges.start.max(), ranges.end.max())) - lo + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
-    start_key = code * span + (ranges.start - lo)
-    end_key = code * span + (ranges.end - lo)
+    # In place, a few arrays of n at a time (a range instance answer holds the rest).
     order = np.lexsort((-ranges.end, ranges.start, code))  # thread, start, longest first
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n, dtype=np.int64)
-    thread_first = np.searchsorted(code[order], code, side="left")  # first row of the thread
-    before = position - thread_first  # ranges of the same thread earlier in the order
-    ends = np.sort(end_key)
-    closed = (np.searchsorted(ends, start_key, side="right")
-              - np.searchsorted(ends, code * span, side="left"))  # same thread, ended by then
-    return 1 + before - closed
+    depth = np.empty(n, dtype=np.int64)
+    depth[order] = np.arange(n, dtype=np.int64)  # position in that order
+    del order
+    per_thread = np.bincount(code, minlength=tids.size)
+    depth -= (np.cumsum(per_thread) - per_thread)[code]  # ranges of the thread before it
+    ends = code * span
+    ends += ranges.end
+    ends -= lo
+    ends.sort()  # the ends, thread by thread
+    starts = code * span
+    starts += ranges.start
+    starts -= lo
+    closed = np.searchsorted(ends, starts, side="right")
+    del starts
+    closed -= np.searchsorted(ends, np.arange(tids.size, dtype=np.int64) * span)[code]
+    depth -= closed  # of those, the ones ended by its start (same thread)
+    depth += 1
+    return depth
 
 
 def enclosing(ranges: Ranges) -> np.ndarray:

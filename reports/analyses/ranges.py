@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nsys_parsers.arrays import distinct_pairs, group_ids, is_sorted, sorted_unique
-from nsys_parsers.attribution import Pairs, attribute, innermost
+from nsys_parsers.attribution import Pairs, innermost, pair_chunks
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
@@ -178,37 +178,17 @@ def range_instances(s: Session) -> Report:
     assert r is not None
     names = s.names()
     notes = list(s.notes)
-    n = len(r)
-    first = np.full(n, -1, dtype=np.int64)
-    last = np.full(n, -1, dtype=np.int64)
-    count = np.zeros(n, dtype=np.int64)
-    ops = s.gpu_ops(launches=True)
-    if ops is None:
-        notes.append("no CUDA kernels, memcpy or memset were traced: no GPU projection; "
-                     "profile with `nsys profile --trace=cuda,nvtx`.")
-    else:
-        assert ops.launch_tid is not None
-        p = attribute(ops.as_launched(), r, "all")
-        if len(p):
-            lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-            np.minimum.at(lo, p.range_idx, ops.start[p.kernel_idx])
-            np.maximum.at(last, p.range_idx, ops.end[p.kernel_idx])
-            # launch calls, not operations (nsys counts distinct correlationIds)
-            _, (call_range, _) = group_ids(p.range_idx, ops.correlation[p.kernel_idx])
-            count = np.bincount(call_range, minlength=n).astype(np.int64)
-            has = count > 0
-            first[has] = lo[has]
-        no_launch = int((ops.launch_tid < 0).sum())
-        if no_launch:
-            notes.append(f"{no_launch:,} of {len(ops):,} GPU operations have no launch record "
-                         f"(trimmed export): they are in no range's projection.")
+    first, span, count = _projection(s, r, notes)
     shown = s.shown()
-    rows_idx = np.arange(n) if shown is None else np.flatnonzero(shown)
     depth = nesting_depth(r)
-    order = rows_idx[np.lexsort((depth[rows_idx], r.start[rows_idx]))]
+    if shown is None:  # every row: no copies of the sort keys (the answer's memory peak)
+        order = np.lexsort((depth, r.start))
+    else:
+        rows_idx = np.flatnonzero(shown)
+        order = rows_idx[np.lexsort((depth[rows_idx], r.start[rows_idx]))]
     has = count[order] > 0
     rows = ColumnRows(order.size, _instance_columns(
-        order, names, r, first, last - first, has, count, depth))
+        order, names, r, first, span, has, count, depth))
     notes.append(f"{int(has.sum()):,} of {order.size:,} instances launched GPU operations: "
                  f"gpu start and time run from the first one's start to the last one's end "
                  f"(the GPU projection of nsys's nvtxgpuproj); gpu ops counts their launch "
@@ -220,6 +200,40 @@ def range_instances(s: Session) -> Report:
     return Report(rows=rows, columns=INSTANCE_COLUMNS,
                   notes=notes + s.operator_notes() + s.filter_notes(),
                   title="NVTX range instances")
+
+
+def _projection(s: Session, r: Ranges, notes: list[str]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of each range, the first start and the span (to the last end) of the GPU operations
+    launched inside it, and how many launch calls made them (-1, 0, 0: none), reduced a
+    chunk of pairs at a time; the operations are let go before the rows are sorted."""
+    n = len(r)
+    first = np.full(n, -1, dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    ops = s.gpu_ops(launches=True, keep=False)
+    if ops is None:
+        notes.append("no CUDA kernels, memcpy or memset were traced: no GPU projection; "
+                     "profile with `nsys profile --trace=cuda,nvtx`.")
+        return first, last - first, count
+    assert ops.launch_tid is not None
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    for p in pair_chunks(ops.as_launched(), r):  # never every pair at once
+        np.minimum.at(lo, p.range_idx, ops.start[p.kernel_idx])
+        np.maximum.at(last, p.range_idx, ops.end[p.kernel_idx])
+        # launch calls, not operations (nsys counts distinct correlationIds); a range's
+        # pairs are all in one chunk
+        _, (call_range, _) = group_ids(p.range_idx, ops.correlation[p.kernel_idx])
+        np.add.at(count, call_range, 1)
+    has = count > 0
+    first[has] = lo[has]
+    del lo, has
+    no_launch = int((ops.launch_tid < 0).sum())
+    if no_launch:
+        notes.append(f"{no_launch:,} of {len(ops):,} GPU operations have no launch record "
+                     f"(trimmed export): they are in no range's projection.")
+    last -= first
+    return first, last, count
 
 
 def _instance_columns(order: np.ndarray, names: RangeNames, r: Ranges, first: np.ndarray,

@@ -188,6 +188,38 @@ def test_instance_rows_are_kept_as_columns_and_streamed_as_csv(fx, cli, monkeypa
     assert json.loads(text)[-1]["gpu_ops"] == as_list[-1]["gpu_ops"]
     assert text == cli("ranges", export, "--instances", "-f", "json").stdout
 
+
+def test_instances_and_pairs_the_same_a_few_ranges_at_a_time(fx, monkeypatch):
+    """The pair search runs a chunk of ranges at a time, and ``--instances`` reduces each
+    chunk as it comes: chunks of 7 ranges (none dividing the 774 instances, ranges of one
+    step split across chunks) give the same pairs and the same rows as one chunk."""
+    from nsys_parsers import attribution
+    from nsys_parsers.nesting import nesting_depth
+    from reports.session import Session
+
+    export = fx("cs336_lizhieffe_ddp53_profile.sqlite")
+    with Session(export) as s:
+        s.load("kernels", "launches", "ranges")
+        k, r = s.trace.kernels, s.trace.ranges
+        whole = attribution.pairs(k, r, chunk=len(r))
+        chunked = list(attribution.pair_chunks(k, r, chunk=7))
+        depth = nesting_depth(r)
+    assert len(chunked) > 50 and len(whole) == sum(len(p) for p in chunked) > 700
+    assert all((p.range_idx // 7 == p.range_idx[0] // 7).all() for p in chunked)
+    got = sorted(zip(np.concatenate([p.range_idx for p in chunked]).tolist(),
+                     np.concatenate([p.kernel_idx for p in chunked]).tolist()))
+    assert got == sorted(zip(whole.range_idx.tolist(), whole.kernel_idx.tolist()))
+    # nesting depth against its definition: 1 + the ranges of its thread open at its start
+    for i in range(0, len(r), 37):
+        same = (r.tid == r.tid[i]) & (np.arange(len(r)) != i)
+        before = (r.start < r.start[i]) | ((r.start == r.start[i]) & (
+            (r.end > r.end[i]) | ((r.end == r.end[i]) & (np.arange(len(r)) < i))))
+        assert depth[i] == 1 + int((same & before & (r.end > r.start[i])).sum()), i
+    rows = ask("ranges", [export], instances=True).rows
+    monkeypatch.setattr(attribution, "CHUNK", 7)
+    again = ask("ranges", [export], instances=True).rows
+    assert list(again) == list(rows) and sum(x["gpu_ops"] for x in rows) > 700
+
 # -- ranges --by ----------------------------------------------------------------------------
 
 def test_ranges_by_process_and_device(fx):
