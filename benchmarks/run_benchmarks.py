@@ -23,7 +23,8 @@ On every file, side by side, each question (QUESTIONS; output to a file for ever
   nsys-mine gaps           nsys analyze --rule gpu-starv       nsys-ai skill gpu_idle_gaps
   nsys-mine launches       nsys stats --report kernexecsum
   nsys-mine memops         nsys stats --report gpumemtimesum   (files with memory operations)
-  nsys-mine ranges --instances   nsys stats --report nvtxgpuproj  (x4 at most: quadratic)
+  nsys-mine ranges --instances   nsys stats --report nvtxgpuproj  (x4 at most: quadratic;
+                                 above, --nsys-bound seconds of it: a memory lower bound)
 
 The first four (MAIN) run at every factor, the others up to x100 (--every: at every
 factor). compare and diff take a second export: the same source replayed with its replicas
@@ -470,6 +471,53 @@ def rss_floor(workdir: Path) -> float | None:
 
 
 
+def _tree_rss_kib(root: int) -> int:
+    """The resident memory (KiB) of process ``root`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                total += next((int(line.split()[1]) for line in fh
+                               if line.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+    return total
+
+
+def run_bounded(argv: list[str], workdir: Path, limit_s: float) -> Run:
+    """Run ARGV for at most ``limit_s`` seconds (then kill it and its children), sampling the
+    resident memory of its process tree every 50 ms: a lower bound of its peak where it does
+    not finish (nvtxgpuproj at x30 and above: hours). ``rc`` is None when it was stopped."""
+    with open(workdir / "stdout.log", "wb") as fo, open(workdir / "stderr.log", "wb") as fe:
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
+                             cwd=workdir, start_new_session=True)
+        peak = 0
+        while p.poll() is None and time.monotonic() - t0 < limit_s:
+            peak = max(peak, _tree_rss_kib(p.pid))
+            time.sleep(0.05)
+        wall = time.monotonic() - t0
+        stopped = p.poll() is None
+        if stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    return Run(True, wall, peak / 1024.0, None if stopped else p.returncode,
+               f"stopped after {limit_s:.0f} s" if stopped else "")
+
+
 def compile_project() -> None:
     """Compile the project's modules once, as an installed package would have them."""
     env = dict(os.environ)
@@ -511,10 +559,12 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                questions: list[str], repeat: int, nvtx_repeat: int, timeout: float,
                keep: Path | None, *, counts: dict[str, int] | None = None,
                other: Path | None = None, rules: Path | None = None,
-               nsys_ai: str | None = None, served: bool = False) -> list[Result]:
+               nsys_ai: str | None = None, served: bool = False,
+               nsys_bound: float = 0) -> list[Result]:
     """Every question on one file, interleaved: nsys's report, nsys-mine cold, warm and
     after (and served warm and after: ``served``), nsys-ai cold and warm (its skill, where
-    it has one); ``repeat`` times."""
+    it has one); ``repeat`` times. A report too slow to run at this size (``nsys_max_factor``)
+    runs once for ``nsys_bound`` seconds instead, for a lower bound of its peak memory."""
     warm_page_cache(db)
     if other is not None and other != db:
         warm_page_cache(other)
@@ -524,6 +574,8 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
         spec = QUESTIONS[q]
         if nsys and nsys_runs(q, factor, counts):
             results[q, "nsys"] = Result(shape, factor, q, "nsys")
+        elif nsys and spec.nsys and nsys_bound > 0 and spec.nsys_max_factor is not None:
+            results[q, "nsys bound"] = Result(shape, factor, q, "nsys bound")
         results[q, "cold"] = Result(shape, factor, q, "cold")
         results[q, "warm"] = Result(shape, factor, q, "warm")
         if spec.after in questions:
@@ -556,6 +608,16 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                     argv, suffix = nsys_argv(nsys, spec.nsys, w / "nsys", db)
                     _one(nsys_res, argv, w / f"nsys_{suffix}.csv", w, timeout, None, keep,
                          outputs, i)
+            bound = results.get((q, "nsys bound"))
+            if bound is not None and nsys and spec.nsys and i == 0:
+                with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="run_") as tmp:
+                    argv, _ = nsys_argv(nsys, spec.nsys, Path(tmp) / "nsys", db)
+                    bound.argv = argv
+                    print(f"  {shape} x{factor} {q} nsys for {nsys_bound:.0f} s at most",
+                          end=" ", flush=True)
+                    bound.runs.append(run_bounded(argv, Path(tmp), nsys_bound))
+                    print(f"{bound.runs[-1].wall_s:7.2f} s  peak >= "
+                          f"{bound.runs[-1].maxrss_mb:6.0f} MB", flush=True)
             if i >= repeat:
                 continue
             with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="run_") as tmp:
@@ -827,15 +889,20 @@ def table(results: list[Result]) -> str:
                   key=lambda k: (SHAPES.index(k[0]) if k[0] in SHAPES else len(SHAPES), k[1],
                                  list(QUESTIONS).index(k[2])))
     for shape, factor, q in keys:
-        n, c, w, a, sw, sa, sn, pc, pw = (get.get((shape, factor, q, t)) for t in (
+        n, c, w, a, sw, sa, sn, pc, pw, nb = (get.get((shape, factor, q, t)) for t in (
             "nsys", "cold", "warm", "after", "served warm", "served after", "served next",
-            "peer cold", "peer warm"))
+            "peer cold", "peer warm", "nsys bound"))
         spec = QUESTIONS[q]
         report = spec.nsys or "-"
-        if spec.nsys and n is None:
+        nsys_s = _fmt(n.wall_median if n else None)
+        nsys_mb = _fmt(n.maxrss_mb if n else None, ".0f")
+        stopped = nb.runs[0] if nb is not None and nb.runs else None
+        if stopped is not None and stopped.rc is None:  # its peak so far: a lower bound
+            report += f" (stopped at {stopped.wall_s:.0f} s)"
+            nsys_s, nsys_mb = f"> {stopped.wall_s:.0f}", f">= {stopped.maxrss_mb:.0f}"
+        elif spec.nsys and n is None:
             report += " (not run)"
-        cells = [shape, str(factor), spec.command, report,
-                 _fmt(n.wall_median if n else None), _fmt(n.maxrss_mb if n else None, ".0f"),
+        cells = [shape, str(factor), spec.command, report, nsys_s, nsys_mb,
                  _fmt(c.wall_median if c else None), _fmt(c.cpu_median if c else None),
                  _fmt(c.maxrss_mb if c else None, ".0f"),
                  _fmt(w.wall_median if w else None), _fmt(w.maxrss_mb if w else None, ".0f"),
@@ -882,6 +949,11 @@ def checks(results: list[Result], factors: list[int]) -> dict[str, dict]:
                         "rss_ratio": m, "time_ratio": _ratio(wall(shape, f, q, "nsys"),
                                                              wall(shape, f, q, "cold")),
                         "pass": m > 1}
+                b = get.get((shape, f, q, "nsys bound"))
+                m = _ratio(rss(shape, f, q, "nsys bound"), rss(shape, f, q, "cold"))
+                if m is not None and b is not None and b.runs[0].rc is None:
+                    out[f"{shape} x{f} {cmd(q)} less memory than {QUESTIONS[q].nsys}'s "
+                        f"first {b.runs[0].wall_s:.0f} s"] = {"rss_ratio": m, "pass": m > 1}
             # issue 38: the page within 2.5x of the first answer, on the same file
             r = _ratio(wall(shape, f, "report", "cold"), wall(shape, f, "nvtx", "cold"))
             if r is not None:
@@ -952,6 +1024,9 @@ def main(argv: list[str] | None = None) -> int:
                          "none: not run)")
     ap.add_argument("--skip-nsys", action="store_true", help="time only nsys-mine (and nsys-ai)")
     ap.add_argument("--skip-peer", action="store_true", help="do not run nsys-ai")
+    ap.add_argument("--nsys-bound", type=float, default=60, metavar="S",
+                    help="run an nsys report too slow for this size (nvtxgpuproj above x4) "
+                         "for S seconds: its peak memory so far, a lower bound (0: skip)")
     ap.add_argument("--served", action="store_true",
                     help="also ask through an answer server (nsys-mine serve): served warm "
                          "and served after")
@@ -1008,7 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
             results += bench_file(shape, path, f, nsys, mine, asked, a.repeat,
                                   a.nvtxkernsum_repeat, a.timeout, a.keep_outputs,
                                   counts=c, other=other, rules=rules, nsys_ai=nsys_ai,
-                                  served=a.served)
+                                  served=a.served, nsys_bound=a.nsys_bound)
             if a.drop_files:  # never the source (factor 1)
                 for p in {path, other} - {src, None}:
                     assert p is not None
