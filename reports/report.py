@@ -24,7 +24,7 @@ class ColumnRows(Sequence[dict[str, Any]]):
     dicts; CSV and JSON are written from the columns, a chunk at a time
     (``reports.render.writers``)."""
 
-    CHUNK = 65_536
+    CHUNK = 16_384
 
     def __init__(self, n: int, columns: dict[str, Callable[[slice], list[Any]]]) -> None:
         self._n = n
