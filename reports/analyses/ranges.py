@@ -227,7 +227,6 @@ def _projection(s: Session, r: Ranges, notes: list[str]
         np.add.at(count, call_range, 1)
     has = count > 0
     first[has] = lo[has]
-    del lo, has
     no_launch = int((ops.launch_tid < 0).sum())
     if no_launch:
         notes.append(f"{no_launch:,} of {len(ops):,} GPU operations have no launch record "
