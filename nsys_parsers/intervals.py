@@ -36,6 +36,20 @@ def holes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> Holes:
     return long_holes(group, start, end, 0)[0]
 
 
+def _gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(the intervals by group then start, those by group then end (less the last), the
+    starts in that order from the second on, and the gap before each: > 0 a hole, 0 where
+    one group ends and the next begins); at least two intervals."""
+    by_start = np.lexsort((start, group))
+    nxt = start[by_start[1:]]
+    by_end = np.lexsort((end, group))[:-1]
+    gap = nxt - end[by_end]  # > 0: a hole, when both sides are of one group
+    counts = np.bincount(group)
+    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
+    return by_start, by_end, nxt, gap
+
+
 def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_than: int
                ) -> tuple[Holes, int]:
     """The holes longer than ``longer_than`` of each group's union (as ``holes``), and how
@@ -44,12 +58,7 @@ def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_tha
     empty = np.zeros(0, dtype=np.int64)
     if group.size < 2:
         return Holes(empty, empty, empty, empty, empty), 0
-    by_start = np.lexsort((start, group))
-    nxt = start[by_start[1:]]
-    by_end = np.lexsort((end, group))[:-1]
-    gap = nxt - end[by_end]  # > 0: a hole, when both sides are of one group
-    counts = np.bincount(group)
-    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
+    by_start, by_end, nxt, gap = _gaps(group, start, end)
     idle = int(gap[gap > 0].sum())
     keep = np.flatnonzero(gap > max(longer_than, 0))
     after = by_start[1:][keep]
@@ -59,7 +68,9 @@ def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_tha
 
 def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
                  ) -> np.ndarray:
-    """How long the union of each group's intervals lasts (0 for a group without any)."""
+    """How long the union of each group's intervals lasts (0 for a group without any): from
+    its first start to its last end, less its holes (summed per group where the sorted
+    gaps lie, without listing the holes)."""
     out = np.zeros(ngroups, dtype=np.int64)
     if group.size == 0:
         return out
@@ -67,10 +78,16 @@ def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups:
     last = np.full(ngroups, np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(first, group, start)
     np.maximum.at(last, group, end)
-    present = np.flatnonzero(np.bincount(group, minlength=ngroups) > 0)
+    counts = np.bincount(group, minlength=ngroups)
+    present = np.flatnonzero(counts > 0)
     out[present] = last[present] - first[present]
-    h = holes(group, start, end)
-    out -= np.bincount(h.group, weights=h.duration, minlength=ngroups).astype(np.int64)
+    if group.size > 1:
+        gap = np.maximum(_gaps(group, start, end)[3], 0)
+        # the gaps of a group lie at its sorted positions, less its last (its first
+        # interval's position, where reduceat starts a group's sum; the last group's sum
+        # runs to the end)
+        lo = np.cumsum(counts[present]) - counts[present]
+        out[present] -= np.add.reduceat(np.append(gap, 0), lo)
     return out
 
 

@@ -113,14 +113,21 @@ def utilization(s: Session, window_range: str | None = None) -> Utilization:
         first, last = span(gid, ops.start, ops.end, n)
         length = last - first
         busy, c_len, k_len = every.length(n), comm.length(n), compute.length(n)
-        overlap = intersection(comm, compute, n)
+        # |comm ∩ compute| from the lengths just taken; none without communication kernels
+        overlap = (c_len + k_len - (comm | compute).length(n) if comm.start.size
+                   else np.zeros(n, dtype=np.int64))
         inside = np.ones(len(ops), dtype=bool)
     else:
         w, windows = windows_of(s, window_range, pid)
+        # |A ∩ W| = |A| + |W| - |A ∪ W| and inclusion-exclusion for |C ∩ K ∩ W|, each
+        # union measured once
         length = w.length(n)
-        busy = intersection(every, w, n)
-        c_len, k_len = intersection(comm, w, n), intersection(compute, w, n)
-        overlap = intersection3(comm, compute, w, n)
+        c_all, k_all = comm.length(n), compute.length(n)
+        c_out, k_out = (comm | w).length(n), (compute | w).length(n)
+        busy = every.length(n) + length - (every | w).length(n)
+        c_len, k_len = c_all + length - c_out, k_all + length - k_out
+        overlap = (c_all + k_all + length - (comm | compute).length(n) - c_out - k_out
+                   + (comm | compute | w).length(n))
         inside = _overlaps(every, w)
     kinds = np.bincount(gid[inside] * 2 + (ops.kind[inside] != KERNEL), minlength=2 * n)
     streams = np.bincount(group_ids(gid, ops.stream)[1][0], minlength=n) if n else \

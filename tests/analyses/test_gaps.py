@@ -224,3 +224,32 @@ def test_long_holes_keep_the_long_ones_and_count_every_one(seed):
     every = holes(group, start, end)
     assert list(zip(every.group.tolist(), every.start.tolist(), every.end.tolist())) \
         == want_all
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_union_length_is_the_merged_intervals_length(seed):
+    """``union_length`` (what ``gpus`` measures busy, communication and compute time with)
+    against a sweep of each group's merged intervals: absent and empty groups, zero-length,
+    touching, nested and overlapping intervals, one interval alone."""
+    import numpy as np
+
+    from nsys_parsers.intervals import union_length
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    group = rng.choice([0, 2, 3, 5], size=n, p=[0.5, 0.3, 0.2 - 1 / n, 1 / n])
+    group[-1] = 5  # a group of one interval
+    start = rng.integers(0, 4_000, size=n)
+    end = start + rng.integers(0, 40, size=n)
+    want = []
+    for g in range(7):
+        mine = sorted(zip(start[group == g].tolist(), end[group == g].tolist()))
+        total, reach = 0, None
+        for a, b in mine:
+            lo = a if reach is None else max(a, reach)
+            total += max(0, b - lo)
+            reach = b if reach is None else max(reach, b)
+        want.append(total)
+    assert union_length(group, start, end, 7).tolist() == want
+    assert union_length(group[:1], start[:1], end[:1], 7).tolist() == \
+        [int(end[0] - start[0]) if g == group[0] else 0 for g in range(7)]
