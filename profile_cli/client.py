@@ -9,8 +9,10 @@ the command line with this process's working directory, environment and terminal
 writes what comes back (stdout, stderr, the exit code) as the command would have. Without a
 server (the socket is missing, or nobody listens), for the commands that run programs or
 start processes (``LOCAL``), for ``--help``, or with ``NSYS_MINE_SERVER=off``, the command
-runs here as always. Standard library only: this module is the whole cost of a served
-question on this side.
+runs here as always. With ``NSYS_MINE_SERVER=auto`` (or ``auto:PATH``) a command that finds
+no server starts one (``start_server``: in a session of its own, stopping after
+``AUTO_IDLE_MIN`` idle minutes) and is its first question. Standard library only: this
+module is the whole cost of a served question on this side.
 
 The protocol (one connection per command line): the client sends one JSON line (``argv``,
 ``cwd``, ``env``, ``tty``: whether stdin, stdout and stderr are terminals, ``width``: the
@@ -30,8 +32,11 @@ import struct
 import sys
 from typing import Any
 
-SERVER_ENV = "NSYS_MINE_SERVER"  # the socket's path, or "off"
+SERVER_ENV = "NSYS_MINE_SERVER"  # the socket's path, "off", or "auto" / "auto:PATH"
 OFF = ("off", "0", "no", "false")
+AUTO = "auto"  # start a server where none listens
+AUTO_IDLE_MIN = 30  # a server a command started stops after this many idle minutes
+START_S = 30.0  # how long a command waits for the server it started to listen
 # Commands that run programs, start processes or serve themselves: always run here.
 LOCAL = frozenset({"serve", "mcp", "profile", "sweep", "bench", "memory", "infer", "micro",
                    "ranks"})
@@ -43,13 +48,22 @@ STDOUT, STDERR, EXIT, REFUSED = b"o", b"e", b"x", b"r"
 def socket_path() -> str | None:
     """The answer server's socket: ``$NSYS_MINE_SERVER``, else ``nsys-mine-<uid>/serve.sock``
     in ``$XDG_RUNTIME_DIR`` (or the temporary folder); None with ``NSYS_MINE_SERVER=off``."""
+    return _setting()[0]
+
+
+def _setting() -> tuple[str | None, bool]:
+    """(the socket, as ``socket_path``; whether a command starts a server there when none
+    listens: ``NSYS_MINE_SERVER=auto`` or ``auto:PATH``)."""
     value = os.environ.get(SERVER_ENV, "")
     if value.lower() in OFF:
-        return None
+        return None, False
+    auto = value == AUTO or value.startswith(AUTO + ":")
+    if auto:
+        value = value[len(AUTO) + 1:]
     if value:
-        return value
+        return value, auto
     base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
-    return os.path.join(base, f"nsys-mine-{os.getuid()}", "serve.sock")
+    return os.path.join(base, f"nsys-mine-{os.getuid()}", "serve.sock"), auto
 
 
 def code_stamp() -> str:
@@ -141,8 +155,10 @@ def connect(path: str) -> socket.socket | None:
 def forward(args: list[str]) -> int | None:
     """Have the running answer server run ``args``: its exit code once its output is
     written here; None where no server answers it (then run it here)."""
-    path = socket_path() if served(args) else None
+    path, auto = _setting() if served(args) else (None, False)
     sock = connect(path) if path is not None else None
+    if sock is None and path is not None and auto:
+        sock = start_server(path)
     if sock is None:
         return None
     ttys, width = _terminal()
@@ -176,6 +192,54 @@ def forward(args: list[str]) -> int | None:
                          f"answer ({exc}); run the command again (without a server: "
                          f"{SERVER_ENV}=off).\n")
         return 1
+
+
+def start_server(path: str) -> socket.socket | None:
+    """Start ``nsys-mine serve`` on ``path`` for ``NSYS_MINE_SERVER=auto``, in a session of
+    its own (it outlives this command and its terminal, and stops after ``AUTO_IDLE_MIN``
+    idle minutes; its log beside the socket), and connect to it once it listens. One command
+    starts it while the others that find no server wait (a lock beside the socket), then
+    connect. None where it does not listen within ``START_S`` (the command runs here)."""
+    import fcntl
+    import subprocess
+    import time
+
+    folder = os.path.dirname(path) or "."
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.stat(folder)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None  # not a folder of this user's alone: connect() would refuse it
+        lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = connect(path)  # another command started it meanwhile
+        if sock is not None:
+            return sock
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        # this code, wherever the command was run from (its code stamp is this one's)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        with open(path + ".log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "profile_cli", "serve", "--socket", path,
+                 "--idle-timeout", str(AUTO_IDLE_MIN)],
+                cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True)
+        deadline = time.monotonic() + START_S
+        while True:
+            sock = connect(path)
+            if sock is not None:
+                return sock
+            if proc.poll() is not None or time.monotonic() > deadline:
+                sys.stderr.write(f"nsys-mine: no answer server started at {path} (its log: "
+                                 f"{path}.log); answering here.\n")
+                return None
+            time.sleep(0.01)
+    finally:
+        os.close(lock)
 
 
 def stop(path: str) -> bool:

@@ -110,6 +110,72 @@ def test_a_served_command_prints_and_exits_as_it_would_alone(fx, tmp_path, serve
     assert len(srv.answered()) == len(asks) + 1
 
 
+def _pids_in(log: Path) -> list[int]:
+    """The PIDs of the servers a log names (``answering at ... (pid N)``)."""
+    import re
+
+    text = log.read_text() if log.exists() else ""
+    return [int(p) for p in re.findall(r"answering at .* \(pid (\d+)\)", text)]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (not gone, not a zombie its new parent has yet to reap)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@pytest.fixture
+def auto_socket(tmp_path):
+    """A socket path for ``NSYS_MINE_SERVER=auto:PATH``; the servers commands started there
+    stopped after the test by their PIDs (from their log)."""
+    sock_dir = Path(f"/tmp/nm-auto-{os.getpid()}-{tmp_path.name[-16:]}")  # short: sun_path
+    path = sock_dir / "serve.sock"
+    yield path
+    for pid in _pids_in(Path(f"{path}.log")):
+        if _running(pid):
+            os.kill(pid, 15)
+            deadline = time.monotonic() + 30
+            while _running(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def test_auto_starts_one_server_that_outlives_the_commands(fx, auto_socket):
+    """``NSYS_MINE_SERVER=auto:PATH``: two commands that find no server at once start one
+    (the second waits for the first's, then asks it), each answered by it as it would be
+    alone; the next question goes to it too; it runs on after the commands, in a session of
+    its own, until stopped."""
+    export = str(fx(DDP))
+    off = {**os.environ, "NSYS_MINE_SERVER": "off"}
+    auto = {**os.environ, "NSYS_MINE_SERVER": f"auto:{auto_socket}"}
+    asks = [["kernels", export, "-f", "csv"], ["gpus", export, "-f", "json"],
+            ["dominant", export, "-f", "csv"]]
+    alone = [nsys_mine(a, off) for a in asks]
+    both = [subprocess.Popen([sys.executable, "-c", ENTRY, *a], env=auto, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for a in asks[:2]]
+    got = [(*p.communicate(timeout=120), p.returncode) for p in both]
+    after = nsys_mine(asks[2], auto)
+    got.append((after.stdout, after.stderr, after.returncode))
+    assert got == [(r.stdout, r.stderr, r.returncode) for r in alone]
+    assert [code for _, _, code in got] == [0, 0, 0]
+    log = Path(f"{auto_socket}.log")
+    pids = _pids_in(log)
+    answered = [line for line in log.read_text().splitlines() if " -> exit 0" in line]
+    assert len(pids) == 1 and len(answered) == 3, log.read_text()
+    assert _running(pids[0]) and os.getsid(pids[0]) == pids[0]  # its own session
+    assert "stops after 1800 s idle" in log.read_text()
+    stop = nsys_mine(["serve", "--stop"], {**os.environ, "NSYS_MINE_SERVER": str(auto_socket)})
+    assert stop.returncode == 0 and "stopped" in stop.stdout
+    deadline = time.monotonic() + 30
+    while _running(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pids[0]) and not auto_socket.exists()
+
+
 def test_commands_that_run_programs_and_help_never_go_to_the_server(fx, server):
     from profile_cli.client import LOCAL, served
 

@@ -42,8 +42,10 @@ def serve_command(
     instant); while you read an answer it answers the questions asked most of that export
     (--no-ahead: not). A changed export is loaded afresh. Commands that run programs
     (profile, sweep, bench, memory, infer, micro), `ranks`, `mcp` and --help always run in
-    their own process; NSYS_MINE_SERVER=off runs every command there. It stops after
-    --idle-timeout, on Ctrl-C, with --stop, or when nsys-mine is upgraded.
+    their own process; NSYS_MINE_SERVER=off runs every command there. With
+    NSYS_MINE_SERVER=auto (or auto:PATH) the first command that finds no server starts one
+    (it stops after 30 idle minutes). It stops after --idle-timeout, on Ctrl-C, with --stop,
+    or when nsys-mine is upgraded.
 
     Examples: `nsys-mine serve &` · `nsys-mine serve --idle-timeout 0 --keep-open 4` ·
     `nsys-mine serve --stop`
