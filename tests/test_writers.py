@@ -51,7 +51,8 @@ def test_csv_is_what_the_csv_module_writes_whatever_the_columns_hold(monkeypatch
     real = writers._joined
     monkeypatch.setattr(writers, "_joined",
                         lambda v, q: joined.append(real(v, q) is not None) or real(v, q))
-    strings = ["a", "", None, " x ", "a,b", 'q"q', "l\nm", "a\rb", "\t", "é", "forward pass"]
+    strings = ["a", "", None, " x ", "a,b", 'q"q', "l\nm", "a\rb", "\t", "é", "forward pass",
+               "100% %d %s"]
     draw = {"int": lambda r: r.randint(-10**15, 10**15),
             "int or none": lambda r: r.choice([None, r.randint(0, 99)]),
             "str": lambda r: r.choice(strings),

@@ -50,26 +50,32 @@ def csv_chunks(rows: Sequence[dict[str, Any]], columns: list[str]) -> Iterator[s
 
 
 def _joined(values: list[list[Any]], quoted: dict[str, str]) -> str | None:
-    """The CSV lines of a chunk's columns as ``csv.writer`` writes them, joined here when
-    every column holds only ints, strings and None (the columns of the long answers: a
-    third of the time of ``ranges --instances``); None otherwise, and for one column (where
-    ``csv.writer`` quotes an empty field). ``quoted``: each string's field, as the writer
-    quotes it, kept between chunks."""
+    """The CSV lines of a chunk's columns as ``csv.writer`` writes them, made here when
+    every column holds only ints, strings and None (the columns of the long answers); None
+    otherwise, and for one column (where ``csv.writer`` quotes an empty field). Each line is
+    one ``%`` of a line format (``%d`` for a column of ints, ``%s`` for the fields of the
+    others): formatting and joining in one C call a line, a third faster than ``str`` of
+    every int and a join of every line (``ranges --instances``). ``quoted``: each string's
+    field, as the writer quotes it, kept between chunks."""
     if len(values) < 2 or not values[0]:
         return None
-    texts: list[list[str]] = []
+    fields: list[list[Any]] = []
+    spec: list[str] = []
     for col in values:
         types = set(map(type, col))
         if types <= {int}:
-            texts.append(list(map(str, col)))
-        elif types <= {int, type(None)}:
-            texts.append(["" if v is None else str(v) for v in col])
+            fields.append(col)
+            spec.append("%d")
+            continue
+        if types <= {int, type(None)}:
+            fields.append(["" if v is None else str(v) for v in col])
         elif types <= {str, type(None)}:
-            texts.append(["" if v is None else quoted.get(v) or _field(v, quoted)
-                          for v in col])
+            fields.append(["" if v is None else quoted.get(v) or _field(v, quoted)
+                           for v in col])
         else:
             return None
-    return "\n".join(map(",".join, zip(*texts))) + "\n"
+        spec.append("%s")
+    return "\n".join(map(",".join(spec).__mod__, zip(*fields))) + "\n"
 
 
 def _field(value: str, quoted: dict[str, str]) -> str:
