@@ -158,7 +158,11 @@ def forward(args: list[str]) -> int | None:
     path, auto = _setting() if served(args) else (None, False)
     sock = connect(path) if path is not None else None
     if sock is None and path is not None and auto:
-        sock = start_server(path)
+        try:
+            sock = start_server(path)
+        except KeyboardInterrupt:
+            sys.stderr.write("Error: interrupted\n")
+            return 130
     if sock is None:
         return None
     ttys, width = _terminal()

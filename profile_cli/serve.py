@@ -188,7 +188,12 @@ def serve_answers(path: Path, *, idle_timeout_s: float = 3600.0, keep_open: int 
     stamp = client.code_stamp()
     held = HeldSessions(keep=keep_open, answers=answers)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
+    try:
+        listener.bind(str(path))
+    except OSError as exc:  # a path longer than a socket's (about 107 bytes), no access
+        listener.close()
+        raise BadOption(f"cannot listen at {path}: {exc.strerror or exc}; give --socket (or "
+                        f"{client.SERVER_ENV}) a shorter path in a folder of yours.") from None
     os.chmod(path, 0o600)
     inode = path.stat().st_ino
     listener.listen(16)

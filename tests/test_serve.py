@@ -176,6 +176,25 @@ def test_auto_starts_one_server_that_outlives_the_commands(fx, auto_socket):
     assert not _running(pids[0]) and not auto_socket.exists()
 
 
+def test_where_no_server_can_start_the_command_answers_itself(fx, tmp_path):
+    """``auto`` with a socket path too long for a Unix socket: the server says why in its
+    log (no traceback) and exits; the command answers as it would alone and says where that
+    log is. ``serve --socket`` with that path is one ``Error:`` line."""
+    export = str(fx(DLPROF))
+    path = tmp_path / ("s" * 110) / "serve.sock"
+    ask = ["kernels", export, "-f", "csv"]
+    alone = nsys_mine(ask, {**os.environ, "NSYS_MINE_SERVER": "off"})
+    got = nsys_mine(ask, {**os.environ, "NSYS_MINE_SERVER": f"auto:{path}"})
+    assert (got.stdout, got.returncode) == (alone.stdout, 0)
+    assert got.stderr == f"nsys-mine: no answer server started at {path} (its log: {path}.log); " \
+                         f"answering here.\n"
+    log = Path(f"{path}.log").read_text()
+    assert log.startswith("Error: cannot listen at ") and "Traceback" not in log
+    direct = nsys_mine(["serve", "--socket", str(path)], os.environ)
+    assert direct.returncode == 1 and direct.stderr.startswith("Error: cannot listen at ")
+    assert "AF_UNIX path too long" in direct.stderr and direct.stderr.count("\n") == 1
+
+
 def test_commands_that_run_programs_and_help_never_go_to_the_server(fx, server):
     from profile_cli.client import LOCAL, served
 
