@@ -34,10 +34,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from profile_cli.client import code_first
+
 AHEAD_AFTER_S = 1.0  # warm ahead after this long without a question (a script's next one
 # comes sooner, and shares no CPU with a warming process)
 POLL_S = 0.05  # how often a warming process is looked at while it runs
-CODE_ROOT = str(Path(__file__).resolve().parent.parent)  # where profile_cli, reports... lie
 
 
 def warm(spec: dict[str, Any], out: Path) -> None:
@@ -88,8 +89,7 @@ class Warming:
         env["NSYS_MINE_SERVER"] = "off"
         # the server's own code, whatever the client's folder holds (the worker runs in its
         # private folder: `-m` puts that first on its path, not the client's folder)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (CODE_ROOT, env.get("PYTHONPATH", "")) if p)
+        env = code_first(env)
         spec = json.dumps({"path": path, "name_kind": name_kind, "cache": cache, "nsys": nsys,
                            "carried": held.warm_options(key)})
         with open(folder / "stderr", "wb") as err:

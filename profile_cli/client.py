@@ -41,6 +41,7 @@ START_S = 30.0  # how long a command waits for the server it started to listen
 LOCAL = frozenset({"serve", "mcp", "profile", "sweep", "bench", "memory", "infer", "micro",
                    "ranks"})
 PACKAGES = ("nsys_parsers", "nvtx_model", "reports", "profile_cli")
+CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where PACKAGES lie
 HEADER = struct.Struct(">cI")
 STDOUT, STDERR, EXIT, REFUSED = b"o", b"e", b"x", b"r"
 
@@ -70,17 +71,30 @@ def code_stamp() -> str:
     """What identifies the code that answers: where it lies, and the number, sizes and
     latest modification of its Python files (a server started before an upgrade or an edit
     does not answer for the new code)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     count = size = latest = 0
     for package in PACKAGES:
-        for folder, dirs, files in os.walk(os.path.join(root, package)):
+        for folder, dirs, files in os.walk(os.path.join(CODE_ROOT, package)):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             for name in files:
                 if name.endswith(".py"):
                     st = os.stat(os.path.join(folder, name))
                     count, size = count + 1, size + st.st_size
                     latest = max(latest, st.st_mtime_ns)
-    return f"{root}:{count}:{size}:{latest}"
+    return f"{CODE_ROOT}:{count}:{size}:{latest}"
+
+
+def code_first(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this code first on ``PYTHONPATH``: a process started with it (a server,
+    a warming worker) runs this code, whatever folder it runs in, and its stamp is this
+    one's."""
+    return {**env, "PYTHONPATH": os.pathsep.join(
+        p for p in (CODE_ROOT, env.get("PYTHONPATH", "")) if p)}
+
+
+def ours_alone(st: os.stat_result) -> bool:
+    """Whether a file or folder is this user's and nobody else can write to it (where the
+    socket lies: the request carries the environment)."""
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def served(args: list[str]) -> bool:
@@ -141,7 +155,7 @@ def connect(path: str) -> socket.socket | None:
         st, folder = os.lstat(path), os.stat(os.path.dirname(path) or ".")
     except OSError:
         return None
-    if st.st_uid != os.getuid() or folder.st_uid != os.getuid() or folder.st_mode & 0o022:
+    if st.st_uid != os.getuid() or not ours_alone(folder):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -211,9 +225,8 @@ def start_server(path: str) -> socket.socket | None:
     folder = os.path.dirname(path) or "."
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        st = os.stat(folder)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return None  # not a folder of this user's alone: connect() would refuse it
+        if not ours_alone(os.stat(folder)):
+            return None  # connect() would refuse its socket
         lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
     except OSError:
         return None
@@ -222,16 +235,12 @@ def start_server(path: str) -> socket.socket | None:
         sock = connect(path)  # another command started it meanwhile
         if sock is not None:
             return sock
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        # this code, wherever the command was run from (its code stamp is this one's)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         with open(path + ".log", "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profile_cli", "serve", "--socket", path,
                  "--idle-timeout", str(AUTO_IDLE_MIN)],
-                cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True)
+                cwd=folder, env=code_first(dict(os.environ)), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + START_S
         while True:
             sock = connect(path)

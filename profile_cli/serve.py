@@ -147,7 +147,7 @@ def _prepare_socket(path: Path) -> None:
         raise BadOption(f"cannot create {folder} for the server's socket: {exc.strerror}; "
                         f"choose another with --socket.") from None
     st = folder.stat()
-    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+    if not client.ours_alone(st):
         # the client sends its environment: it connects only to a socket in such a folder
         raise BadOption(f"{folder} is not yours alone (owner {st.st_uid}, mode "
                         f"{stat.S_IMODE(st.st_mode):o}): give --socket a path in a folder "
