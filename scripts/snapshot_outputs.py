@@ -1,4 +1,5 @@
-"""Record what every export command prints, in every format, on every shared fixture.
+"""Record what every export command prints, in every format, on every shared fixture (and
+what ``ranks``, ``check`` and ``report`` say of each folder of rank exports there).
 
     python scripts/snapshot_outputs.py OUT_DIR [--fixtures DIR] [--jobs N] [--only NAME]
 
@@ -98,6 +99,9 @@ def runs_for(fixture: Path, partner: Path) -> list[tuple[str, list[str], dict[st
         ("multi.ranges.csv", ["ranges", f, str(partner), "--format", "csv"], {}),
         ("report.md", ["report", f, "--format", "md", "-o", "{tmp}/report.md"], {}),
         ("report.html", ["report", f, "-o", "{tmp}/report.html"], {}),
+        ("ranks.table", ["ranks", f], {}),
+        ("ranks.json", ["ranks", f, "--format", "json"], {}),
+        ("ranks.collectives.csv", ["ranks", f, "--collectives", "--format", "csv"], {}),
     ]
     within = WITHIN.get(fixture.name.split(".")[0])
     if within:
@@ -123,10 +127,41 @@ def runs_for(fixture: Path, partner: Path) -> list[tuple[str, list[str], dict[st
     return out
 
 
+def folder_runs(folder: Path) -> list[tuple[str, list[str], dict[str, str]]]:
+    """(run name, arguments, extra environment) of every run on a folder of rank exports."""
+    d = str(folder)
+    return [
+        ("ranks.table", ["ranks", d], {}),
+        ("ranks.table80", ["ranks", d], {"COLUMNS": "80"}),
+        ("ranks.json", ["ranks", d, "--format", "json"], {}),
+        ("ranks.csv", ["ranks", d, "--format", "csv"], {}),
+        ("ranks.collectives.table", ["ranks", d, "--collectives"], {}),
+        ("ranks.collectives.json", ["ranks", d, "--collectives", "--format", "json"], {}),
+        ("ranks.workers1.json", ["ranks", d, "--workers", "1", "--format", "json"], {}),
+        ("check.ranks.json", ["check", d, "--rules", "{ranks_rules}", "--format", "json"], {}),
+        ("check.ranks.table", ["check", d, "--rules", "{ranks_rules}"], {}),
+        ("report.md", ["report", d, "--format", "md", "-o", "{tmp}/report.md"], {}),
+    ]
+
+
+RANKS_RULES = """\
+[[rule]]
+max_late_ms = 0.5
+
+[[rule]]
+max_wait_pct = 10
+
+[[rule]]
+min_instances = 1
+range = "x"
+"""
+
+
 def run_one(exe: str, fixture_dir: Path, name: str, args: list[str], env_extra: dict[str, str],
             cache: Path, rules: Path, range_rules: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         args = [a.replace("{tmp}", tmp).replace("{range_rules}", str(range_rules))
+                .replace("{ranks_rules}", str(rules.parent / "ranks_rules.toml"))
                 .replace("{rules}", str(rules)) for a in args]
         env = {**os.environ, "COLUMNS": "120", "NSYS_MINE_CACHE_DIR": str(cache),
                "NO_COLOR": "1", **env_extra}
@@ -152,12 +187,15 @@ def main() -> None:
                       if p.suffix in (".sqlite", ".nsys-rep")
                       and (not args.only or p.name.split(".")[0] in args.only
                            or p.name in args.only))
-    if not fixtures:
+    folders = sorted(p for p in args.fixtures.iterdir() if p.is_dir()
+                     and (not args.only or p.name in args.only))
+    if not fixtures and not folders:
         sys.exit(f"no fixtures in {args.fixtures}")
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nsys-mine-snapshot-"))
     rules = work / "rules.toml"
     rules.write_text(CHECK_RULES)
+    (work / "ranks_rules.toml").write_text(RANKS_RULES)
     jobs = []
     for i, fixture in enumerate(fixtures):
         partner = fixtures[(i + 1) % len(fixtures)]
@@ -171,6 +209,11 @@ def main() -> None:
             f'[[rule]]\nrange = "{within}"\nmax_gpu_ns_per_instance = 1e6\n')
         for name, run_args, env in runs_for(fixture, partner):
             jobs.append((fixture_dir, name, run_args, env, work / fixture.name, range_rules))
+    for folder in folders:
+        fixture_dir = args.out / folder.name
+        fixture_dir.mkdir(exist_ok=True)
+        for name, run_args, env in folder_runs(folder):
+            jobs.append((fixture_dir, name, run_args, env, work / folder.name, rules))
     # one fixture's runs in order (its cache goes from cold to warm), fixtures in parallel
     by_fixture: dict[Path, list] = {}
     for job in jobs:
@@ -184,7 +227,7 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as pool:
         done = sum(pool.map(run_fixture, by_fixture.values()))
     shutil.rmtree(work, ignore_errors=True)
-    print(f"{done} runs on {len(fixtures)} fixtures in {args.out}")
+    print(f"{done} runs on {len(fixtures) + len(folders)} fixtures in {args.out}")
 
 
 if __name__ == "__main__":
