@@ -35,7 +35,7 @@ QUESTIONS = ("nvtx-kernels", "dominant", "ranges", "kernels", "gpus", "gaps")
 
 
 def arguments(question: str, export: Path) -> dict[str, Any]:
-    from reports.analyses import get
+    from reports.pipeline.registry import get
 
     a = get(question)
     if a.inputs == "exports":

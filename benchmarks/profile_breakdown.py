@@ -26,7 +26,7 @@ STAGES = [
     ("whole command", "/entry.py", "<module>"),
     ("imports at start (typer)", "profile_cli/app.py", "<module>"),
     ("building the commands (every analysis imported)", "profile_cli/app.py", "new_app"),
-    ("load: the column groups the analysis needs", "reports/session.py", "load"),
+    ("load: the column groups the analysis needs", "reports/pipeline/session.py", "load"),
     ("  of which reading threads (waited for)", "nsys_parsers/trace.py", "_read"),
     ("  of which the launch join", "nsys_parsers/kernels.py", "join_launches"),
     ("  of which writing the cache", "nsys_parsers/cache.py", "put"),

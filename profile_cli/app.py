@@ -21,15 +21,14 @@ if TYPE_CHECKING:
 # Modules with a ``register(app)`` function, in the order of `nsys-mine --help`.
 COMMAND_MODULES = ("profile_cli.commands.mine", "profile_cli.commands.bench",
                    "profile_cli.commands.profile", "profile_cli.commands.infer",
-                   "profile_cli.commands.mcp", "profile_cli.commands.serve")
+                   "profile_cli.commands.mcp")
 
 
 # The hand-written commands' modules (every other command is an analysis: commands.mine).
 MODULE_OF = {"report": "profile_cli.commands.mine", "bench": "profile_cli.commands.bench",
              "memory": "profile_cli.commands.bench", "profile": "profile_cli.commands.profile",
              "sweep": "profile_cli.commands.profile", "infer": "profile_cli.commands.infer",
-             "micro": "profile_cli.commands.infer", "mcp": "profile_cli.commands.mcp",
-             "serve": "profile_cli.commands.serve"}
+             "micro": "profile_cli.commands.infer", "mcp": "profile_cli.commands.mcp"}
 
 
 def _root() -> None:
@@ -41,7 +40,7 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES, command: str | None = No
     """The application with the commands of ``modules`` (an optional one that is not
     installed is left out); ``command``: with that command only (what a run of it needs:
     its module alone is imported, and of the analyses, its own)."""
-    import typer  # not at the start: a question an answer server answers needs no Typer
+    import typer
 
     app = typer.Typer(
         name="nsys-mine",
@@ -89,15 +88,10 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: the command line handed to a running answer server (``nsys-mine serve``:
-    ``profile_cli.client``), else run here; exits with the command's code."""
+    """Entry point: runs the command line (``argv``, default ``sys.argv``), exits with the
+    command's code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if argv is None:
-        from profile_cli.client import forward
-
-        code = forward(args)
-        if code is not None:
-            sys.exit(code)
         one_malloc_arena()
     sys.exit(run_args(args))
 
@@ -119,9 +113,8 @@ def one_malloc_arena() -> None:
 
 
 def run_args(args: list[str]) -> int:
-    """Run one command line in this process (the entry point's, or an answer server's for
-    its client): its exit code. The one place where a NsysMineError becomes ``Error: ...``
-    on stderr and exit code 1."""
+    """Run one command line in this process: its exit code. The one place where a
+    NsysMineError becomes ``Error: ...`` on stderr and exit code 1."""
     try:
         app_for(args)(args=args, standalone_mode=True, prog_name="nsys-mine")
     except SystemExit as exc:

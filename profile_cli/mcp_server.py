@@ -5,38 +5,36 @@ One tool per analysis of ``reports.analyses``, made from its declaration: the na
 command's, the description its help, the input schema its exports (``export``, ``exports``
 or ``base``/``cand`` as the command names them), the analysis options it honours and its
 parameters (long option names in snake case), and ``top``; the output schema is the JSON
-contract (``reports.contract.envelope_schema``: the rows are the command's ``--format json``
-rows). Besides them: ``report`` (writes the page into the server's pages folder and returns its
-path and headline answers) and ``list_exports``; with ``--allow-runs`` also ``profile``,
-``sweep`` and ``bench`` (the command line, run as a child process).
+contract (``reports.pipeline.contract.envelope_schema``: the rows are the command's
+``--format json`` rows). Besides them: ``report`` (writes the page into the server's pages
+folder and returns its path and headline answers) and ``list_exports``; with ``--allow-runs``
+also ``profile``, ``sweep`` and ``bench`` (the command line, run as a child process). Every
+argument is made from a declaration (``reports.pipeline.options.Param``).
 
-Every answer goes through ``reports.ask.ask`` (every hook but ``outputs``: a read-only server
-writes no gate files) on a worker thread, one question at a time; the sessions of the last
-exports asked about stay open between questions (``reports.ask.HeldSessions``,
+Every answer goes through ``reports.pipeline.ask`` (every hook but ``outputs``: a read-only
+server writes no gate files) on a worker thread, one question at a time; the last exports
+asked about stay loaded and the last answers kept between questions (``reports.Memo``,
 ``--keep-open``). A path must lie, symlinks resolved, under a root: ``--root`` (default: the
-working directory) or, over stdio, a root the client declares (MCP roots). Parameters that
-write files (``Param.writes``) and the choice of the nsys binary (``--nsys``: a program to run)
-are not offered. An error is a tool result whose text is the command line's ``Error: ...``
+working directory) or, over stdio, a root the client declares (MCP roots). Declarations that
+write files (``Param.writes``) or name a program to run (``Param.executes``: ``--nsys``) are
+not offered. An error is a tool result whose text is the command line's ``Error: ...``
 line; a crash is logged on stderr with its traceback and the client gets one line; the server
 keeps serving.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import io
 import json
 import logging
 import os
 import sys
-import time
 import traceback
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, TextIO, cast
+from typing import Any, Callable, Literal, Optional
 from urllib.parse import unquote, urlparse
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -47,25 +45,11 @@ from pydantic import ConfigDict, Field, create_model
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.export import REPORT_SUFFIXES
-from nsys_parsers.schema import GRAPH_ATTRIBUTIONS, NAME_KINDS
-from profile_cli.ahead import AHEAD_AFTER_S, POLL_S, Warming
-from reports.analysis import Analysis, Param
-from reports.options import MERGE_MODES, AnalysisOptions
+from reports.pipeline.analysis import Analysis, Param, first_paragraph
+from reports.pipeline.options import OPTIONS, AnalysisOptions
 
 log = logging.getLogger("nsys-mine.mcp")
 
-
-class _LogLines(io.TextIOBase):
-    """Text written to it (the warming process's lines) logged at INFO, a line each."""
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if line.strip():
-                log.info(line.strip())
-        return len(text)
-
-
-LOG_LINES = cast(TextIO, _LogLines())
 
 EXPORT_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
 LIST_LIMIT = 500  # exports list_exports gives at most
@@ -83,30 +67,10 @@ rows (top=20 unless said; top=0 gives all) with notes that explain the numbers; 
 in nanoseconds (_ns), shares in percent (_pct). Paths are absolute or relative to the first \
 root; only files under the server's roots can be read."""
 
-# The analysis options a tool offers (reports.options.AnalysisOptions fields; `nsys`, the
-# binary that exports .nsys-rep reports, is the server's own: a client does not pick a program
-# to run). Name -> (type, description).
-OPTION_FIELDS: dict[str, tuple[Any, str]] = {
-    "within": (Optional[str], "Only what ran inside instances of this NVTX range (e.g. "
-                              "`measure`, to leave warmup steps out)."),
-    "merge_op_ids": (Literal[MERGE_MODES], "One name per PyTorch operator: drop the per-call "
-                     "suffixes (`, seq = N`, `, op_id = N`) from range names; auto: when the "
-                     "names look like an emit_nvtx capture."),
-    "name_kind": (Literal[NAME_KINDS], "Kernel names: short, demangled (as nsys prints them) "
-                  "or mangled."),
-    "rules": (Optional[str], "A TOML file of extra kernel-category rules (tried first)."),
-    "depth": (Optional[int], "Only range instances at nesting depth <= N (1 = outermost)."),
-    "match": (list[str], "Only ranges whose name matches one of these glob patterns."),
-    "cache": (bool, "Keep the columns read in the user cache and answer from there next time."),
-    "graph_attribution": (Literal[GRAPH_ATTRIBUTIONS], "Where CUDA graph kernels count: "
-                          "launch (the ranges around the graph launch, as nsys) or capture."),
-}
-PATH_OPTIONS = ("rules",)
 EXPORT_HELP = "An nsys export (.sqlite, or .nsys-rep/.qdrep): absolute, or relative to the " \
               "first root."
 EXPORTS_HELP = "nsys exports (.sqlite, .nsys-rep) or sweep folders; several give one table " \
                "with a `config` column."
-TOP_HELP = "Rows to return, the top ones as the command ranks them (0: all)."
 
 
 class OutsideRoots(BadOption):
@@ -186,8 +150,9 @@ def param_key(p: Param) -> str:
     return snake(longs[0]) if longs else p.name
 
 
-def _param_field(p: Param) -> tuple[Any, Any]:
-    """(annotation, pydantic Field) of a parameter."""
+def _param_field(p: Param, default: Any = None) -> tuple[Any, Any]:
+    """(annotation, pydantic Field) of a declaration (``default``: another default than its
+    own)."""
     base: Any = str if p.type is Path else p.type
     if p.choices:
         base = Literal[p.choices]
@@ -203,38 +168,41 @@ def _param_field(p: Param) -> tuple[Any, Any]:
         text += " (a path under the server's roots)"
     if p.required:
         return base, Field(description=text, **limits)
-    default = list(p.default or []) if p.multiple else p.default
+    default = p.default if default is None else default
+    default = list(default or []) if p.multiple else default
     if default is None and not p.multiple:
         base = Optional[base]
     return base, Field(default=default, description=text, **limits)
 
 
+def offered(params: tuple[Param, ...]) -> list[Param]:
+    """The declarations a read-only server offers: none that writes a file or names a program
+    to run."""
+    return [p for p in params if not p.writes and not p.executes]
+
+
 def input_fields(a: Analysis) -> dict[str, tuple[Any, Any]]:
     """The arguments of ``a``'s tool: its exports, options, parameters and ``top``."""
-    from reports.contract import default_top
+    from profile_cli.commands.output import OUTPUT_PARAMS
+    from reports.pipeline.contract import default_top
 
     fields: dict[str, tuple[Any, Any]] = {}
-    if a.inputs in ("export", "two"):
+    if a.inputs == "export":
         fields[a.input_name] = (str, Field(description=EXPORT_HELP))
-    elif a.inputs in ("exports", "paths"):
+    elif a.inputs in ("exports", "job"):
         fields["exports"] = (list[str], Field(min_length=1, description=EXPORTS_HELP))
     defaults = AnalysisOptions(**a.defaults)
-    for name in a.options:
-        if name not in OPTION_FIELDS:
-            continue
-        kind, text = OPTION_FIELDS[name]
-        default = getattr(defaults, name)
-        fields[name] = (kind, Field(default=list(default) if name == "match" else default,
-                                    description=text))
-    for p in a.params:
-        if p.writes:
-            continue
+    for p in offered(OPTIONS):
+        if p.name in a.options:
+            fields[p.name] = _param_field(p, getattr(defaults, p.name))
+    for p in offered(a.params):
         key = param_key(p)
         if key in fields:
             raise ValueError(f"{a.name}: argument {key!r} named twice (an option and a "
                              f"parameter)")
         fields[key] = _param_field(p)
-    fields["top"] = (int, Field(default=default_top(a), ge=0, description=TOP_HELP))
+    (top,) = [p for p in OUTPUT_PARAMS if p.name == "top"]
+    fields["top"] = _param_field(top, default_top(a))
     return fields
 
 
@@ -276,25 +244,19 @@ class ServerConfig:
     pages: Path  # where `report` writes pages
     transport: str = "stdio"  # or "http"
     allow_runs: bool = False
-    keep_open: int = 2  # exports kept open between questions (reports.ask.HeldSessions)
-    ahead: bool = True  # warm ahead between questions (profile_cli.ahead)
+    keep_open: int = 2  # exports kept loaded between questions (reports.Memo)
 
 
 class NsysMineServer:
     """The tools and their answers (``build`` makes the ``MCPServer``)."""
 
     def __init__(self, config: ServerConfig) -> None:
-        from reports.ask import HeldSessions
+        from reports.pipeline.memo import Memo
 
         self.config = config
         self._lock: Any = None  # an anyio.Lock, made in the server's event loop
-        # the last exports asked about stay open: the next question answers from memory
-        self.held = HeldSessions(config.keep_open, answers=32)
-        # warming ahead (profile_cli.ahead): a process that answers the questions asked most
-        # of the export asked about last while the agent thinks; its answers kept here
-        self.warming: Warming | None = None
-        self._warm_timer: asyncio.TimerHandle | None = None
-        self._last = time.monotonic()
+        # the last exports asked about stay loaded, the last answers kept
+        self.memo = Memo(exports=config.keep_open)
 
     # the roots of one call
     async def roots(self, ctx: Context[Any, Any] | None) -> Roots:
@@ -314,11 +276,10 @@ class NsysMineServer:
         return roots
 
     async def run(self, ctx: Context[Any, Any] | None, work: Callable[[Roots], dict[str, Any]],
-                  *, one_at_a_time: bool = True, warm: bool = False) -> CallToolResult:
+                  *, one_at_a_time: bool = True) -> CallToolResult:
         """``work(roots)`` on a worker thread (questions one at a time: they share the
-        process's memory and cores); NsysMineError -> an error result with its message;
-        anything else -> logged with its traceback, one line to the client. ``warm``: a
-        question about an export: warm ahead once no call came for ``AHEAD_AFTER_S``."""
+        process's memory and cores, and the memo); NsysMineError -> an error result with its
+        message; anything else -> logged with its traceback, one line to the client."""
         import anyio.to_thread  # with the [mcp] extra (imported here: that extra's own
                                 # package, mcp, is what a machine without it misses first)
 
@@ -326,8 +287,6 @@ class NsysMineServer:
             self._lock = anyio.Lock()
         roots = await self.roots(ctx)
         async with self._lock if one_at_a_time else contextlib.nullcontext():
-            if self.warming is not None:
-                self.warming.pause()  # the question has every core
             try:
                 data = await anyio.to_thread.run_sync(work, roots)
             except NsysMineError as exc:
@@ -338,87 +297,38 @@ class NsysMineServer:
                 return error_result(f"internal error ({type(exc).__name__}) in nsys-mine; "
                                     f"the server's stderr has the traceback. Please report "
                                     f"it with the export's `nsys-mine info`.")
-            finally:
-                if self.warming is not None:
-                    self.warming.resume()
-                if warm and self.config.ahead:
-                    self._warm_later()
         return result(data)
-
-    # warming ahead: in the event loop, between calls (a call holds the lock while it runs)
-    def _warm_later(self) -> None:
-        self._last = time.monotonic()
-        if self._warm_timer is not None:
-            self._warm_timer.cancel()
-        self._warm_timer = asyncio.get_running_loop().call_later(AHEAD_AFTER_S, self._warm_tick)
-
-    def _warm_tick(self) -> None:
-        """Take a finished warming process's answers, or start one for the export asked
-        about last (``HeldSessions.warm_target``); look again in ``POLL_S`` while one runs.
-        Never while a call runs: it holds the held sessions (and schedules the next)."""
-        self._warm_timer = None
-        if self._lock is not None and self._lock.locked():
-            return
-        if self.warming is not None and self.warming.finished(self.held, self._last, LOG_LINES):
-            self.warming = None
-        if self.warming is None:
-            self.warming = Warming.start(self.held, {"env": dict(os.environ)}, LOG_LINES)
-        if self.warming is not None:
-            self._warm_timer = asyncio.get_running_loop().call_later(POLL_S, self._warm_tick)
-
-    def stop_warming(self) -> None:
-        if self._warm_timer is not None:
-            self._warm_timer.cancel()
-            self._warm_timer = None
-        if self.warming is not None:
-            self.warming.stop()
-            self.warming = None
 
     # analyses
     def analysis_tool(self, a: Analysis) -> Tool:
-        from reports.contract import envelope_schema
+        from reports.pipeline.contract import envelope_schema
 
         fields = input_fields(a)
 
         async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
-            return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots), warm=True)
+            return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots))
 
         return _tool(a.name, a.help.strip(), fields, envelope_schema(a), call,
                      _annotations(a.summary))
 
     def answer(self, a: Analysis, kwargs: dict[str, Any], roots: Roots) -> dict[str, Any]:
-        """``a``'s answer to a tool call's arguments (``reports.ask.ask``, as the command line
-        asks it), as ``reports.contract.envelope``."""
+        """``a``'s answer to a tool call's arguments (``reports.pipeline.ask``, as the command
+        line asks it, through the memo), as ``reports.pipeline.contract.envelope``."""
         from profile_cli.runs.targets import export_targets
-        from reports.ask import ask
-        from reports.contract import envelope
-        from reports.multi import ExportTarget
+        from reports.pipeline.contract import envelope
+        from reports.pipeline.multi import ExportTarget
 
         args = dict(kwargs)
         top = int(args.pop("top"))
-        if a.inputs in ("export", "two"):
+        if a.inputs == "export":
             sources = [roots.path(args.pop(a.input_name), "an export")]
-        elif a.inputs in ("exports", "paths"):
+        elif a.inputs in ("exports", "job"):
             sources = [roots.path(p, "an export") for p in args.pop("exports")]
         else:
             sources = []
-        opts: dict[str, Any] = {}
-        for name in a.options:
-            if name in args and name in OPTION_FIELDS:
-                value = args.pop(name)
-                if name in PATH_OPTIONS and value is not None:
-                    value = roots.path(value, "a file")
-                opts[name] = tuple(value) if name == "match" else value
-        options = replace(AnalysisOptions(**a.defaults), **opts)
-        params: dict[str, Any] = {}
-        for p in a.params:
-            key = param_key(p)
-            if p.writes or key not in args:
-                continue
-            value = args.pop(key)
-            if p.type is Path and value is not None:
-                value = roots.path(value, "a file")
-            params[p.name] = value
+        options = replace(AnalysisOptions(**a.defaults), **_values(
+            [p for p in offered(OPTIONS) if p.name in a.options], args, roots, key=_name))
+        params = _values(offered(a.params), args, roots, key=param_key)
 
         def targets(paths: list[Path]) -> list[ExportTarget]:
             found = export_targets(paths)  # a sweep folder's exports must be inside too
@@ -427,34 +337,20 @@ class NsysMineServer:
             return found
 
         # outputs: the files a gate writes (JUnit XML, the GitHub step summary): not here
-        report = ask(replace(a, outputs=None), sources, options, params, targets=targets,
-                     top_each=None, opener=self.held.opener)
-        return envelope(a, report, a.fill({k: v for k, v in params.items()
-                                           if not _is_argument(a, k)}), top)
+        report = self.memo.ask(replace(a, outputs=None), sources, options, params,
+                               targets=targets)
+        return envelope(a, report, a.fill(params), top)
 
     # report
     def report_tool(self) -> Tool:
-        from reports.analyses.attention import SHAPE_PARAMS
+        from reports.page import files
+        from reports.pipeline.registry import get
 
-        fields: dict[str, tuple[Any, Any]] = {
-            "export": (str, Field(description="An nsys export (.sqlite, .nsys-rep) or a sweep "
-                                              "folder (sweep --out-dir).")),
-            "within": (Optional[str], Field(default=None,
-                                            description=OPTION_FIELDS["within"][1])),
-            "merge_op_ids": (OPTION_FIELDS["merge_op_ids"][0], Field(
-                default="auto", description=OPTION_FIELDS["merge_op_ids"][1])),
-            "rules": (Optional[str], Field(default=None,
-                                           description=OPTION_FIELDS["rules"][1])),
-            "graph_attribution": (OPTION_FIELDS["graph_attribution"][0], Field(
-                default="launch", description=OPTION_FIELDS["graph_attribution"][1])),
-        }
-        for p in SHAPE_PARAMS:
-            fields[param_key(p)] = _param_field(p)
-        fields["top"] = (int, Field(default=20, ge=0, description="Rows of the page's kernel "
-                                                                  "and range tables (0: all)."))
-        fields["format"] = (Literal["html", "md"], Field(
-            default="html", description="html: one self-contained file; md: markdown with PNG "
-                                        "files beside it."))
+        defaults = AnalysisOptions(**dict(files.DEFAULTS))
+        fields = {p.name: _param_field(p, getattr(defaults, p.name))
+                  for p in offered(OPTIONS) if p.name in files.OPTIONS}
+        for p in [*offered(get("attention").params), *offered(files.PARAMS)]:
+            fields[param_key(p)] = _param_field(p, "html" if p.name == "format" else None)
         output = {"type": "object", "required": ["path", "answers"], "properties": {
             "path": {"type": "string"}, "format": {"type": "string"},
             "files": {"type": "array", "items": {"type": "string"}},
@@ -464,9 +360,9 @@ class NsysMineServer:
         async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
             return await self.run(ctx, lambda roots: self.write_page(kwargs, roots))
 
-        description = ("The page people open: headline answers, plots and tables of an export "
-                       "or a sweep, written as one file into the server's pages folder "
-                       f"({self.config.pages}); returns its path and the headline answers.")
+        description = (f"{first_paragraph(files.HELP)} Written as one file into the server's "
+                       f"pages folder ({self.config.pages}); returns its path and the headline "
+                       f"answers.")
         annotations = ToolAnnotations(title="Write the report page", read_only_hint=False,
                                       destructive_hint=False, idempotent_hint=True,
                                       open_world_hint=False)
@@ -474,40 +370,27 @@ class NsysMineServer:
 
     def write_page(self, kwargs: dict[str, Any], roots: Roots) -> dict[str, Any]:
         from profile_cli.runs.targets import build_report
-        from reports.analyses.attention import SHAPE_PARAMS, AttentionShape
+        from reports.page import files
         from reports.page.model import Sentences
+        from reports.pipeline.registry import get
 
         args = dict(kwargs)
-        target = roots.path(args["export"], "an export or a sweep folder")
-        rules = roots.path(args["rules"], "a file") if args.get("rules") else None
-        options = AnalysisOptions(within=args["within"], merge_op_ids=args["merge_op_ids"],
-                                  rules=rules, graph_attribution=args["graph_attribution"])
-        shape = AttentionShape(**{p.name: args.get(param_key(p)) for p in SHAPE_PARAMS})
+        target = roots.path(args.pop("export"), "an export or a sweep folder")
+        options = replace(AnalysisOptions(**dict(files.DEFAULTS)), **_values(
+            [p for p in offered(OPTIONS) if p.name in files.OPTIONS], args, roots, key=_name))
+        shape = _values(offered(get("attention").params), args, roots, key=param_key)
         page = build_report(target, options, shape, top=args["top"])
         real = target.resolve()
         digest = hashlib.sha1(str(real).encode()).hexdigest()[:8]
         out = self.config.pages / f"{real.name.rsplit('.', 1)[0]}-{digest}.{args['format']}"
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            files = [out]
-            if args["format"] == "html":
-                from reports.page.html import page_html
-
-                out.write_text(page_html(page), encoding="utf-8")
-            else:
-                from reports.page.model import page_markdown
-
-                text, pngs = page_markdown(page, out.stem)
-                out.write_text(text, encoding="utf-8")
-                for name, data in pngs.items():
-                    (out.parent / name).write_bytes(data)
-                    files.append(out.parent / name)
+            written = files.write_page(page, out, args["format"])
         except OSError as exc:
             raise BadOption(f"cannot write the page into {self.config.pages}: {exc.strerror}; "
                             f"start the server with --pages DIR (a writable folder).") from None
         answers = [s for sec in page.sections for b in sec.blocks if isinstance(b, Sentences)
                    for s in b.items]
-        return {"path": str(out), "format": args["format"], "files": [str(f) for f in files],
+        return {"path": str(out), "format": args["format"], "files": [str(f) for f in written],
                 "answers": [*page.lead, *answers][:40],
                 "sections": [s.title for s in page.sections]}
 
@@ -570,7 +453,7 @@ class NsysMineServer:
                      fields, output, call, annotations)
 
     def tools(self) -> list[Tool]:
-        from reports.analyses import all_analyses
+        from reports.pipeline.registry import all_analyses
 
         tools = [self.analysis_tool(a) for a in all_analyses()]
         tools += [self.report_tool(), self.list_tool()]
@@ -592,8 +475,23 @@ def package_version() -> str:
         return "0"
 
 
-def _is_argument(a: Analysis, name: str) -> bool:
-    return any(p.argument and p.name == name for p in a.params)
+def _name(p: Param) -> str:
+    return p.name
+
+
+def _values(params: list[Param], args: dict[str, Any], roots: Roots,
+            key: Callable[[Param], str]) -> dict[str, Any]:
+    """The values of ``params`` among a call's ``args`` (each under ``key(p)``), by name:
+    paths checked against the roots, lists as the library takes them (tuples)."""
+    out: dict[str, Any] = {}
+    for p in params:
+        if key(p) not in args:
+            continue
+        value = args.pop(key(p))
+        if p.type is Path and value is not None:
+            value = roots.path(value, "a file")
+        out[p.name] = tuple(value) if p.multiple and value is not None else value
+    return out
 
 
 def list_exports(roots: Roots, folder: str | None, recursive: bool) -> dict[str, Any]:
@@ -676,14 +574,14 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
-          allow_runs: bool, keep_open: int = 2, ahead: bool = True) -> None:
+          allow_runs: bool, keep_open: int = 2) -> None:
     """Run the server until its client goes (stdio) or it is stopped (HTTP)."""
     from nsys_parsers.nsys_tool import user_cache_dir
 
     folders = root_folders(roots)
     config = ServerConfig(roots=folders, pages=(pages or user_cache_dir() / "pages").resolve(),
                           transport="http" if http else "stdio", allow_runs=allow_runs,
-                          keep_open=keep_open, ahead=ahead)
+                          keep_open=keep_open)
     # a gate's files are never written here: not even the GitHub step summary
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
@@ -702,4 +600,4 @@ def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
         sys.stderr.write(f"nsys-mine mcp: http://{host}:{port}/mcp (roots: {listed})\n")
         server.run("streamable-http", host=host, port=port)
     finally:
-        tools.stop_warming()  # the warming process this server started, by its PID
+        tools.memo.close()

@@ -28,8 +28,7 @@ from nvtx_model.infer_config import (
     WORKLOAD_KINDS,
     infer_configs_from_workload,
 )
-from profile_cli.commands.groups import grouped
-from profile_cli.commands.output import choice
+from profile_cli.commands.groups import choice, grouped
 from profile_cli.commands.workload import WORKLOAD
 
 PROG = "python -m profile_cli.run_workload"

@@ -18,13 +18,9 @@ import numpy as np
 from nsys_parsers.arrays import group_ids
 from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels
-from reports.analysis import Param
 from reports.render import View
 
-BY_KEYS = ("device", "process", "stream")
 KEY_COLUMNS = {"device": ["device"], "process": ["pid"], "stream": ["device", "stream"]}
-BY = Param("by", ("--by",), "Split the rows by device, process or stream (one more key "
-           "column: device; pid; device and stream).", choices=BY_KEYS, metavar="KEY")
 
 
 def by_shape(columns: list[str], view: View | None, by: str | None

@@ -21,7 +21,7 @@ from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import Intervals, intersection, intersection3, span
 from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
 from reports.categories import categorize_many
-from reports.session import Session
+from reports.pipeline.session import Session
 
 COMMUNICATION = "communication"
 

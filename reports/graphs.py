@@ -13,12 +13,12 @@ from nsys_parsers.attribution import Pairs
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.trace import Trace
-from reports.options import AnalysisOptions
+from reports.pipeline.options import AnalysisOptions
 from reports.render import human_ns
 
 
 class SessionView(Protocol):
-    """What these notes use of a ``reports.session.Session`` (which calls them)."""
+    """What these notes use of a ``reports.pipeline.session.Session`` (which calls them)."""
 
     options: AnalysisOptions
     trace: Trace

@@ -22,14 +22,14 @@ before.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, TypeVar
 
 import numpy as np
 
 from nvtx_model.program_nvtx import BACKWARD_SUFFIX
-from reports.render import TREE_INDENT, View
-from reports.report import Report
+from reports.render import TREE_INDENT
 
 # ``encoder.0.proj (Linear)``: parts of a qualified name hold no dot (nn.Module refuses one),
 # no space and no parenthesis here; the class is a Python identifier.
@@ -185,12 +185,23 @@ def module_tree(names: list[str], code: np.ndarray, pushpop: np.ndarray,
     return ModuleTree(tree)
 
 
-def as_tree(report: Report, tree: ModuleTree, view: View, *, weight: Callable[[dict], float],
-            pinned: int = 0) -> Report:
+class Answer(Protocol):
+    """What ``as_tree`` reads of a ``reports.pipeline.report.Report`` (a dataclass)."""
+
+    rows: Sequence[dict[str, Any]]
+    columns: list[str]
+    sentences: list[str]
+
+
+A = TypeVar("A", bound=Answer)
+
+
+def as_tree(report: A, tree: ModuleTree, *, weight: Callable[[dict], float],
+            pinned: int = 0) -> A:
     """``report`` (rows keyed by ``range``, after ``pinned`` leading rows) in tree order, each
     row with its ``depth`` and ``parent`` (None for a range that is not a module's), the
-    columns with TREE_COLUMNS added, its sentences (one per row, when it has them) in the same
-    order and indented by level, and ``view`` to be seen through."""
+    columns with TREE_COLUMNS added, and its sentences (one per row, when it has them) in the
+    same order and indented by level (``Analysis.tree_view`` is how people see it)."""
     head, body = list(report.rows[:pinned]), list(report.rows[pinned:])
     order = tree.order([r["range"] for r in body], [float(weight(r) or 0) for r in body])
     rows = head + [body[i] for i in order]
@@ -203,68 +214,9 @@ def as_tree(report: Report, tree: ModuleTree, view: View, *, weight: Callable[[d
         sentences = [(TREE_INDENT * (r["depth"] - base) if r["depth"] is not None else "") + s
                      for r, s in zip(rows, said)]
     columns = report.columns + [c for c in TREE_COLUMNS if c not in report.columns]
-    return replace(report, rows=rows, columns=columns, sentences=sentences, view=view)
+    return replace(report, rows=rows, columns=columns, sentences=sentences)  # type: ignore
 
 
 def is_tree(rows: list[dict[str, Any]]) -> bool:
     """Whether rows carry a module tree (``as_tree``)."""
     return any(r.get("depth") is not None for r in rows)
-
-
-TREE_ROWS = 40  # ranges in the page's plot of the tree
-
-
-def tree_section(ctx: Any) -> list[Any]:
-    """The report page's module tree (``reports.page.export.PageContext``; none without
-    module ranges): each module's ranges in tree order with their GPU time, its share of
-    all the GPU time and the dominant kernel (without kernels: CPU time per instance)."""
-    from reports.page import plots
-    from reports.page.model import Figure, Section, Table, Text
-    from reports.render import human_ns, shorten
-
-    if not ctx.has_ranges or ctx.session.module_tree() is None:
-        return []
-    section = Section("Module tree", "modules")
-    order = ("a module's forward range, then its backward range, then its submodules; "
-             "siblings by")
-    if ctx.has_kernels:
-        answer = ctx.answer("dominant")
-        whole = float(answer.rows[0]["range_kernel_ns"] or 0)
-        rows = [{**r, "gpu_share_pct": round(100.0 * r["range_kernel_ns"] / whole, 1)
-                 if whole else None} for r in answer.rows[1:] if r.get("depth") is not None]
-        section.blocks.append(Text(
-            f"The ranges --nvtx modules added, as the model's module tree ({order} GPU "
-            f"time). GPU time: of the kernels launched inside a module's ranges, its "
-            f"submodules' included; % of all: of the GPU time of every kernel; the dominant "
-            f"kernel and its share of the module's GPU time."))
-        bars = [(r["range"], r["depth"] - rows[0]["depth"], r["gpu_share_pct"] or 0.0,
-                 r["category"], f"{r['gpu_share_pct'] or 0:g}%  "
-                 f"{shorten(r['kernel'] or 'no kernels', 44, signature=True)}")
-                for r in rows[:TREE_ROWS]]
-        xlabel = "share of all GPU kernel time (%)"
-        view = replace(answer.view, columns=[
-            "range", "range_kernel_ns", "gpu_share_pct", "share_pct", "per_range_instance",
-            "category", "kernel"], headers={
-            **answer.view.headers, "range_kernel_ns": "gpu time", "gpu_share_pct": "% of all",
-            "share_pct": "dominant %"})
-    else:
-        answer = ctx.answer("ranges")
-        rows = [r for r in answer.rows if r.get("depth") is not None]
-        section.blocks.append(Text(
-            f"The ranges --nvtx modules added, as the model's module tree ({order} CPU time: "
-            f"this export has no CUDA kernels, so no dominant kernel either)."))
-        bars = [(r["range"], r["depth"] - rows[0]["depth"], float(r["med_ns"] or 0) / 1e6, None,
-                 f"{human_ns(r['med_ns'])} x {r['instances']:,}") for r in rows[:TREE_ROWS]]
-        xlabel = "median CPU time per instance (ms)"
-        view = replace(answer.view, columns=["range", "instances", "avg_ns", "med_ns",
-                                              "total_ns"], hide_if_constant=())
-    if not rows:
-        return []
-    more = f" (the first {TREE_ROWS} of {len(rows)})" if len(rows) > TREE_ROWS else ""
-    section.blocks.append(Figure("module-tree", plots.module_tree_png(
-        bars, title=f"Module tree{more}", xlabel=xlabel),
-        alt="Horizontal bars, one per module range in tree order (names indented by level): "
-            + ("its share of all GPU kernel time, coloured by its dominant kernel's category."
-               if ctx.has_kernels else "its median CPU time per instance.")))
-    section.blocks.append(Table(rows, view, notes=answer.notes, top=ctx.top))
-    return [section]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nvtx_model import nvtx_ranges as nv
-from reports.options import AnalysisOptions
+from reports.pipeline.options import AnalysisOptions
 
 
 def read_sidecar(export: str | os.PathLike[str]) -> dict[str, Any] | None:

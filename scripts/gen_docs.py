@@ -127,7 +127,7 @@ def cli_reference() -> str:
 
 
 def main(argv: list[str]) -> int:
-    from reports.contract import stale_schemas, write_schemas
+    from reports.pipeline.contract import stale_schemas, write_schemas
 
     os.environ["COLUMNS"] = "100"
     text = cli_reference()
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 1 if stale else 0
     CLI_MD.write_text(text)
-    write_schemas(SCHEMA_DIR)  # the JSON contract: docs/schema/CMD.json (reports.contract)
+    write_schemas(SCHEMA_DIR)  # the JSON contract: docs/schema/CMD.json (reports.pipeline.contract)
     return 0
 
 

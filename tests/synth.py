@@ -459,7 +459,7 @@ def model_run(path: Path, *, context: int = 128, width: float = 1.0, layers: int
 
 def slowed_copy(src: Path, dst: Path, range_name: str, factor: float = 1.5) -> Path:
     """A copy whose kernels launched (innermost) in ``range_name`` run ``factor`` x longer."""
-    from reports.session import Session
+    from reports.pipeline.session import Session
 
     shutil.copy(src, dst)
     with Session(src, merge_op_ids="on") as a:

@@ -15,8 +15,8 @@ import pytest
 from nsys_parsers.cache import MANIFEST, ColumnCache, Item, cache_root, evict
 from nsys_parsers.export import open_export
 from nsys_parsers.reads import Reader
-from reports.ask import answer
-from reports.session import Session
+from reports.pipeline.ask import answer
+from reports.pipeline.session import Session
 
 FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
 DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"

@@ -215,14 +215,14 @@ def command_paths() -> list[str]:
 def test_every_analysis_is_a_command_in_order():
     """The commands of the analyses come from their declarations, in their order, with
     `report` after the analyses of one export; then the model's commands."""
-    from reports.analyses import all_analyses
+    from reports.pipeline.registry import all_analyses
 
     names = command_names()
     analyses = [a.name for a in all_analyses()]
     after = analyses.index("attention") + 1
     assert names[:len(analyses) + 1] == [*analyses[:after], "report", *analyses[after:]]
     assert names[len(analyses) + 1:] == ["bench", "memory", "profile", "sweep", "infer",
-                                         "mcp", "serve", "micro"]
+                                         "mcp", "micro"]
 
 
 def test_a_command_runs_as_a_process(fx):

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from profile_cli.commands.groups import OptionGroup, grouped
 from profile_cli.commands.mine import analysis_command, mine
-from reports.analysis import Analysis, Param
-from reports.report import Report
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.report import Report
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("profile_cli", "reports", "nvtx_model", "nsys_parsers")
@@ -115,27 +115,28 @@ def test_the_check_finds_what_it_forbids(tmp_path):
     assert [f.split(":")[1] for f in found] == ["5", "6", "7", "8", "9", "11"], found
 
 
-def _paths_analysis(seen: list) -> Analysis:
-    """An analysis that opens its exports itself (``inputs="paths"``, as ``ranks`` on Dask
-    workers): ``run(paths, options, **params)``."""
-    def run(paths, options, count=2):
+def _job_analysis(seen: list) -> Analysis:
+    """An analysis of one export or of a job's exports, which it opens itself (``inputs="job"``,
+    as ``ranks`` on Dask workers): ``run_job(paths, options, **params)``."""
+    def run_job(paths, options, count=2):
         seen.append((paths, options, count))
         return Report(rows=[{"exports": len(paths), "count": count}],
                       columns=["exports", "count"])
 
     return Analysis(name="per-path", help="One row about the paths.\n\nExample: `x`",
-                    run=run, columns=["exports", "count"], inputs="paths",
+                    run=lambda s, count=2: Report(rows=[], columns=["exports", "count"]),
+                    run_job=run_job, columns=["exports", "count"], inputs="job",
                     options=("within", "cache"),
                     params=(Param("count", ("--count",), "How many.", type=int, default=2,
                                   minimum=1, metavar="N"),))
 
 
-def test_a_paths_analysis_gets_its_exports_and_options(tmp_path):
-    """An analysis declared with ``inputs="paths"`` gets EXPORT... (one or several, as an
+def test_a_job_analysis_gets_its_exports_and_options(tmp_path):
+    """An analysis declared with ``inputs="job"`` gets EXPORT... (one or several, as an
     ``exports`` analysis), the analysis options it declares, its own parameters and the
-    output options; the paths reach ``run`` as given, unopened."""
+    output options; a job's paths reach ``run_job`` as given, unopened."""
     seen: list = []
-    a = _paths_analysis(seen)
+    a = _job_analysis(seen)
     app = typer.Typer(add_completion=False)
     app.command(a.name, cls=analysis_command(a), help=a.help)(mine)
     app.command("other")(lambda: None)  # a group, as in nsys-mine
@@ -201,7 +202,7 @@ def test_a_command_line_builds_its_own_command_only(fx):
     import sys
 
     from profile_cli.app import app_for
-    from reports.ask import ask
+    from reports.pipeline.ask import ask
 
     export = fx("vecadd_t4_nsys2022.4.sqlite")
     code = ("import sys, json; from profile_cli.app import main\n"

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from nsys_parsers.graphs import creation_points, not_recorded_as_nodes
-from reports.ask import ask
-from reports.session import Session
+from reports.pipeline.ask import ask
+from reports.pipeline.session import Session
 from tests.synth import Synth, compiled_run, gpid, gtid
 
 COMPILE = "cs336_zx3xyy_result_2_7B_compile_ro.sqlite"
@@ -151,8 +151,8 @@ def test_old_schema_node_records_give_the_same_capture_answer(tmp_path):
 def test_later_questions_of_one_session_see_the_columns_they_load(fx):
     """The report page asks one session `kernels` first, then per-device questions: the
     kernels (graph launches included) are built again with the id columns loaded later."""
-    from reports.ask import answer
-    from reports.session import Session
+    from reports.pipeline.ask import answer
+    from reports.pipeline.session import Session
 
     with Session(fx(COMPILE)) as s:
         assert answer(s, "kernels").rows == ask("kernels", [fx(COMPILE)]).rows

@@ -1,4 +1,4 @@
-"""The JSON contract (reports/contract.py, docs/schema): every command's `--format json` on
+"""The JSON contract (reports/pipeline/contract.py, docs/schema): every command's `--format json` on
 every shared fixture validates against its schema; the schema files are what the declarations
 give; a key change changes the version; the agents' answer (``envelope``) has exactly the
 rows the command line writes."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from nsys_parsers.errors import NsysMineError
-from reports import contract
-from reports.analyses import all_analyses, get
-from reports.ask import ask
+from reports.pipeline import contract
+from reports.pipeline.ask import ask
+from reports.pipeline.registry import all_analyses, get
 from reports.render import render_object, render_rows
 from tests.conftest import ALL_SQLITE, FIXTURES, ROOT, fixture_path, run_cli
 
@@ -53,7 +53,7 @@ def cli_json(report) -> object:
     """The JSON `--format json` writes for a report (the command line's code path)."""
     if report.obj is not None:
         return json.loads(render_object(report.obj, "json").text)
-    return json.loads(render_rows(report.rows, report.columns, "json", view=report.view).as_text())
+    return json.loads(render_rows(report.rows, report.columns, "json").as_text())
 
 
 def errors_of(data: object, doc: dict) -> list:

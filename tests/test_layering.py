@@ -118,7 +118,7 @@ def test_one_definition_of_each_public_function():
 def test_analyses_import_no_analyses():
     """An analysis stands alone: what two analyses share lives in a ``reports`` module named
     for what it is (``gpu_time``, ``model_ranges``, ``params``, ``rules``, ...); an analysis
-    that needs another's answer asks it through ``reports.ask``."""
+    that needs another's answer asks it through ``reports.pipeline.ask``."""
     crossing = sorted(f"{m} imports {d}" for m, deps in GRAPH.items()
                       if m.startswith("reports.analyses.")
                       for d in deps if d.startswith("reports.analyses.") and d != m)

@@ -213,8 +213,8 @@ def ok(result: Any) -> dict[str, Any]:
 # -- the tools ------------------------------------------------------------------------------
 
 def test_every_analysis_is_a_tool_and_nothing_runs_a_program(answers):
-    from reports.analyses import all_analyses
-    from reports.contract import envelope_schema
+    from reports.pipeline.contract import envelope_schema
+    from reports.pipeline.registry import all_analyses
 
     tools = {t.name: t for t in answers["tools"]}
     assert set(tools) == {a.name for a in all_analyses()} | {"report", "list_exports"}
@@ -346,20 +346,18 @@ def test_the_command_line_starts_the_server_only_when_asked():
     assert "mcp" in run_cli("--help").stdout
 
 
-def test_between_calls_the_server_answers_ahead_what_an_agent_asks_next(world, tmp_path):
-    """A second after a question about an export, the MCP server starts a warming process
-    (profile_cli.ahead) for it, and keeps its answers when it ends; the agent's next
-    questions are then kept answers, equal to the command line's rows. The process is
-    stopped with the server (by its PID); --no-ahead (ServerConfig.ahead) starts none."""
+def test_a_question_asked_again_is_the_kept_answer(world, tmp_path):
+    """The server keeps the last answers (``reports.Memo``): asked again, with every argument
+    as the SDK fills it in, a question is its kept answer, equal to the command line's rows;
+    another question of that export answers from the export it loaded."""
     from profile_cli.mcp_server import NsysMineServer, ServerConfig, input_fields
-    from reports.analyses import get
-    from reports.ask import HeldSessions
+    from reports.pipeline.registry import get
 
     export = world.fx(DDP)
+    questions = ("kernels", "gpus", "nvtx-kernels", "dominant", "ranges", "gaps")
 
-    async def session(ahead: bool) -> tuple[NsysMineServer, list[dict[str, Any]], int]:
-        tools = NsysMineServer(ServerConfig(roots=[world.fixtures], pages=tmp_path,
-                                            ahead=ahead))
+    async def session() -> tuple[NsysMineServer, list[dict[str, Any]], list[dict[str, Any]]]:
+        tools = NsysMineServer(ServerConfig(roots=[world.fixtures], pages=tmp_path))
         try:
             def ask_one(name: str) -> Any:
                 a = get(name)  # every argument as the SDK fills it in: its default
@@ -367,26 +365,16 @@ def test_between_calls_the_server_answers_ahead_what_an_agent_asks_next(world, t
                         if not f.is_required()}
                 args.update({"top": 20, a.input_name if a.inputs == "export" else "exports":
                              export if a.inputs == "export" else [export]})
-                return tools.run(None, lambda roots: tools.answer(a, args, roots), warm=True)
+                return tools.run(None, lambda roots: tools.answer(a, args, roots))
 
-            await ask_one("gpus")
-            deadline = time.monotonic() + 60
-            while ahead and len(tools.held._answers) < len(HeldSessions.AHEAD):
-                assert time.monotonic() < deadline, "the server did not warm ahead"
-                await anyio.sleep(0.1)
-            if not ahead:
-                await anyio.sleep(1.5)
-                assert tools.warming is None and len(tools.held._answers) == 1
-            recalled = tools.held.recalled
-            rows = [(await ask_one(n)).structured_content["rows"]
-                    for n in HeldSessions.AHEAD]
-            return tools, rows, tools.held.recalled - recalled
+            first = [(await ask_one(n)).structured_content["rows"] for n in questions]
+            again = [(await ask_one(n)).structured_content["rows"] for n in questions]
+            return tools, first, again
         finally:
-            tools.stop_warming()
+            tools.memo.close()
 
-    tools, rows, recalled = anyio.run(session, True)
-    assert recalled == len(HeldSessions.AHEAD) and tools.warming is None
-    for name, got in zip(HeldSessions.AHEAD, rows):
+    tools, first, again = anyio.run(session)
+    assert again == first and tools.memo.recalled == len(questions)
+    assert tools.memo.opened == 1
+    for name, got in zip(questions, first):
         assert got == cli_rows(name, export), name
-    _, lazy_rows, lazy_recalled = anyio.run(session, False)
-    assert lazy_rows == rows and lazy_recalled == 1  # gpus only: asked before

@@ -11,7 +11,7 @@ import pytest
 from nsys_parsers.nesting import enclosing
 from nsys_parsers.ranges import Ranges
 from reports.module_tree import module_tree, parse
-from reports.session import Session
+from reports.pipeline.session import Session
 from tests.conftest import ALL_SQLITE, fixture_path
 
 

@@ -146,13 +146,15 @@ def test_report_of_a_gpu_model_profile(tmp_path, cli):
 
 
 def test_report_mix_is_compare_and_headline_order(tmp_path):
-    from reports.analyses.compare import forward_vs_step
     from reports.model_ranges import headline_ranges
-    from reports.session import Session
+    from reports.page.model import Table
+    from reports.page.sections import PageContext, mix_section
+    from reports.pipeline.session import Session
 
     with Session(model_run(tmp_path / "run.sqlite"), within="measure") as a:
-        a.load("ranges", "names")
-        mix = {r["category"]: r for r in forward_vs_step(a, a.names().names)}
+        (section,) = mix_section(PageContext(a, "run"))
+    (table,) = [b for b in section.blocks if isinstance(b, Table)]
+    mix = {r["category"]: r for r in table.rows}
     # forward: attention matmuls (gemm) and the softmax; the step adds backward GEMMs and the
     # optimizer, so the softmax share drops
     assert sum(r["forward_pct"] for r in mix.values()) == pytest.approx(100, abs=0.3)

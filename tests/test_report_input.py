@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reports.ask import ask
+from reports.pipeline.ask import ask
 
 
 def test_nsys_rep_is_exported_cached_and_reused(fx, nsys_bin, monkeypatch):

@@ -1,5 +1,5 @@
 """The analysis framework: the registry of declared analyses, one Session per export (each
-column read once, views as new values), and the Python API (``reports.ask``,
+column read once, views as new values), and the Python API (``reports.pipeline.ask``,
 ``Report.to_pandas``)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from nsys_parsers.errors import BadOption
 from nsys_parsers.reads import Reader
-from reports.analyses import all_analyses, get
-from reports.ask import answer, ask
-from reports.session import Session
+from reports.pipeline.ask import answer, ask
+from reports.pipeline.registry import all_analyses, get
+from reports.pipeline.session import Session
 
 DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"
 FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
@@ -138,151 +138,97 @@ def test_every_caller_runs_every_hook(fx, tmp_path):
         ask("kernels", [tmp_path])
 
 
-def test_held_sessions_answer_the_next_question_from_memory(fx, tmp_path):
-    """HeldSessions (the MCP server's opener): the next question about an export, whatever
-    its options, answers from what is still loaded, with the answer of a fresh session; a
-    changed file, a failed question, another name kind and a full pool load it again; the
-    same export twice in one question leaks nothing."""
+def test_the_memo_answers_the_next_question_from_what_it_loaded(fx, tmp_path):
+    """Memo (what the MCP server and a notebook keep between questions): the next question
+    about an export, whatever its options, answers from what is still loaded, with the answer
+    of a fresh session; a changed file, a failed question, another name kind and a full pool
+    load it again; the same export twice in one question leaks nothing."""
     import shutil
 
     from nsys_parsers.errors import NsysMineError
-    from reports.ask import HeldSessions
+    from reports import Memo
 
     export = tmp_path / "run.sqlite"
     shutil.copyfile(fx(DLPROF), export)
-    held = HeldSessions(keep=2)
+    memo = Memo(exports=2, answers=0)
     for name in ("nvtx-kernels", "dominant", "ranges", "kernels", "nvtx-kernels"):
-        assert ask(name, [export], opener=held.opener).rows == ask(name, [export]).rows, name
-    merged = ask("ranges", [export], merge_op_ids="on", depth=1, opener=held.opener)
+        assert memo.ask(name, [export]).rows == ask(name, [export]).rows, name
+    merged = memo.ask("ranges", [export], merge_op_ids="on", depth=1)
     assert merged.rows == ask("ranges", [export], merge_op_ids="on", depth=1).rows != []
-    assert held.opened == 1  # dominant merges operator calls by default: one load still
-    other = ask("kernels", [export], name_kind="mangled", opener=held.opener)  # another load
-    assert other.rows == ask("kernels", [export], name_kind="mangled").rows and held.opened == 2
+    assert memo.opened == 1 and memo.recalled == 0  # one load; no answer kept
+    other = memo.ask("kernels", [export], name_kind="mangled")  # another load
+    assert other.rows == ask("kernels", [export], name_kind="mangled").rows and memo.opened == 2
     # the file replaced by another capture: opened again, its answer
-    before = ask("kernels", [export], opener=held.opener).rows
+    before = memo.ask("kernels", [export]).rows
     shutil.copyfile(fx(FASTVIDEO), export)
-    after = ask("kernels", [export], opener=held.opener).rows
-    assert after == ask("kernels", [export]).rows != before and held.opened == 3
-    assert len(held._held) == 1  # both sessions of the old file were closed
-    # a question that fails closes its session; the next one opens it again
+    after = memo.ask("kernels", [export]).rows
+    assert after == ask("kernels", [export]).rows != before and memo.opened == 3
+    assert len(memo._traces) == 1  # both loads of the old file were closed
+    # a question that fails closes its load; the next one opens it again
     with pytest.raises(NsysMineError):
-        ask("dominant", [export], within="no such range", opener=held.opener)
-    assert ask("gpus", [export], opener=held.opener).rows == ask("gpus", [export]).rows
-    assert held.opened == 4
+        memo.ask("dominant", [export], within="no such range")
+    assert memo.ask("gpus", [export]).rows == ask("gpus", [export]).rows
+    assert memo.opened == 4
     # two exports and room for one: each question opens its export
     second = tmp_path / "second.sqlite"
     shutil.copyfile(fx(DLPROF), second)
-    one = HeldSessions(keep=1)
+    one = Memo(exports=1, answers=0)
     for path in (export, second, export):
-        assert ask("kernels", [path], opener=one.opener).rows == ask("kernels", [path]).rows
-    assert one.opened == 3 and len(one._held) == 1
+        assert one.ask("kernels", [path]).rows == ask("kernels", [path]).rows
+    assert one.opened == 3 and len(one._traces) == 1
     # the same export as both sides of a comparison
-    assert ask("diff", [second, second], opener=one.opener).rows == ask(
-        "diff", [second, second]).rows
-    assert len(one._held) == 1
-    held.close()
+    assert one.ask("diff", [second, second]).rows == ask("diff", [second, second]).rows
+    assert len(one._traces) == 1
+    memo.close()
     one.close()
-    assert not held._held and not one._held
+    assert not memo._traces and not one._traces
 
 
-def test_held_sessions_answer_ahead_what_people_ask_next(fx, tmp_path):
-    """HeldSessions.ahead (what nsys-mine serve does while its user reads): the questions
-    asked most of the export asked about last, answered one per step and kept, each as a
-    fresh session answers it; asked afterwards without options, each is a kept answer. A
-    question the export cannot answer is reported, and keeps the load; each question once
-    per load; a changed file stops it; nothing held, nothing kept: no step."""
+def test_the_memo_keeps_answers_while_nothing_they_read_changed(fx, tmp_path):
+    """Memo(answers=N): the same question again is its kept answer, equal to a fresh one;
+    another option or parameter, a changed export or a changed rules file is answered afresh;
+    a big answer is not kept; questions a key cannot name (a job's exports) are not kept."""
     import shutil
 
-    from reports.ask import HeldSessions
+    from reports import Memo
 
     export = tmp_path / "run.sqlite"
     shutil.copyfile(fx(DLPROF), export)
-    held = HeldSessions(keep=2, answers=32)
-    assert list(held.ahead()) == []  # nothing held yet
-    ask("ranges", [export], opener=held.opener)
-    steps = list(held.ahead())
-    assert [name for name, _, _ in steps] == list(HeldSessions.AHEAD)
-    assert all(error is None and seconds >= 0 for _, seconds, error in steps)
-    assert held.opened == 1 and len(held._answers) == len(HeldSessions.AHEAD)
-    recalled = held.recalled
-    for name in HeldSessions.AHEAD:
-        kept = ask(name, [export], opener=held.opener)
-        fresh = ask(name, [export])
-        assert (kept.rows, kept.notes, kept.title) == (fresh.rows, fresh.notes, fresh.title)
-    assert held.recalled == recalled + len(HeldSessions.AHEAD) and held.opened == 1
-    assert list(held.ahead()) == []  # each once per load
-    # with options, the answer is not kept, but the load is
-    assert ask("kernels", [export], name_kind="mangled", opener=held.opener).rows == ask(
-        "kernels", [export], name_kind="mangled").rows
-    assert held.opened == 2
-    # an export without CUDA: the questions it cannot answer say why, the load stays
-    nvtx_only = tmp_path / "nvtx.sqlite"
-    shutil.copyfile(fx("centerformer_titanrtx_nvtxonly_nsys2022.4.sqlite"), nvtx_only)
-    ask("ranges", [nvtx_only], opener=held.opener)
-    errors = {name: error for name, _, error in held.ahead()}
-    assert errors.pop("ranges") is None and set(errors) == set(HeldSessions.AHEAD) - {"ranges"}
-    assert all("no CUPTI_ACTIVITY_KIND_KERNEL table" in e for e in errors.values())
-    assert held.opened == 3 and len(held._held) == 2
-    # the file changed after the question: nothing is warmed from the old load
-    ask("ranges", [export], opener=held.opener)
-    shutil.copyfile(fx(FASTVIDEO), export)
-    assert list(held.ahead()) == []
-    held.close()
-    assert not held._held and not held._asked_ahead
-    assert list(HeldSessions(keep=2, answers=0).ahead()) == []
-    small = HeldSessions(keep=1, answers=8)
-    small.AHEAD_MAX_BYTES = export.stat().st_size - 1  # a step of a big export takes seconds
-    ask("ranges", [export], opener=small.opener)
-    assert list(small.ahead()) == []
-    small.close()
-
-
-def test_held_sessions_keep_answers_while_nothing_they_read_changed(fx, tmp_path):
-    """HeldSessions(answers=N) (nsys-mine serve): the same question again is its kept answer,
-    equal to a fresh one; another option or parameter, a changed export, a changed rules
-    file or a dropped export is answered afresh; a big answer is not kept."""
-    import shutil
-
-    from reports.ask import HeldSessions
-
-    export = tmp_path / "run.sqlite"
-    shutil.copyfile(fx(DLPROF), export)
-    held = HeldSessions(keep=2, answers=8)
+    memo = Memo(exports=2, answers=8)
     for name in ("nvtx-kernels", "dominant", "ranges", "kernels", "gpus", "gaps"):
-        first = ask(name, [export], opener=held.opener)
-        again = ask(name, [export], opener=held.opener)
+        first = memo.ask(name, [export])
+        again = memo.ask(name, [export])
         fresh = ask(name, [export])
         assert (again.rows, again.notes, again.title) == (fresh.rows, fresh.notes, fresh.title)
         assert again.rows == first.rows and again is not first
-    assert held.recalled == 6 and held.opened == 1
+    assert memo.recalled == 6 and memo.opened == 1
     # another option, another parameter: answered (then kept)
-    assert ask("ranges", [export], depth=1, opener=held.opener).rows == ask(
-        "ranges", [export], depth=1).rows
-    assert ask("gaps", [export], min_gap_ms=0.5, opener=held.opener).rows == ask(
+    assert memo.ask("ranges", [export], depth=1).rows == ask("ranges", [export], depth=1).rows
+    assert memo.ask("gaps", [export], min_gap_ms=0.5).rows == ask(
         "gaps", [export], min_gap_ms=0.5).rows
-    assert held.recalled == 6
+    assert memo.recalled == 6
     # a rules file is keyed by its state: edited, the answer changes
     rules = tmp_path / "rules.toml"
     rules.write_text("[[rule]]\npattern = 'gemm'\ncategory = 'other'\n")
-    before = ask("kernels", [export], rules=rules, opener=held.opener).rows
+    before = memo.ask("kernels", [export], rules=str(rules)).rows
     rules.write_text("[[rule]]\npattern = 'gemm'\ncategory = 'elementwise'\n")
-    after = ask("kernels", [export], rules=rules, opener=held.opener).rows
+    after = memo.ask("kernels", [export], rules=str(rules)).rows
     assert after == ask("kernels", [export], rules=rules).rows != before
-    # the export replaced: its kept answers are dropped with its load
-    kept = len(held._answers)
+    # the export replaced: its answers are not found any more
     shutil.copyfile(fx(FASTVIDEO), export)
-    assert ask("kernels", [export], opener=held.opener).rows == ask("kernels", [export]).rows
-    assert len(held._answers) == 1 < kept and held.opened == 2
+    recalled = memo.recalled
+    assert memo.ask("kernels", [export]).rows == ask("kernels", [export]).rows
+    assert memo.recalled == recalled and memo.opened == 2
     # at most `answers` kept, and none of more than ANSWER_ROWS rows
-    small = HeldSessions(keep=1, answers=1)
+    small = Memo(exports=1, answers=1)
     small.ANSWER_ROWS = 3
-    ask("kernels", [export], opener=small.opener)
-    ask("kernels", [export], opener=small.opener)
+    small.ask("kernels", [export])
+    small.ask("kernels", [export])
     assert small.recalled == 0 and not small._answers  # 41 rows: not kept
     small.ANSWER_ROWS = 10_000
     for name in ("kernels", "gpus", "kernels"):
-        ask(name, [export], opener=small.opener)
+        small.ask(name, [export])
     assert small.recalled == 0 and len(small._answers) == 1
-    held.close()
+    memo.close()
     small.close()
-    assert not held._answers
+    assert not memo._answers

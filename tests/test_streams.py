@@ -18,8 +18,8 @@ from nsys_parsers.items import NVTX
 from nsys_parsers.kernels import LaunchThreads, join_launches
 from nsys_parsers.reads import Reader, rowid_chunks
 from nsys_parsers.trace import Trace
-from reports.ask import answer
-from reports.session import Session
+from reports.pipeline.ask import answer
+from reports.pipeline.session import Session
 
 FASTVIDEO = "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"
 GTLS = "gtls_rtx3060_nsys2023.1.sqlite"  # cuLaunchKernel and cudaLaunchKernel, 5,105 memcpys

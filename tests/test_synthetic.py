@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reports.ask import answer, ask
+from reports.pipeline.ask import answer, ask
 from tests.synth import Synth
 
 
@@ -260,7 +260,7 @@ def test_inline_names_with_any_character(tmp_path, monkeypatch):
                    "WHERE text = 'bad utf8 here'")
     bad = "bad utf8\ufffd\ufffd"
     from nsys_parsers.trace import Trace
-    from reports.session import Session
+    from reports.pipeline.session import Session
 
     seeks = []
     by_rowid = Trace._keys_by_rowid

@@ -12,7 +12,7 @@ from matplotlib.colors import to_rgba
 
 from reports.page.plots import category_color
 from reports.page.timeline import BINS, _bin_time, merge_runs, timeline_figure, timeline_panels
-from reports.session import Session
+from reports.pipeline.session import Session
 from tests.synth import Synth
 
 GEMM = "ampere_sgemm_128x64_tn"

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from reports.render.rows import ColumnRows
 from reports.render.writers import csv_chunks, json_chunks, to_csv, to_json
-from reports.report import ColumnRows
 
 
 def column_rows(rows: list[dict], columns: list[str]) -> ColumnRows:

@@ -1,5 +1,6 @@
 """Options declared once and shared by commands (option groups), and commands whose options
-come from declarations (the analyses'), with Typer's public API only.
+come from declarations (``reports.pipeline.options.Param``: the analyses', the analysis
+options, the output options), with Typer's public API only.
 
 An ``OptionGroup`` is data: the value it builds (``OutputSpec``, ``WorkloadSpec``, ...), one
 ``Annotated[type, typer.Option(...)]`` per field in --help order, and the defaults. A command
@@ -9,9 +10,11 @@ takes groups through Typer's ``cls=`` argument::
     def bench(ctx: typer.Context, db: DbOpt = None) -> None:
         workload, out = WORKLOAD.of(ctx), OUTPUT.of(ctx)
 
-``grouped`` makes a ``GroupedCommand`` class: its options are the groups' (first, in the
-order given) and then the function's own; before the function runs, each group's values are
-taken out of ``ctx.params`` and built into the group's value, kept in ``ctx.meta``.
+``grouped`` gives Typer a ``GroupedCommand`` with those groups: its options are the groups'
+(first, in the order given) and then the function's own; before the function runs, each
+group's values are taken out of ``ctx.params`` and built into the group's value, kept in
+``ctx.meta``. ``param_group`` makes a group of ``Param`` declarations (``param_type``: each
+one's Typer declaration).
 
 Each option is a parameter Typer itself builds (``typer_param``: Typer's parameter of a
 one-parameter command), so ``--help``, type checks and usage errors are Typer's, whatever its
@@ -23,15 +26,18 @@ This module has no ``from __future__ import annotations``: ``typer_param`` defin
 whose annotation is a declaration made at run time, which Typer reads from the function.
 """
 
+import functools
 import inspect
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 import typer.core
 import typer.main
+
+from reports.pipeline.options import Param
 
 REQUIRED = inspect.Parameter.empty  # the default of an option or argument that must be given
 
@@ -170,9 +176,11 @@ class GroupedCommand(typer.core.TyperCommand):
     each group's value into ``ctx.meta`` (``GROUP.of(ctx)`` reads it), then runs the function
     with its own options."""
 
-    groups: tuple[GroupUse, ...] = ()
-    _params: Optional[list[Any]] = None
-    _own: list[Any] = []
+    def __init__(self, *args: Any, groups: tuple[GroupUse, ...] = (), **kwargs: Any) -> None:
+        self.groups = groups
+        self._params: Optional[list[Any]] = None
+        self._own: list[Any] = []
+        super().__init__(*args, **kwargs)
 
     @property
     def params(self) -> list[Any]:
@@ -196,7 +204,61 @@ class GroupedCommand(typer.core.TyperCommand):
 
 
 def grouped(*uses: GroupUse, base: type[GroupedCommand] = GroupedCommand,
-            **attrs: Any) -> type[GroupedCommand]:
-    """The command class (Typer's ``cls=``) of a command with the option groups ``uses``,
-    made from ``base``; ``attrs`` are more class attributes (the analysis of its command)."""
-    return type(base.__name__, (base,), {"groups": tuple(uses), **attrs})
+            **attrs: Any) -> Any:
+    """Typer's ``cls=`` for a command with the option groups ``uses``: ``base`` made with
+    them (``attrs``: more keywords of ``base``, such as the analysis of its command)."""
+    return functools.partial(base, groups=tuple(uses), **attrs)
+
+
+def choice(values: tuple[str, ...] | list[str], metavar: str | None = None
+           ) -> dict[str, Any]:
+    """``typer.Option`` arguments for a choice among ``values`` (the library's own tuple, so
+    a new value cannot be missing from the CLI): the metavar lists them (or is ``metavar``,
+    where the list would narrow the help at 80 columns: the help then names them), and
+    anything else is a usage error naming them."""
+    allowed = tuple(values)
+
+    def check(value: Any) -> Any:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if item is not None and item not in allowed:
+                raise typer.BadParameter(f"{item!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return {"callback": check, "metavar": metavar or "|".join(allowed)}
+
+
+def param_type(p: Param) -> Any:
+    """The Typer declaration of a ``Param``: ``Annotated[type, typer.Option(...)]`` (or
+    ``typer.Argument`` for an argument)."""
+    base: Any = List[p.type] if p.multiple else p.type  # type: ignore[name-defined]
+    if not p.required and p.default is None and p.type is not bool:
+        base = Optional[base]
+    if p.argument:
+        return Annotated[base, typer.Argument(help=p.help, metavar=p.flags[0],
+                                              show_default=False)]
+    extra: dict[str, Any] = {}
+    if p.choices:
+        extra.update(choice(p.choices, p.metavar))
+    elif p.metavar:
+        extra["metavar"] = p.metavar
+    if p.minimum is not None:
+        extra["min"] = p.minimum
+    if p.maximum is not None:
+        extra["max"] = p.maximum
+    if p.panel:
+        extra["rich_help_panel"] = p.panel
+    if p.type is Path:
+        extra["dir_okay"] = False
+    if p.required or p.default is None:
+        extra["show_default"] = False
+    return Annotated[base, typer.Option(*p.flags, help=p.help, **extra)]
+
+
+def param_group(key: str, params: tuple[Param, ...], build: Callable[..., Any] = dict,
+                defaults: Optional[dict[str, Any]] = None) -> OptionGroup:
+    """``params`` as one group that builds ``build(**values)`` (default: the dict of the
+    values by name); ``defaults``: other defaults than the declarations'."""
+    given = {p.name: REQUIRED if p.required else p.default for p in params}
+    return OptionGroup(key, build, {p.name: param_type(p) for p in params},
+                       {**given, **(defaults or {})})

@@ -3,7 +3,7 @@
 Thin commands: options (``InferSpec`` / ``MicroSpec`` option groups; the model options are the
 shared workload declarations) -> ``nvtx_model.infer.run_inference`` or
 ``nvtx_model.micro.matmul_benchmark``/``mlp_benchmark`` (rows, like ``bench``) -> the files of
-``reports.benchmarks.infer_files``/``reports.benchmarks.micro_files`` (JSON, CSV, plots, report) ->
+``profile_cli.model_results.infer_files``/``micro_files`` (JSON, CSV, plots, report) ->
 ``reports.render``. torch and matplotlib are imported inside the commands only.
 """
 
@@ -23,8 +23,8 @@ from nvtx_model.infer_config import (
 from nvtx_model.micro_config import DEFAULT_DIMS, DEFAULT_SCALES, MLP_BASE, MLP_PARAMS, MicroSpec
 from nvtx_model.nvtx_ranges import LEVELS
 from profile_cli.commands.bench import emit_sweep
-from profile_cli.commands.groups import OptionGroup, dataclass_defaults, grouped
-from profile_cli.commands.output import OUTPUT, OutputSpec, choice
+from profile_cli.commands.groups import OptionGroup, choice, dataclass_defaults, grouped
+from profile_cli.commands.output import OUTPUT, OutputSpec
 from profile_cli.commands.progress import progress_bar
 from profile_cli.commands.workload import (
     AttentionOpt,
@@ -199,7 +199,7 @@ def infer(
     sentences = [f"grid: {plan.grid_source}; max_batch_input_product "
                  f"{plan.max_batch_input_product or 'none'}"]
     if save and result.rows:
-        from reports.benchmarks.infer_files import write_inference_outputs
+        from profile_cli.model_results.infer_files import write_inference_outputs
 
         outputs = write_inference_outputs(
             result.rows, INFER_COLUMNS, out_dir, notes=result.notes,
@@ -300,10 +300,10 @@ def mlp(
 
 def _finish(kind: str, result: Any, columns: list[str], table: list[str], out_dir: Path,
             save: bool, out: OutputSpec, series: tuple[str, ...], x: str, title: str) -> None:
-    from reports.benchmarks.micro_files import exponent_sentences
+    from profile_cli.model_results.micro_files import exponent_sentences
 
     if save and result.rows:
-        from reports.benchmarks.micro_files import write_micro_outputs
+        from profile_cli.model_results.micro_files import write_micro_outputs
 
         files = write_micro_outputs(kind, result.rows, columns, out_dir)
         plots = [f.name for f in files if f.suffix == ".png"]

@@ -36,16 +36,9 @@ def mcp(
              "Without it the server only reads.")] = False,
     keep_open: Annotated[int, typer.Option(
         "--keep-open", metavar="N", min=0,
-        help="Keep the last N exports asked about open between questions: the next question "
-             "about one answers from memory (about the size of its cache; 0: open each "
-             "export per question).")] = 2,
-    ahead: Annotated[bool, typer.Option(
-        "--ahead/--no-ahead",
-        help="A second after a question about an export, answer the questions asked most "
-             "(kernels, gpus, nvtx-kernels, dominant, ranges, gaps) of it in a process of "
-             "its own (up to 512 MB) and keep the answers: the agent's next question is "
-             "instant (one asked meanwhile is answered as ever, that process paused).")
-    ] = True,
+        help="Keep the last N exports asked about loaded between questions, and the last "
+             "answers: the next question about one answers from memory (about the size of "
+             "its cache; 0: open each export per question).")] = 2,
 ) -> None:
     """Serve the analyses to coding agents over the Model Context Protocol (stdio).
 
@@ -63,7 +56,7 @@ def mcp(
             raise
         raise McpNotInstalled(f"the MCP server needs the `mcp` package ({exc.name} is not "
                               f"installed): pip install 'nsys-mine[mcp]'.") from None
-    serve(root, http, pages, allow_runs, keep_open, ahead)
+    serve(root, http, pages, allow_runs, keep_open)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,46 +10,37 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterator, List, Optional
 
 import typer
 
-from profile_cli.commands.groups import OptionGroup, dataclass_defaults
+from profile_cli.commands.groups import param_group
+from reports.pipeline.options import Param
 from reports.render import FORMATS, Rendered
 
 if TYPE_CHECKING:
-    from reports.options import AnalysisOptions
-
-
-def choice(values: tuple[str, ...] | list[str], metavar: str | None = None
-           ) -> dict[str, Any]:
-    """``typer.Option`` arguments for a choice among ``values`` (the library's own tuple, so
-    a new value cannot be missing from the CLI): the metavar lists them (or is ``metavar``,
-    where the list would narrow the help at 80 columns: the help then names them), and
-    anything else is a usage error naming them."""
-    allowed = tuple(values)
-
-    def check(value: Any) -> Any:
-        items = value if isinstance(value, (list, tuple)) else [value]
-        for item in items:
-            if item is not None and item not in allowed:
-                raise typer.BadParameter(f"{item!r} is not one of {', '.join(allowed)}")
-        return value
-
-    return {"callback": check, "metavar": metavar or "|".join(allowed)}
+    from reports.pipeline.options import AnalysisOptions
 
 
 OUTPUT_PANEL = "Output"
-FormatOpt = Annotated[
-    str,
-    typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL, **choice(FORMATS),
-                 help="table (for people), md, csv, json, latex, or text (plain: one sentence "
-                      "per row where the report has them)."),
-]
-OutputOpt = Annotated[
-    Optional[Path],
-    typer.Option("--output", "-o", help="Write the output to this file instead of stdout.",
-                 dir_okay=False, writable=True, metavar="FILE", rich_help_panel=OUTPUT_PANEL),
-]
+# The output options of every command that answers with rows (--format, --output, --top,
+# --wide) -> ``OutputSpec``; the MCP tools take ``top`` of them.
+OUTPUT_PARAMS = (
+    Param("format", ("--format", "-f"), "table (for people), md, csv, json, latex, or text "
+          "(plain: one sentence per row where the report has them).", default="table",
+          choices=FORMATS, panel=OUTPUT_PANEL),
+    Param("output", ("--output", "-o"), "Write the output to this file instead of stdout.",
+          type=Path, metavar="FILE", panel=OUTPUT_PANEL, writes=True),
+    Param("top", ("--top",), "Show the N first rows by GPU time (CPU time without kernels); 0 "
+          "shows all. Default: 20 for table/md/latex/text, all rows for json/csv.", type=int,
+          minimum=0, metavar="N", panel=OUTPUT_PANEL),
+    Param("wide", ("--wide",), "Tables at their natural width: no column left out, names "
+          "shortened only past 100 characters.", type=bool, default=False, panel=OUTPUT_PANEL),
+)
 ExportArg = Annotated[
     Path,
     typer.Argument(help="An nsys export: .sqlite, or .nsys-rep/.qdrep (exported with nsys).",
+                   show_default=False, metavar="EXPORT"),
+]
+JobArg = Annotated[
+    List[Path],
+    typer.Argument(help="nsys exports (.sqlite, or .nsys-rep/.qdrep), globs or folders of them.",
                    show_default=False, metavar="EXPORT"),
 ]
 ExportsArg = Annotated[
@@ -154,16 +145,6 @@ def _write(rendered: Rendered, output: Path | None) -> None:
         console.print(part)
 
 
-TopOpt = Annotated[Optional[int], typer.Option(
-    "--top", min=0, metavar="N", rich_help_panel=OUTPUT_PANEL, show_default=False,
-    help="Show the N first rows by GPU time (CPU time without kernels); 0 shows all. Default: "
-         "20 for table/md/latex/text, all rows for json/csv.")]
-WideOpt = Annotated[bool, typer.Option(
-    "--wide", rich_help_panel=OUTPUT_PANEL,
-    help="Tables at their natural width: no column left out, names shortened only past "
-         "100 characters.")]
-
-
 @dataclass(frozen=True)
 class OutputSpec:
     """Where and how a command's answer goes (``--format``, ``--output``, ``--top``,
@@ -186,35 +167,26 @@ class OutputSpec:
         emit(rendered, self.output)
 
 
-# The output options (--format, --output, --top, --wide) -> ``OutputSpec``; a command takes
-# them with ``cls=grouped(OUTPUT())`` (``OUTPUT(top=0)``: its own --top default) and reads
+# The output options as a group -> ``OutputSpec``; a command takes them with
+# ``cls=grouped(OUTPUT())`` (``OUTPUT(top=0)``: its own --top default) and reads
 # ``OUTPUT.of(ctx)``.
-OUTPUT = OptionGroup("out", OutputSpec, {
-    "format": FormatOpt, "output": OutputOpt, "top": TopOpt, "wide": WideOpt,
-}, dataclass_defaults(OutputSpec))
-
-
-# In an answer server (``profile_cli.serve``): its ``reports.ask.HeldSessions``, which opens
-# the exports of every command it runs (the last ones stay loaded).
-SERVED: Any = None
+OUTPUT = param_group("out", OUTPUT_PARAMS, OutputSpec)
 
 
 @contextlib.contextmanager
 def open_session(export: Path, options: AnalysisOptions) -> Iterator[Any]:
-    """The export opened for questions (``reports.session.Session``; in an answer server,
-    its held sessions'), with a spinner on stderr while a long read runs: how every command
-    that mines an export opens it."""
+    """The export opened for questions (``reports.pipeline.session.Session``), with a spinner
+    on stderr while a long read runs: how every command that mines an export opens it."""
     from profile_cli.commands.progress import status
-    from reports.session import Session
+    from reports.pipeline.session import Session
 
-    opener = SERVED.opener if SERVED is not None else Session
-    with status(f"reading {export.name}"), opener(export, options) as session:
+    with status(f"reading {export.name}"), Session(export, options) as session:
         yield session
 
 
 def emit_report(report: Any, columns: list[str], view: Any, out: OutputSpec, *,
                 title: str | None = None, caption: list[str] | None = None) -> None:
-    """Render a ``reports.report.Report`` for ``out`` and write it."""
+    """Render a ``reports.pipeline.report.Report`` for ``out`` and write it."""
     from reports.render import render_rows
 
     out.emit(render_rows(report.rows, columns, out.format, title=title, notes=report.notes,

@@ -18,8 +18,14 @@ from nsys_parsers.errors import BadOption
 from nvtx_model.infer_config import DEFAULT_PROFILE_OUTPUT_LENGTH, WORKLOAD_KINDS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import WorkloadSpec
-from profile_cli.commands.groups import GroupedCommand, OptionGroup, dataclass_defaults, grouped
-from profile_cli.commands.output import OUTPUT, OutputSpec, choice, join_rendered
+from profile_cli.commands.groups import (
+    GroupedCommand,
+    OptionGroup,
+    choice,
+    dataclass_defaults,
+    grouped,
+)
+from profile_cli.commands.output import OUTPUT, OutputSpec, join_rendered
 from profile_cli.commands.progress import progress_board
 from profile_cli.commands.workload import PANEL as WORKLOAD_PANEL
 from profile_cli.commands.workload import WORKLOAD

@@ -16,8 +16,7 @@ import typer
 from nvtx_model.config import ADAMW_IMPLS, COMPILE_MODES, DEVICES, PRESETS
 from nvtx_model.nvtx_ranges import LEVELS
 from nvtx_model.workload import DEFAULT_SIZE, WorkloadSpec
-from profile_cli.commands.groups import OptionGroup, dataclass_defaults
-from profile_cli.commands.output import choice
+from profile_cli.commands.groups import OptionGroup, choice, dataclass_defaults
 
 PANEL = "Workload"
 

@@ -38,8 +38,8 @@ def mine_profile(result: ProfileResult, *, top: int = 15,
     the model, nothing for a command)."""
     if result.kind == "command":
         return mine_command(result, top=top, within=within)
-    from reports.ask import answer
-    from reports.session import Session
+    from reports.pipeline.ask import answer
+    from reports.pipeline.session import Session
 
     notes = list(result.notes)
     if result.status != "ok" or result.sqlite is None:
@@ -73,8 +73,8 @@ def mine_command(result: ProfileResult, *, top: int = 15,
     """The report of a run of your own command: every NVTX range (the program's own, and the
     module/step ranges ``--nvtx`` added), the dominant kernel of the whole run and of each
     range, the top kernels. A program that failed is mined too when nsys wrote an export."""
-    from reports.ask import answer
-    from reports.session import Session
+    from reports.pipeline.ask import answer
+    from reports.pipeline.session import Session
 
     notes = list(result.notes)
     empty = ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],

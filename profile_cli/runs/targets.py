@@ -9,7 +9,7 @@ from typing import Any
 
 from nsys_parsers.errors import ExportNotFound, MissingData
 from profile_cli.runs.sweep import INDEX_NAME, config_labels, sweep_tables
-from reports.multi import ExportTarget
+from reports.pipeline.multi import ExportTarget
 
 
 def _located(folder: Path, stored: str | None) -> str | None:
@@ -35,15 +35,21 @@ def sweep_runs(folder: Path) -> tuple[Any, list[dict[str, Any]]]:
     return tables, runs
 
 
-def build_report(target: Path, options: Any, shape: Any, *, top: int = 20,
-                 opener: Any = None) -> Any:
-    """The page (``reports.page.model.Page``) of an export or of a sweep folder."""
+def build_report(target: Path, options: Any, shape: dict[str, Any] | None = None, *,
+                 top: int = 20, opener: Any = None) -> Any:
+    """The page (``reports.page.model.Page``) of an export, of a sweep folder, or of a folder
+    of exports without a sweep index (the ``ranks`` page: a job's exports, one per rank).
+    ``shape``: the attention shape (``attention``'s parameters by name)."""
     if target.is_dir():
         if not (target / INDEX_NAME).exists():  # a folder of rank exports: the ranks page
-            from reports.page.ranks import is_rank_folder, ranks_page
+            from reports.ranks.page import is_rank_folder, ranks_page
 
             if is_rank_folder(target):
-                return ranks_page([target], options, title=f"nsys-mine ranks report: {target}")
+                page = ranks_page([target], options, title=f"nsys-mine ranks report: {target}")
+                page.lead.insert(0, f"{target} holds nsys exports and no sweep index "
+                                    f"({INDEX_NAME}): this is the answer of `nsys-mine ranks "
+                                    f"{target}`, one rank per GPU process")
+                return page
         tables, runs = sweep_runs(target)
         if tables.kind == "command":
             return command_sweep_page(tables, runs, folder=str(target))

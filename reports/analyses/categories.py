@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.analysis import Analysis, Param
 from reports.categories import CATEGORY_VIEW, CategoryRule, load_rules, rules_table
-from reports.report import Report
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.report import Report
 
 
 def rules_report(rules: list[CategoryRule]) -> Report:

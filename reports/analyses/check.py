@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nsys_parsers.errors import BadOption, NsysMineError, closest_names
-from reports.analysis import VERDICTS_PANEL, Analysis, Param
-from reports.options import AnalysisOptions
+from reports.pipeline.analysis import VERDICTS_PANEL, Analysis, Param
+from reports.pipeline.options import AnalysisOptions
+from reports.pipeline.report import Report
+from reports.pipeline.rules import SHARE_KEYS, CheckKey, CheckRule, RuleOutcome
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report
-from reports.rules import SHARE_KEYS, CheckKey, CheckRule, RuleOutcome
-from reports.session import Session
 
 WHOLE = "whole export"  # what a rule without a range is about, in its name
 CHECK_COLUMNS = ["rule", "range", "status", "observed", "expected", "message"]
@@ -54,7 +54,7 @@ class BadRules(BadOption):
 
 def check_keys() -> list[CheckKey]:
     """Every rule key the analyses declare, in check's order."""
-    from reports.analyses import all_analyses
+    from reports.pipeline.registry import all_analyses
 
     return sorted((k for a in all_analyses() for k in a.checks), key=lambda k: k.order)
 
@@ -228,25 +228,20 @@ def _judged(rules: list[CheckRule], judge: Callable[[CheckRule], RuleOutcome]) -
                              for r in rows])
 
 
-def check(paths: list[Path], options: AnalysisOptions, rules: list[CheckRule],
-          baseline: Path | None = None, junit: Path | None = None,
-          alpha: float = 0.05) -> Report:
-    """``check EXPORT --rules FILE [--baseline BASE]``: ``rules`` as ``validate`` read them
-    (``load_check_rules``); one export: every rule on it (the baseline read with the same
-    options); a folder of rank exports, or several exports: the rules about a job's ranks on
-    all of them (``run_checks_on_exports``)."""
-    if len(paths) == 1 and not paths[0].is_dir():
-        with Session(paths[0], options) as s:
-            s.load(*NEEDS)
-            if baseline is None:
-                report = run_checks(s, rules, alpha=alpha)
-            else:
-                with Session(baseline, options) as b:
-                    report = run_checks(s, rules, b, alpha=alpha)
-            report.title = f"check {s.export.source.name}"
-        return report
-    if not paths:
-        raise BadOption("check needs an export (or a folder of rank exports).")
+def check(s: Session, rules: list[CheckRule], baseline: Session | None = None,
+          junit: Path | None = None, alpha: float = 0.05) -> Report:
+    """``check EXPORT --rules FILE [--baseline BASE]``: every rule (as ``validate`` read them:
+    ``load_check_rules``) on one export (the baseline opened with the same options)."""
+    report = run_checks(s, rules, baseline, alpha=alpha)
+    report.title = f"check {s.export.source.name}"
+    return report
+
+
+def check_job(paths: list[Path], options: AnalysisOptions, rules: list[CheckRule],
+              baseline: Path | None = None, junit: Path | None = None,
+              alpha: float = 0.05) -> Report:
+    """``check DIR --rules FILE``: a folder of rank exports, or several exports: the rules
+    about a job's ranks on all of them (``run_checks_on_exports``)."""
     report = run_checks_on_exports(paths, options, rules)
     report.title = f"check {paths[0].name if len(paths) == 1 else f'{len(paths)} exports'}"
     return report
@@ -276,7 +271,7 @@ ANALYSIS = Analysis(
     `nsys-mine check pr.sqlite --rules perf.toml --baseline main.sqlite --junit check.xml` ·
     `nsys-mine check ranks/ --rules ranks.toml`
     """,
-    run=check, inputs="paths",
+    run=check, run_job=check_job, inputs="job", needs=NEEDS,
     options=("within", "merge_op_ids", "name_kind", "depth", "match", "nsys",
              "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
@@ -284,7 +279,8 @@ ANALYSIS = Analysis(
         Param("rules", ("--rules",), "TOML rules file ([[rule]] tables; see docs/CI.md).",
               type=Path, metavar="FILE", panel=VERDICTS_PANEL, required=True),
         Param("baseline", ("--baseline",), "Baseline export for max_regression_pct rules "
-              "(e.g. main's last run).", type=Path, metavar="EXPORT", panel=VERDICTS_PANEL),
+              "(e.g. main's last run).", type=Path, metavar="EXPORT", panel=VERDICTS_PANEL,
+              export=True),
         Param("junit", ("--junit",), "Also write JUnit XML (one testcase per rule) for CI "
               "test reporters.", type=Path, metavar="FILE", panel=VERDICTS_PANEL, writes=True),
         Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a "

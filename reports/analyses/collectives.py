@@ -26,12 +26,12 @@ from nsys_parsers.arrays import group_ids
 from nsys_parsers.gpu_ops import KERNEL
 from nsys_parsers.intervals import Intervals, intersection
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis
 from reports.collective_kinds import KINDS, collective_kind
 from reports.gpu_time import communication_mask, require_gpu_ops
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.report import Report, r1, rows_of
+from reports.pipeline.session import Session
 from reports.render import View, human_bytes, human_ns
-from reports.report import Report, r1, rows_of
-from reports.session import Session
 
 SIZE_KEY = "Message size [bytes]"
 NCCL_DOMAIN = "NCCL:"

@@ -23,12 +23,11 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.errors import BadOption
-from nvtx_model import nvtx_ranges as nv
-from reports.analysis import READING_PANEL, Analysis, Param
 from reports.families import kernel_family
+from reports.pipeline.analysis import READING_PANEL, Analysis, Param
+from reports.pipeline.report import Report, r1
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report, r1
-from reports.session import Session
 
 # a_per_instance / b_per_instance: calls per range instance (kernels: of the family;
 # categories: of their kernels; CPU-only ranges: instances); ratio: b/a of the GPU (or CPU)
@@ -186,9 +185,10 @@ def _rows(level: str, a: Items, b: Items, side_a: Side, side_b: Side) -> list[di
     return rows
 
 
-def compare(a: Session, b: Session | None, range_a: str | None = None,
+def compare(a: Session, other: Session | None = None, range_a: str | None = None,
             range_b: str | None = None) -> Report:
-    """Two ranges of export a (``b`` None), or a range (or the whole) of two exports."""
+    """Two ranges of export a (``other`` None), or a range (or the whole) of two exports."""
+    b = other
     name_a = a.export.source.name
     if b is None:
         side_a = side_of(a, range_a, range_a or "the whole export")
@@ -204,34 +204,8 @@ def compare(a: Session, b: Session | None, range_a: str | None = None,
     return report
 
 
-def forward_vs_step(s: Session, names: list[str]) -> list[dict[str, Any]]:
-    """Category rows of ``compare --range forward --vs-range step`` (both must exist):
-    category, forward_pct, step_pct, change_pct (step minus forward, percentage points)."""
-    if nv.FORWARD not in names or nv.STEP not in names:
-        return []
-    report = compare_sides(side_of(s, nv.FORWARD, nv.FORWARD), side_of(s, nv.STEP, nv.STEP))
-    return [{"category": r["key"], "forward_pct": r["a_share_pct"] or 0.0,
-             "step_pct": r["b_share_pct"] or 0.0, "change_pct": r["delta_share_pct"]}
-            for r in report.rows if r["level"] == "category"]
-
-
-def _page(ctx: Any) -> list[Any]:
-    """The forward vs step kernel-category mix, for exports of this project's model."""
-    from reports.page.model import Section, Table, Text
-
-    mix = forward_vs_step(ctx.session, list(ctx.range_rows())) if ctx.has_kernels else []
-    if not mix:
-        return []
-    return [Section("Forward vs step: kernel-category mix", "mix", [
-        Text("Share of each kernel category in the GPU time launched inside `forward` "
-             "and inside the whole `step` (%), and the change (nsys-mine compare "
-             "--range forward --vs-range step)."),
-        Table(mix, View(columns=["category", "forward_pct", "step_pct", "change_pct"],
-                        noun="categories"), top=0)])]
-
-
 def _two_sides(params: dict[str, Any], sources: list[Path]) -> dict[str, Any]:
-    if len(sources) < 2 and params["range_a"] is None and params["range_b"] is None:
+    if params["other"] is None and params["range_a"] is None and params["range_b"] is None:
         raise BadOption("compare needs two sides: --range NAME and/or --vs-range NAME of one "
                         "export (e.g. --range forward --vs-range step), or a second export.")
     return params
@@ -247,18 +221,17 @@ ANALYSIS = Analysis(
     Examples: `nsys-mine compare run.sqlite --range forward --vs-range step` ·
     `nsys-mine compare fp32.sqlite bf16.sqlite --range forward`
     """,
-    run=compare, inputs="two",
+    run=compare,
     options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
              "cache", "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(
         Param("other", ("[EXPORT_B]",), "A second export to compare with the first (fp32 vs "
-              "bf16, before vs after).", type=Path, argument=True),
+              "bf16, before vs after).", type=Path, argument=True, export=True),
         Param("range_a", ("--range",), "Side a: this range (default: the whole export).",
               metavar="NAME", panel=READING_PANEL),
         Param("range_b", ("--vs-range",), "Side b: this range (default: --range of the "
               "second export, or the whole export).", metavar="NAME", panel=READING_PANEL),
     ),
     validate=_two_sides, columns=COMPARE_COLUMNS, view=COMPARE_VIEW, order=100,
-    page=_page, page_order=30,
 )

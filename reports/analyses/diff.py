@@ -32,12 +32,12 @@ import numpy as np
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
-from reports.analysis import VERDICTS_PANEL, Analysis, Param
 from reports.families import kernel_family
+from reports.pipeline.analysis import VERDICTS_PANEL, Analysis, Param
+from reports.pipeline.report import Report, r1
+from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report, r1
-from reports.rules import CheckKey, CheckRule, RuleOutcome
-from reports.session import Session
 from reports.stats import MIN_SAMPLES, VERDICTS, judge
 
 DIFF_COLUMNS = [
@@ -352,13 +352,13 @@ ANALYSIS = Analysis(
     Examples: `nsys-mine diff main.sqlite pr.sqlite` ·
     `nsys-mine diff main.sqlite pr.sqlite --threshold 10 --fail-on regression -f json`
     """,
-    run=diff, inputs="two", input_name="base", needs=("kernels", "launches", "ranges"),
+    run=diff, input_name="base", needs=("kernels", "launches", "ranges"),
     options=("within", "merge_op_ids", "name_kind", "rules", "depth", "match", "nsys",
              "cache", "graph_attribution"),
     defaults={"merge_op_ids": "auto"},
     params=(
         Param("cand", ("CAND",), "The candidate export (the new run).", type=Path,
-              argument=True, required=True),
+              argument=True, required=True, export=True),
         Param("threshold", ("--threshold",), "A change smaller than this many percent is "
               "neutral.", type=float, default=5.0, minimum=0.0, metavar="PCT",
               panel=VERDICTS_PANEL),

@@ -27,17 +27,17 @@ from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, Param
-from reports.ask import answer
-from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes, notes_once
+from reports.by import KEY_COLUMNS, by_shape, kernel_keys, key_notes, notes_once
 from reports.categories import CATEGORIES, categorize_many
-from reports.model_ranges import headline_ranges, model_order
-from reports.module_tree import TREE_COLUMN_TYPES, as_tree, tree_section
-from reports.params import ATTRIBUTION
-from reports.render import View, human_ns, shorten
-from reports.report import Report, check_range_names, r1
-from reports.rules import CheckKey, CheckRule, RuleOutcome, share_bounds
-from reports.session import Session
+from reports.model_ranges import model_order
+from reports.module_tree import TREE_COLUMN_TYPES, as_tree
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.ask import answer
+from reports.pipeline.options import ATTRIBUTION, BY
+from reports.pipeline.report import Report, check_range_names, r1
+from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome, share_bounds
+from reports.pipeline.session import Session
+from reports.render import View, shorten
 
 DOMINANT_COLUMNS = [
     "range", "kernel", "category", "share_pct", "total_ns", "instances", "range_instances",
@@ -169,8 +169,7 @@ def dominant(s: Session, range_names: list[str] | None = None,
     report.notes += s.operator_notes() + s.filter_notes()
     tree = s.module_tree() if not range_names else None
     if tree is not None:
-        report = as_tree(report, tree, DOMINANT_TREE_VIEW, pinned=1,
-                         weight=lambda r: r["range_kernel_ns"])
+        report = as_tree(report, tree, pinned=1, weight=lambda r: r["range_kernel_ns"])
     return report
 
 
@@ -313,67 +312,6 @@ def _share_name(where: str, v: dict[str, Any]) -> str:
     return f"{where}: {v['category']} share {share_bounds(v)}"
 
 
-def _cpu_sentence(row: dict[str, Any]) -> str:
-    n = int(row["instances"] or 0)
-    return (f"{shorten(row['range'], 60)}: {human_ns(row['avg_ns'])} per instance (CPU time), "
-            f"{n:,} instance{'s' if n != 1 else ''}, {human_ns(row['total_ns'])} in all")
-
-
-def _headline(ctx: Any) -> list[Any]:
-    """The page's first section: the dominant kernel of the export and of the headline
-    ranges (CPU times of the ranges without kernels)."""
-    from reports.page import plots
-    from reports.page.model import Figure, Section, Sentences, Table, Text
-
-    range_rows = ctx.range_rows()
-    dominant = ctx.answer("dominant") if ctx.has_kernels else None
-    dom_rows = {r["range"]: r for r in (dominant.rows[1:] if dominant else [])}
-    if ctx.has_kernels:
-        gpu_ns = {n: float(r["range_kernel_ns"] or 0) for n, r in dom_rows.items()}
-        names = list(dom_rows) or list(range_rows)
-    else:
-        gpu_ns = {n: float(r["total_ns"] or 0) for n, r in range_rows.items()}
-        names = list(range_rows)
-    headline = headline_ranges(names, gpu_ns)
-    answers = Section("Headline answers", "headline")
-    if dominant is not None:
-        whole = dominant.rows[0]
-        rows = [whole] + [dom_rows[n] for n in headline if n in dom_rows]
-        answers.blocks.append(Sentences([sentence(r) for r in rows]))
-        bars = [(r["range"], r.get("category_shares") or {}) for r in rows
-                if r.get("category_shares")]
-        if bars:
-            answers.blocks.append(Figure(
-                "category-shares", plots.category_shares_png(
-                    [("(whole export)" if n is None else n, s) for n, s in bars],
-                    title="Kernel categories per range (share of the range's GPU time)"),
-                alt="Stacked bars: the share of each kernel category in the GPU time of "
-                    "the whole export and of each headline range."))
-        answers.blocks.append(Table(rows, replace(DOMINANT_VIEW, pinned=1),
-                                    title="Dominant kernel per range", notes=dominant.notes,
-                                    top=0))
-    elif range_rows:
-        rows = [range_rows[n] for n in headline if n in range_rows]
-        answers.blocks.append(Sentences([_cpu_sentence(r) for r in rows]))
-        if rows:
-            answers.blocks.append(Figure(
-                "range-times", plots.range_times_png(
-                    [(r["range"], float(r["avg_ns"] or 0)) for r in rows],
-                    title="Time per range instance (CPU time of the NVTX range)",
-                    xlabel="CPU time per instance (ms)"),
-                alt="Horizontal bars: the CPU time per instance of each headline range."))
-        answers.blocks.append(Text("No CUDA kernels in this export: the times are CPU times "
-                                   "of the NVTX ranges."))
-    else:
-        answers.blocks.append(Text("This export has neither CUDA kernels nor NVTX ranges."))
-    return [answers]
-
-
-def _page(ctx: Any) -> list[Any]:
-    """The headline answers, then the module tree (exports with module ranges)."""
-    return _headline(ctx) + tree_section(ctx)
-
-
 ANALYSIS = Analysis(
     name="dominant",
     help="""Which kernel dominates: for the whole export and for each NVTX range.
@@ -393,7 +331,8 @@ ANALYSIS = Analysis(
     defaults={"merge_op_ids": "auto"},
     params=(Param("range_names", ("--range",), "Only these ranges (repeat the option for "
                   "several).", metavar="NAME", multiple=True), ATTRIBUTION, BY),
-    columns=DOMINANT_COLUMNS, view=DOMINANT_VIEW, title="Dominant kernel per range",
+    columns=DOMINANT_COLUMNS, view=DOMINANT_VIEW, tree_view=DOMINANT_TREE_VIEW,
+    title="Dominant kernel per range",
     shape=lambda params: by_shape(DOMINANT_COLUMNS, DOMINANT_VIEW, params["by"]),
     column_types=TREE_COLUMN_TYPES,
     order=50,
@@ -405,5 +344,4 @@ ANALYSIS = Analysis(
                                            f"/{v['regex'].pattern}/"),
         CheckKey("category", "share", _share_check, order=4, describe=_share_name),
     ),
-    page=_page, page_order=10,
 )

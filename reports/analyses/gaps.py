@@ -39,11 +39,11 @@ from nsys_parsers.items import NVTX, names_of_ids
 from nsys_parsers.kernels import LaunchThreads, api_base_name
 from nsys_parsers.ranges import attributable_rows, is_domain_row
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, Param
 from reports.gpu_time import recorded_ops, require_gpu_ops
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.report import Report, rows_of
+from reports.pipeline.session import Session
 from reports.render import View, human_ns
-from reports.report import Report, rows_of
-from reports.session import Session
 
 GAPS_COLUMNS = [
     "pid", "device", "start_ns", "end_ns", "duration_ns", "cause", "api", "range",

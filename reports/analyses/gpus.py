@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from reports.analysis import Analysis
 from reports.gpu_time import utilization
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.report import Report, r1, rows_of
+from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome
+from reports.pipeline.session import Session
 from reports.render import View, human_ns
-from reports.report import Report, r1, rows_of
-from reports.rules import CheckKey, CheckRule, RuleOutcome
-from reports.session import Session
 
 GPUS_COLUMNS = [
     "pid", "device", "windows", "span_ns", "busy_ns", "idle_ns", "comm_ns", "compute_ns",
@@ -125,25 +125,6 @@ def _limit_check(column: str, what: str) -> Any:
     return evaluate
 
 
-def _page(ctx: Any) -> list[Any]:
-    from reports.page.model import Section, Sentences, Table
-
-    s = ctx.session
-    if s.gpu_ops() is None:
-        return []
-    report = ctx.answer("gpus")
-    blocks: list[Any] = [Sentences(report.sentences),
-                         Table(report.rows, GPUS_VIEW, notes=report.notes, top=0)]
-    blocks += timeline_blocks(s)
-    return [Section("GPU utilization", "gpus", blocks)]
-
-
-def timeline_blocks(s: Session) -> list[Any]:
-    from reports.page.timeline import timeline_figures
-
-    return timeline_figures(s)
-
-
 ANALYSIS = Analysis(
     name="gpus",
     help="""Per-device GPU time: busy, idle, communication (NCCL) and how much of it is exposed.
@@ -159,7 +140,6 @@ ANALYSIS = Analysis(
     run=gpus_report, inputs="exports", needs=("kernels", "kernel_places", "memops"),
     options=("within", "rules", "nsys", "cache"),
     columns=GPUS_COLUMNS, view=GPUS_VIEW, title="GPU time per device", order=62,
-    page=_page, page_order=15,
     checks=(
         CheckKey("max_idle_pct", "limit", _limit_check("idle_pct", "idle"), order=8,
                  describe=lambda where, v: f"{where}: GPU idle <= {v['limit']:g}%"),

@@ -8,10 +8,9 @@ from typing import Any
 from nsys_parsers import queries as Q
 from nsys_parsers.export import Export
 from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
-from reports.analysis import Analysis
-from reports.report import Report
-from reports.session import Session
-from reports.sidecar import config_line
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.report import Report
+from reports.pipeline.session import Session
 
 INFO_KEYS = ["nsys_version", "schema_version", "gpus", "tables", "capture_command",
              "kernel_count", "nvtx_range_count", "capture_time", "version_source"]
@@ -55,46 +54,9 @@ def info_for_people(info: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 def info(s: Session) -> Report:
     data = export_info(s.export)
-    human, notes = info_for_people(data)
-    return Report(rows=[], columns=INFO_KEYS, obj=data, obj_for_people=human,
-                  notes=notes, title=f"nsys export {s.export.source.name}")
-
-
-def _facts(info: dict[str, Any], label: str, sidecar: dict[str, Any] | None
-           ) -> list[tuple[str, str]]:
-    gpus = Counter(info.get("gpus") or [])
-    tables = {t: n for t, n in (info.get("tables") or {}).items()
-              if n and not t.startswith("ENUM_")}
-    facts = [
-        ("export", label),
-        ("nsys version", str(info.get("nsys_version") or "unknown")),
-        ("schema version", str(info.get("schema_version") or "unknown")),
-        ("GPUs", ", ".join(f"{n} x {g}" if n > 1 else g for g, n in gpus.items())
-         or "none listed"),
-        ("capture command", str(info.get("capture_command") or "not recorded")),
-        ("capture time", str(info.get("capture_time") or "not recorded")),
-        ("CUDA kernels", f"{info.get('kernel_count', 0):,}"),
-        ("NVTX ranges", f"{info.get('nvtx_range_count', 0):,}"),
-        ("tables with rows", ", ".join(f"{t} {n:,}" for t, n in tables.items())),
-    ]
-    if sidecar:
-        command = sidecar.get("command")
-        facts += [
-            ("profiled config", config_line(sidecar.get("config") or {})),
-            ("nsys command", " ".join(map(str, command)) if isinstance(command, list)
-             else str(command)),
-            ("python / torch", f"{sidecar.get('python')} / {sidecar.get('torch')}"),
-        ]
-    return facts
-
-
-def _page(ctx: Any) -> list[Any]:
-    """The page's last section: what the export is."""
-    from reports.page.model import Block, Facts, Section, Text
-
-    facts: list[Block] = [Facts(_facts(export_info(ctx.session.export), ctx.label,
-                                       ctx.sidecar))]
-    return [Section("Export", "export", facts + [Text(n) for n in ctx.notes])]
+    _, notes = info_for_people(data)
+    return Report(rows=[], columns=INFO_KEYS, obj=data, notes=notes,
+                  title=f"nsys export {s.export.source.name}")
 
 
 ANALYSIS = Analysis(
@@ -103,5 +65,6 @@ ANALYSIS = Analysis(
 
     Example: `nsys-mine info run.sqlite --format json`
     """,
-    run=info, columns=INFO_KEYS, order=10, default_top=0, page=_page, page_order=70,
+    run=info, columns=INFO_KEYS, order=10, default_top=0,
+    people=lambda obj: info_for_people(obj)[0],
 )

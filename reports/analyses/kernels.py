@@ -15,12 +15,13 @@ import numpy as np
 
 from nsys_parsers.arrays import group_ids, sorted_unique
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, Param
-from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, key_notes
+from reports.by import KEY_COLUMNS, by_shape, kernel_keys, key_notes
 from reports.categories import categorize_many
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.options import BY
+from reports.pipeline.report import Report, check_range_names, group_stats, r1
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report, check_range_names, group_stats, r1
-from reports.session import Session
 
 KERNEL_COLUMNS = [
     "name", "category", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
@@ -98,16 +99,6 @@ def kernel_summary(s: Session, range_name: str | None = None, by: str | None = N
                   title=f"{title} by {by}")
 
 
-def _page(ctx: Any) -> list[Any]:
-    from reports.page.model import Section, Table
-
-    if not ctx.has_kernels:
-        return []
-    kernels = ctx.answer("kernels")
-    return [Section("Top kernels", "kernels", [
-        Table(kernels.rows, KERNEL_VIEW, notes=kernels.notes, top=ctx.top)])]
-
-
 ANALYSIS = Analysis(
     name="kernels",
     help="""CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum).
@@ -124,5 +115,4 @@ ANALYSIS = Analysis(
                   "this name.", metavar="NAME"), BY),
     columns=KERNEL_COLUMNS, view=KERNEL_VIEW, title="CUDA kernels", order=20,
     shape=lambda params: by_shape(KERNEL_COLUMNS, KERNEL_VIEW, params["by"]),
-    page=_page, page_order=40,
 )

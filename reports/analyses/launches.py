@@ -28,10 +28,10 @@ from nsys_parsers.arrays import factorize, group_ids
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import api_base_name, launch_rows
 from nsys_parsers.schema import RUNTIME_TABLE
-from reports.analysis import Analysis
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.report import Report, group_stats, r1_array
+from reports.pipeline.session import Session
 from reports.render import View, human_ns, shorten
-from reports.report import Report, group_stats, r1_array
-from reports.session import Session
 
 PHASES = ("launch", "api", "queue", "kernel")
 STATS = ("avg", "med", "min", "max", "stddev", "total")

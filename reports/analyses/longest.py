@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from nsys_parsers.ids import pid_of
-from reports.analysis import Analysis, Param
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.report import Report, r1
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report, r1
-from reports.session import Session
 
 COLUMNS = ["kernel", "duration_ns", "start_ns", "device", "stream", "pid", "range",
            "share_pct"]

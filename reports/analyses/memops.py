@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from nsys_parsers.arrays import group_ids
 from nsys_parsers.errors import MissingData
 from nsys_parsers.schema import MEMCPY_TABLE, MEMSET_TABLE
-from reports.analysis import Analysis
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.report import Report, group_stats, r1
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report, group_stats, r1
-from reports.session import Session
 
 MEMOPS_VIEW = View(
     columns=["time_pct", "total_ns", "instances", "total_bytes", "throughput_gbps", "avg_ns",
@@ -56,17 +54,6 @@ def memops_summary(s: Session) -> Report:
     return Report(rows=rows, columns=MEMOPS_COLUMNS)
 
 
-def _page(ctx: Any) -> list[Any]:
-    from reports.page.model import Section, Table, Text
-
-    try:
-        memops = ctx.answer("memops")
-        blocks: list[Any] = [Table(memops.rows, MEMOPS_VIEW, notes=memops.notes, top=0)]
-    except MissingData as exc:
-        blocks = [Text(str(exc))]
-    return [Section("Memory operations", "memops", blocks)]
-
-
 ANALYSIS = Analysis(
     name="memops",
     help="""Memory operations: memcpy by kind and memset, count, bytes, time and throughput.
@@ -74,5 +61,5 @@ ANALYSIS = Analysis(
     Example: `nsys-mine memops run.sqlite`
     """,
     run=memops_summary, needs=("memops",), columns=MEMOPS_COLUMNS, view=MEMOPS_VIEW,
-    title="Memory operations", order=60, page=_page, page_order=60,
+    title="Memory operations", order=60,
 )

@@ -23,11 +23,11 @@ from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis
-from reports.params import ATTRIBUTION
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.options import ATTRIBUTION
+from reports.pipeline.report import Report, group_stats, rows_of
+from reports.pipeline.session import Session
 from reports.render import View
-from reports.report import Report, group_stats, rows_of
-from reports.session import Session
 
 NVTX_KERNEL_VIEW = View(
     columns=["total_ns", "kernel_instances", "range_instances", "avg_ns", "med_ns", "min_ns",

@@ -27,13 +27,15 @@ from nsys_parsers.names import RangeNames
 from nsys_parsers.nesting import nesting_depth
 from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
-from reports.analysis import Analysis, Param
-from reports.by import BY, KEY_COLUMNS, by_shape, kernel_keys, notes_once
+from reports.by import KEY_COLUMNS, by_shape, kernel_keys, notes_once
 from reports.module_tree import TREE_COLUMN_TYPES, as_tree
+from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.options import BY
+from reports.pipeline.report import Report, group_stats, rows_of
+from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome
+from reports.pipeline.session import Session
 from reports.render import View, human_ns
-from reports.report import ColumnRows, Report, group_stats, rows_of
-from reports.rules import CheckKey, CheckRule, RuleOutcome
-from reports.session import Session
+from reports.render.rows import ColumnRows
 
 RANGE_VIEW_COLUMNS = [
     "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns",
@@ -79,7 +81,7 @@ def range_summary(s: Session, instances: bool = False, by: str | None = None) ->
     tree = s.module_tree()
     if tree is not None:  # siblings by GPU time, or CPU time without kernels
         key = "gpu_inclusive_ns" if any(r["gpu_inclusive_ns"] for r in report.rows) else "total_ns"
-        report = as_tree(report, tree, RANGE_TREE_VIEW, weight=lambda r: r[key])
+        report = as_tree(report, tree, weight=lambda r: r[key])
     return report
 
 
@@ -391,25 +393,6 @@ def _per_instance(unit: str) -> Callable[[str, dict[str, Any]], str]:
     return lambda where, v: f"{where}: {unit} time per instance <= {human_ns(v['limit'])}"
 
 
-def _page(ctx: Any) -> list[Any]:
-    """The range table, in the model's nesting order for exports of this project's model, as
-    the module tree for exports with module ranges."""
-    from nvtx_model.nvtx_ranges import HEADLINE_RANGES
-    from reports.model_ranges import model_order
-    from reports.page.model import Section, Table
-
-    if not ctx.has_ranges:
-        return []
-    ranges = ctx.answer("ranges")
-    order = {n: i for i, n in enumerate(HEADLINE_RANGES)}
-    view, rows = ranges.view or RANGE_VIEW, ranges.rows
-    if ranges.view is None and model_order([r["range"] for r in rows]):
-        view = replace(RANGE_VIEW, rank_by=())
-        rows = sorted(rows, key=lambda r: (order.get(r["range"], len(order)), r["range"]))
-    return [Section("NVTX ranges", "ranges", [Table(rows, view, notes=ranges.notes,
-                                                    top=ctx.top)])]
-
-
 ANALYSIS = Analysis(
     name="ranges",
     help="""NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
@@ -428,11 +411,11 @@ ANALYSIS = Analysis(
     params=(Param("instances", ("--instances",), "One row per range instance: its start, "
                   "CPU time and GPU projection (first to last GPU operation launched inside, "
                   "as nsys nvtxgpuproj).", type=bool, default=False), BY),
-    columns=RANGE_COLUMNS, view=RANGE_VIEW, title="NVTX ranges", order=30,
+    columns=RANGE_COLUMNS, view=RANGE_VIEW, tree_view=RANGE_TREE_VIEW, title="NVTX ranges",
+    order=30,
     shape=lambda params: ((INSTANCE_COLUMNS, INSTANCE_VIEW) if params["instances"] else
                           by_shape(RANGE_COLUMNS, RANGE_VIEW, params["by"])),
     column_types=TREE_COLUMN_TYPES,
-    page=_page, page_order=50,
     checks=(
         CheckKey("min_instances", "count", _min_instances, needs_range=True, order=1,
                  describe=lambda where, v: f"{where}: at least {v['min']} instances"),

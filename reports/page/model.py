@@ -9,6 +9,7 @@ as it is here and escaped by each renderer.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 from urllib.parse import quote
@@ -34,7 +35,7 @@ class Sentences:
 class Table:
     """Report rows shown through a ``View`` (its top ``top`` rows; 0 = all)."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[dict[str, Any]]
     view: View
     title: str | None = None
     notes: list[str] = field(default_factory=list)

@@ -1,6 +1,7 @@
 """The report page's plots (``nsys-mine report``), drawn with matplotlib's Agg canvas (no
 display, no pyplot state) and returned as PNG bytes. Plain data in (no analysis here): labels
-and numbers out of reports. (``reports.benchmarks.plots`` draws infer's and micro's plot files.)
+and numbers out of reports. (``profile_cli.model_results.plots`` draws infer's and micro's
+plot files.)
 
 Every plot labels its axes with units, gives each kernel category the same colour everywhere
 (``category_color``), shortens long names, and sizes itself to its content so that labels do

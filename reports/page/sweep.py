@@ -20,8 +20,9 @@ from typing import Any
 
 from nsys_parsers.errors import BadOption, RangeNotFound
 from nvtx_model import nvtx_ranges as nv
-from reports.analyses.attention import ATTENTION_VIEW, SUB_RANGES, AttentionShape, attention_rows
+from reports.attention_flops import SUB_RANGES, AttentionShape, attention_rows
 from reports.page.model import Figure, Page, Section, Sentences, Table, Text
+from reports.pipeline.registry import get
 from reports.render import View
 from reports.sidecar import read_sidecar
 
@@ -100,8 +101,10 @@ def sweep_page(runs: list[dict[str, Any]], dominant: list[dict[str, Any]],
     page.sections += [answers, _heatmaps(c), _context_lines(c)]
     att_rows, att_notes = _attention_rows(runs, c.label, c.times)
     if att_rows or att_notes:
+        view = get("attention").view
+        assert view is not None
         page.sections.append(Section("Attention: runtime vs FLOPs per config", "attention", [
-            Table(att_rows, replace(ATTENTION_VIEW, columns=["config", *ATTENTION_VIEW.columns]),
+            Table(att_rows, replace(view, columns=["config", *view.columns]),
                   notes=att_notes, top=0)]))
     if c.has_kernels:
         page.sections.append(_dominant_section(dominant, mix))

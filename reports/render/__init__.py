@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from nsys_parsers.errors import BadOption
 from reports.render.names import MAX_NAME_CHARS, shorten, shorten_columns, shorten_name
+from reports.render.rows import ColumnRows
 from reports.render.table import (
     DEFAULT_DROP,
     TREE_INDENT,
@@ -34,7 +35,6 @@ from reports.render.writers import (
     to_latex,
     to_markdown,
 )
-from reports.report import ColumnRows
 
 FORMATS = ("table", "md", "csv", "json", "latex", "text")
 HUMAN_FORMATS = ("table", "md", "latex", "text")

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any
 
-from reports.inductor import display, shortened
+from reports.render.inductor import display, shortened
 
 # Long kernel names (templated C++ can be hundreds of KiB) are shortened only here.
 MAX_NAME_CHARS = 100
@@ -30,7 +30,7 @@ def cell_width(text: str) -> int:
 def shorten(value: Any, width: int = MAX_NAME_CHARS, *, signature: bool = False) -> Any:
     """Strings wider than ``width`` cells shortened with ``shorten_name``; other values as
     given. A kernel name (``signature``) of TorchInductor says what it fused
-    (``reports.inductor.display``)."""
+    (``reports.render.inductor.display``)."""
     if signature and isinstance(value, str):
         value = display(value)
     if isinstance(value, str) and cell_width(value) > width:

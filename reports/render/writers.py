@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from nsys_parsers.plain import jsonable
+from reports.render.rows import ColumnRows
 from reports.render.values import cell, numeric
-from reports.report import ColumnRows
 
 
 def _plain(column: str, value: Any) -> Any:

@@ -542,7 +542,7 @@ def test_docs_example_loads(tmp_path: Path) -> None:
     assert categorize("ampere_sgemm_128x64_tn", rules) == "other"
 
 
-# ---- TorchInductor kernels: what they fused, read from the name (reports.inductor) -------
+# ---- TorchInductor kernels: what they fused, read from the name (reports.render.inductor) -------
 @pytest.mark.parametrize("name, ops", [
     ("triton_poi_fused_add_mul_0", ("add", "mul")),
     ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1",
@@ -561,14 +561,14 @@ def test_docs_example_loads(tmp_path: Path) -> None:
     ("void at::native::elementwise_kernel<triton_poi_fused_add_0>", None),
 ])
 def test_inductor_fused_operators(name, ops):
-    from reports.inductor import display, fused_ops
+    from reports.render.inductor import display, fused_ops
 
     assert fused_ops(name) == ops
     assert display(name) == (name if ops is None else f"{name} · fused: {', '.join(ops)}")
 
 
 def test_inductor_names_shortened_keep_the_label():
-    from reports.inductor import display, shortened
+    from reports.render.inductor import display, shortened
 
     shown = display("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1")
     assert [shortened(shown, w) for w in (90, 50, 30, 16, 10)] == [

@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from reports.ask import ask
 from reports.collective_kinds import collective_kind
+from reports.pipeline.ask import ask
 from tests.synth import Synth
 
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"

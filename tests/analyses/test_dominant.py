@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from reports.ask import ask
+from reports.pipeline.ask import ask
 
 
 def test_fastvideo_dominant_per_operator(fx):

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from nsys_parsers.errors import MissingData
-from reports.ask import ask
+from reports.pipeline.ask import ask
 from tests.conftest import CS336, KNOWN
 from tests.nsys_stats import gpu_starv
 from tests.synth import Synth, gtid

@@ -11,8 +11,8 @@ from collections import defaultdict
 import pytest
 
 from nsys_parsers.errors import MissingData
-from reports.ask import ask
 from reports.categories import categorize
+from reports.pipeline.ask import ask
 from tests.conftest import CS336, KNOWN
 from tests.reference import OPS_SQL
 from tests.synth import Synth
@@ -207,7 +207,7 @@ def test_gpus_read_at_80_and_120_columns(width, cli, fx, monkeypatch):
 
 def test_report_page_has_utilization_and_a_timeline(fx):
     from reports.page.export import export_page
-    from reports.session import Session
+    from reports.pipeline.session import Session
 
     with Session(fx(DDP)) as s:
         page = export_page(s, label="ddp")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.ask import ask
+from reports.pipeline.ask import ask
 
 
 @pytest.mark.parametrize("name,version,schema,gpus,kernels,nvtx", [

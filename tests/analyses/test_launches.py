@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from nsys_parsers.errors import MissingData
-from reports.ask import ask
+from reports.pipeline.ask import ask
 from tests.conftest import CS336, KNOWN
 from tests.nsys_stats import close, none, nsys_answer
 from tests.synth import Synth

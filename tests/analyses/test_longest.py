@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.ask import ask
+from reports.pipeline.ask import ask
 
 
 def test_the_longest_runs_of_a_two_gpu_capture(fx):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nsys_parsers.errors import MissingData
-from reports.ask import ask
+from reports.pipeline.ask import ask
 from tests.conftest import KNOWN
 from tests.nsys_stats import close, nsys_stats
 

@@ -11,7 +11,7 @@ import pytest
 
 from nsys_parsers.errors import MissingData
 from nsys_parsers.export import open_export
-from reports.ask import ask
+from reports.pipeline.ask import ask
 from tests.conftest import KNOWN
 from tests.nsys_stats import close, none, nsys_stats
 

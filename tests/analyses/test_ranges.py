@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nsys_parsers.errors import MissingData
-from reports.ask import ask
+from reports.pipeline.ask import ask
 from tests.conftest import CS336, KNOWN
 from tests.nsys_stats import close, nsys_answer, nsys_stats
 
@@ -163,8 +163,8 @@ def test_instance_rows_are_kept_as_columns_and_streamed_as_csv(fx, cli, monkeypa
     """One row per instance (millions at scale) is kept as columns: read as row dicts, and
     written as CSV and JSON a chunk at a time, the same text as from a list of dicts."""
     from reports.render import render_rows
+    from reports.render.rows import ColumnRows
     from reports.render.writers import to_csv, to_json
-    from reports.report import ColumnRows
 
     export = fx("cs336_lizhieffe_ddp53_profile.sqlite")
     report = ask("ranges", [export], instances=True)
@@ -195,7 +195,7 @@ def test_instances_and_pairs_the_same_a_few_ranges_at_a_time(fx, monkeypatch):
     step split across chunks) give the same pairs and the same rows as one chunk."""
     from nsys_parsers import attribution
     from nsys_parsers.nesting import nesting_depth
-    from reports.session import Session
+    from reports.pipeline.session import Session
 
     export = fx("cs336_lizhieffe_ddp53_profile.sqlite")
     with Session(export) as s:

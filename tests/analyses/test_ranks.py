@@ -27,10 +27,10 @@ pytest.importorskip("distributed")
 from benchmarks.rank_exports import build_rank_exports, truncate_export  # noqa: E402
 from nsys_parsers.errors import BadOption, ExportNotFound  # noqa: E402
 from reports.analyses.ranks import mine_ranks, ranks  # noqa: E402
-from reports.ask import ask  # noqa: E402
-from reports.cluster import map_exports  # noqa: E402
-from reports.rank_match import RanksMismatch  # noqa: E402
-from reports.rank_summary import (  # noqa: E402
+from reports.pipeline.ask import ask  # noqa: E402
+from reports.ranks.cluster import map_exports  # noqa: E402
+from reports.ranks.matching import RanksMismatch  # noqa: E402
+from reports.ranks.summary import (  # noqa: E402
     rank_from_capture,
     rank_from_name,
     summarize_export,
@@ -208,7 +208,7 @@ def test_bad_options_and_paths():
 
 
 def test_the_command_line(built, cli, client, monkeypatch):
-    monkeypatch.setattr("reports.cluster.CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr("reports.ranks.cluster.CONNECT_TIMEOUT_S", 2)
     res = cli("ranks", built, "--workers", "2", "-f", "json")
     assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
@@ -340,7 +340,7 @@ def test_check_rules_on_a_folder_of_rank_exports(built, tmp_path, cli):
 
 
 def test_progress_over_ranks(built, client):
-    from reports.cluster import PROGRESS
+    from reports.ranks.cluster import PROGRESS
 
     seen = []
     token = PROGRESS.set(lambda done, total, what: seen.append((done, total)))
@@ -352,12 +352,10 @@ def test_progress_over_ranks(built, client):
 
 
 def test_the_page_of_a_folder_of_ranks(built, client, cli, tmp_path):
-    from reports.cluster import Engine
     from reports.page.model import page_markdown
-    from reports.page.ranks import ranks_page
+    from reports.ranks.page import ranks_page
 
-    page = ranks_page([built], engine=Engine(scheduler=client.scheduler.address),
-                      title="ranks")
+    page = ranks_page([built], scheduler=client.scheduler.address, title="ranks")
     text, files = page_markdown(page, "page")
     assert f"rank {SLOW} arrives 2.000 ms late at 230 of 230" in text
     assert sorted(files) == ["page-lateness.png", "page-rank-lanes.png", "page-rank-time.png"]
@@ -370,6 +368,7 @@ def test_the_page_of_a_folder_of_ranks(built, client, cli, tmp_path):
     assert res.exit_code == 0, res.stderr
     text = (tmp_path / "one.md").read_text()
     assert text.startswith("# nsys-mine ranks report: ")
+    assert "holds nsys exports and no sweep index" in text  # it says what it answers
     assert "nothing to compare" in text
 
 
@@ -397,7 +396,7 @@ def test_reports_are_exported_on_the_workers(fx, nsys_bin, client):
 
 
 def test_clocks_fall_back_to_the_session_start(built):
-    from reports.rank_match import match
+    from reports.ranks.matching import match
 
     summaries = [summarize_export(built / f"rank_{r}.sqlite")[0] for r in (0, 1)]
     aligned = match(summaries, [0, 1])

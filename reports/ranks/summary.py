@@ -5,8 +5,8 @@ needs of each rank, built where the export is (a Dask worker), small enough to s
 device) that ran GPU work (an export of one rank has one; a torchrun capture under one ``nsys
 profile`` has one per process). Each holds:
 
-* the ``gpus`` row of that process and device (asked through ``reports.ask.answer``: value for
-  value what ``nsys-mine gpus`` says);
+* the ``gpus`` row of that process and device (asked through ``reports.pipeline.ask.answer``:
+  value for value what ``nsys-mine gpus`` says);
 * its collective kernels (the ``communication`` category), in the order they are matched
   across ranks: per communicator where NCCL's NVTX payload names it (the kernel launched
   inside an ``ncclAllReduce``... call), else per collective kind and stream, each with its
@@ -20,7 +20,7 @@ profile`` has one per process). Each holds:
   rank as the export says it (NCCL payload, file name, environment) and the GPU lanes for the
   page's timeline (unions of compute and communication kernels).
 
-Numbers are nanoseconds on the rank's own clock; ``reports.rank_match`` aligns them.
+Numbers are nanoseconds on the rank's own clock; ``reports.ranks.matching`` aligns them.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped
 from nsys_parsers.nccl import ITEMS_READ as NCCL_ITEMS
 from nsys_parsers.nccl import NcclCalls, nccl_calls
-from reports.ask import answer
 from reports.categories import categorize_many
 from reports.collective_kinds import collective_kind
-from reports.options import AnalysisOptions
-from reports.session import Session
+from reports.pipeline.ask import answer
+from reports.pipeline.options import AnalysisOptions
+from reports.pipeline.session import Session
 
 COMMUNICATION = "communication"
 CAUSES = ("cpu", "sync", "api", "unknown")
@@ -142,41 +142,47 @@ def rank_from_capture(env: dict[str, str], args: list[str]) -> tuple[int | None,
 
 def summarize_export(path: str | Path, options: AnalysisOptions | None = None,
                      step_range: str | None = None) -> list[RankSummary]:
-    """The summaries of one export (see the module docstring); ``step_range``: the range
-    whose instances are steps (default: ``options.within``, else ``step`` if present)."""
-    options = options or AnalysisOptions()
-    with Session(path, options) as s:
-        s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges",
-               *NCCL_ITEMS)  # one read of all
-        gpus = answer(s, "gpus")
-        gaps = answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows
-        calls = nccl_calls(s.trace) if s.has_ranges else None
-        utc = session_start_utc(s.export)
-        env, args = capture_environment(s.export)
-        label = Path(path).name
-        rows = [r for r in gpus.rows if r["pid"] is not None and r["pid"] >= 0]
-        pids = sorted({int(r["pid"]) for r in rows})
-        steps_name = step_range or s.within or (STEP_RANGE if _has_range(s, STEP_RANGE) else None)
-        out = []
-        for row in rows:
-            pid, device = int(row["pid"]), int(row["device"])
-            hint, source, nranks = _rank_hint(calls, pid, label, env, args, len(pids))
-            summary = RankSummary(
-                export=str(path), label=label, pid=pid, device=device, rank_hint=hint,
-                rank_source=source, nranks=nranks, processes=len(pids), utc_start_ns=utc,
-                gpus=dict(row), notes=list(gpus.notes))
-            _collectives(s, summary, calls)
-            _idle_before(summary, [g for g in gaps if g["pid"] == pid
-                                   and g["device"] == device])
-            if steps_name is not None:
-                summary.step_range = steps_name
-                summary.steps = _steps(s, steps_name, pid)
-            summary.ranges = _range_times(s, pid)
-            _range_windows(s, summary)
-            summary.kernels = _kernel_times(s, pid, device)
-            _lanes(s, summary)
-            out.append(summary)
-        return out
+    """The summaries of one export (see the module docstring), opened here (on a worker);
+    ``step_range``: the range whose instances are steps (default: ``options.within``, else
+    ``step`` if present)."""
+    with Session(path, options or AnalysisOptions()) as s:
+        return summarize_session(s, step_range)
+
+
+def summarize_session(s: Session, step_range: str | None = None) -> list[RankSummary]:
+    """The summaries of an open export (``summarize_export``)."""
+    s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges",
+           *NCCL_ITEMS)  # one read of all
+    gpus = answer(s, "gpus")
+    gaps = answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows
+    calls = nccl_calls(s.trace) if s.has_ranges else None
+    utc = session_start_utc(s.export)
+    env, args = capture_environment(s.export)
+    path = s.export.source
+    label = path.name
+    rows = [r for r in gpus.rows if r["pid"] is not None and r["pid"] >= 0]
+    pids = sorted({int(r["pid"]) for r in rows})
+    steps_name = step_range or s.within or (STEP_RANGE if _has_range(s, STEP_RANGE) else None)
+    out = []
+    for row in rows:
+        pid, device = int(row["pid"]), int(row["device"])
+        hint, source, nranks = _rank_hint(calls, pid, label, env, args, len(pids))
+        summary = RankSummary(
+            export=str(path), label=label, pid=pid, device=device, rank_hint=hint,
+            rank_source=source, nranks=nranks, processes=len(pids), utc_start_ns=utc,
+            gpus=dict(row), notes=list(gpus.notes))
+        _collectives(s, summary, calls)
+        _idle_before(summary, [g for g in gaps if g["pid"] == pid
+                               and g["device"] == device])
+        if steps_name is not None:
+            summary.step_range = steps_name
+            summary.steps = _steps(s, steps_name, pid)
+        summary.ranges = _range_times(s, pid)
+        _range_windows(s, summary)
+        summary.kernels = _kernel_times(s, pid, device)
+        _lanes(s, summary)
+        out.append(summary)
+    return out
 
 
 def _has_range(s: Session, name: str) -> bool:

@@ -1,22 +1,22 @@
 """One question asked of several exports: the rows of each, with a ``config`` column.
 
-``kernels``, ``ranges`` and ``dominant`` take several exports or a sweep folder; each export is
-asked the same question on its own (``reports.ask``), and its rows get the label of its config
-(the config fields that vary, from the ``profile`` sidecars or the sweep index: the command
-line's ``profile_cli.runs.targets``) or its file name. Rows keep their keys, with ``config``
-first; people see the top rows of each export (``combine``'s ``top_each``), machines every
-row.
+``kernels``, ``ranges`` and ``dominant`` take several exports or a sweep folder; each export
+is asked the same question on its own (``reports.pipeline.ask``), and its rows get the label
+of its config (the config fields that vary, from the ``profile`` sidecars or the sweep index:
+the command line's ``profile_cli.runs.targets``) or its file name. Rows keep their keys, with
+``config`` first; people see the top rows of each export (``combine``'s ``top_each``),
+machines every row.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from nsys_parsers.errors import BadOption, NsysMineError
+from reports.pipeline.report import MULTI_COLUMN, Report
 from reports.render import View, rank_rows
-from reports.report import Report
 
 TOP_EACH = 5  # rows per export that people see by default
 
@@ -57,7 +57,7 @@ def ask_each(targets: list[ExportTarget], ask: Callable[[ExportTarget], Report]
 def file_targets(paths: list[Path]) -> list[ExportTarget]:
     """Export files labelled by their name (their path, where names repeat). A folder is
     refused: the command line finds the exports of sweep folders (``targets=`` of
-    ``reports.ask.ask``)."""
+    ``reports.pipeline.ask.ask``)."""
     for p in paths:
         if p.is_dir():
             raise BadOption(f"{p} is a folder: give export files, or ask through `nsys-mine`, "
@@ -69,11 +69,10 @@ def file_targets(paths: list[Path]) -> list[ExportTarget]:
 
 
 def combine(answers: list[Answer], columns: list[str], view: View, *,
-            skipped: Sequence[str] = (), top_each: int | None = None) -> tuple[Report, View]:
-    """One report of every answer's rows with ``config`` first, and the view people see it
-    through (``config`` first, no pinned rows, rows in export order). ``top_each``: the top
-    rows of each export (its view's ranking, pinned rows kept); None or 0: all rows. Notes
-    that every export gives are said once; others name their export."""
+            skipped: Sequence[str] = (), top_each: int | None = None) -> Report:
+    """One report of every answer's rows with ``config`` first, each export's rows ranked by
+    ``view``. ``top_each``: the top rows of each export (pinned rows kept); None or 0: all
+    rows. Notes that every export gives are said once; others name their export."""
     rows: list[dict[str, Any]] = []
     sentences: list[str] = []
     for a in answers:
@@ -82,7 +81,7 @@ def combine(answers: list[Answer], columns: list[str], view: View, *,
         if top_each:
             ranked = ranked[:view.pinned + top_each]
         for r in ranked:
-            rows.append({"config": a.target.label, **{c: r.get(c) for c in columns}})
+            rows.append({MULTI_COLUMN: a.target.label, **{c: r.get(c) for c in columns}})
             if id(r) in own:
                 sentences.append(f"{a.target.label}: {own[id(r)]}")
     notes: list[str] = []
@@ -99,6 +98,5 @@ def combine(answers: list[Answer], columns: list[str], view: View, *,
         notes.insert(0, f"the top {top_each} {view.noun} of each export; --top N shows N "
                         f"per export, --top 0 all")
     notes += list(skipped)
-    report = Report(rows=rows, columns=["config", *columns], notes=notes, sentences=sentences)
-    people = replace(view, columns=["config", *view.columns], pinned=0, rank_by=())
-    return report, people
+    return Report(rows=rows, columns=[MULTI_COLUMN, *columns], notes=notes,
+                  sentences=sentences)

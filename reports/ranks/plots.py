@@ -1,4 +1,4 @@
-"""The plots of the ranks page (``reports.page.ranks``), drawn as ``reports.page.plots``
+"""The plots of the ranks page (``reports.ranks.page``), drawn as ``reports.page.plots``
 draws: matplotlib's Agg canvas, PNG bytes out, plain numbers in."""
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from reports.analysis import Analysis
-from reports.report import Report
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.report import MULTI_COLUMN, Report
 
 JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
 TYPES = ("string", "integer", "number", "boolean", "object", "array", "any")
@@ -59,7 +59,6 @@ UNITS: tuple[tuple[str, str], ...] = (
     ("_ns", "ns"), ("_pct", "%"), ("_bytes", "bytes"), ("_gbps", "GB/s"),
     ("_gflops", "GFLOP/s"),
 )
-MULTI_COLUMN = "config"  # the label column of several exports' rows (reports.multi)
 _SHAPE_COMBINATIONS = 256  # parameter combinations tried for shapes, at most
 
 
@@ -75,7 +74,7 @@ def column_type(a: Analysis, column: str) -> str:
     if declared is None or declared not in TYPES:
         raise UnknownColumn(
             f"{a.name}: no JSON type for column {column!r}: name it by the conventions of "
-            f"reports/contract.py (units in the name: _ns, _pct, _bytes...) or declare "
+            f"reports/pipeline/contract.py (units in the name: _ns, _pct, _bytes...) or declare "
             f"column_types={{{column!r}: 'number'}} (one of {', '.join(TYPES)}) in its "
             f"Analysis.")
     return declared
@@ -165,7 +164,7 @@ def schema_documents(analyses: tuple[Analysis, ...] | None = None) -> dict[str, 
     """File name -> text of every schema file of docs/schema (one per command, and
     index.json: every command's version and the contract's)."""
     if analyses is None:
-        from reports.analyses import all_analyses
+        from reports.pipeline.registry import all_analyses
 
         analyses = all_analyses()
     files = {f"{a.name}.json": _dump(schema_document(a)) for a in analyses}
@@ -229,10 +228,11 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
         out.update(notes=list(report.notes), exit_code=report.exit_code)
         return out
     columns = list(report.columns)
-    view = report.view
+    view = a.view_of(report, params)
     notes = list(report.notes)
-    if report.cut:  # several exports: the top rows of each, as the command line cuts them
-        pinned = (a.shaped(params)[1] or view).pinned
+    if columns[:1] == [MULTI_COLUMN]:  # several exports: the top rows of each, as cut there
+        declared = a.shaped(params)[1]
+        pinned = declared.pinned if declared is not None else 0
         shown = _top_each(list(report.rows), pinned, top) if top else list(report.rows)
         noun = "rows"
         per = " of each export"

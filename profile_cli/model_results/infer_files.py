@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from reports.benchmarks import plots
+from profile_cli.model_results import plots
 from reports.render import render_rows, rows_to_json, to_csv
 
 GROUP_KEYS = ("size", "precision", "attention", "sampling")

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from nvtx_model.micro_config import fit_exponent
-from reports.benchmarks import plots
-from reports.benchmarks.infer_files import unique_base
+from profile_cli.model_results import plots
+from profile_cli.model_results.infer_files import unique_base
 from reports.render import rows_to_json, to_csv
 
 MLP_TITLES = {"num_steps": "steps", "num_layers": "layers", "batch_size": "batch size",

@@ -6,45 +6,45 @@ step (or of the middle collectives) for every rank, and the tables."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from reports.analyses.ranks import (
-    COLLECTIVE_VIEW,
-    RANKS_VIEW,
-    RanksAnswer,
-    answer_notes,
-    mine_ranks,
-    per_rank_rows,
-)
-from reports.cluster import Engine
-from reports.options import AnalysisOptions
 from reports.page.model import Figure, Page, Section, Sentences, Table, Text
-from reports.rank_match import collective_rows
+from reports.pipeline.ask import ask
+from reports.pipeline.options import AnalysisOptions
+from reports.pipeline.registry import get
+from reports.pipeline.report import Report
+from reports.ranks.answer import RanksAnswer
+from reports.ranks.matching import collective_rows
 from reports.render import View
 
 LANE_COLLECTIVES = 10  # without steps, the lanes show the last this many collectives
 
 
 def ranks_page(paths: Sequence[str | Path], options: AnalysisOptions | None = None, *,
-               engine: Engine | None = None, title: str | None = None) -> Page:
-    """The page of the ranks of ``paths`` (a folder, files or globs)."""
-    a = mine_ranks(paths, options, engine=engine)
-    return answer_page(a, title or f"nsys-mine ranks report: {', '.join(map(str, paths))}")
+               title: str | None = None, **engine: Any) -> Page:
+    """The page of the ranks of ``paths`` (a folder, files or globs), asked of ``ranks``
+    (``engine``: its engine parameters, e.g. ``scheduler``)."""
+    report = ask("ranks", paths, options, engine)
+    return answer_page(report, title or f"nsys-mine ranks report: {', '.join(map(str, paths))}")
 
 
-def answer_page(a: RanksAnswer, title: str) -> Page:
-    from reports.page.rank_plots import lateness_heatmap_png, rank_lanes_png, rank_time_bars_png
+def answer_page(report: Report, title: str) -> Page:
+    """The page of a ``ranks`` answer (its rows, notes, sentences and ``detail``)."""
+    from reports.ranks.plots import lateness_heatmap_png, rank_lanes_png, rank_time_bars_png
 
-    rows = per_rank_rows(a)
-    notes = answer_notes(a)
+    a: RanksAnswer = report.detail
+    rows = list(report.rows)
+    said = list(report.sentences)
+    notes = report.notes[len(said):]  # the answer's notes come after its sentences
+    ranks_view, collective_view = get("ranks").view, get("ranks").shaped({"collectives": True})[1]
+    assert ranks_view is not None and collective_view is not None
     stragglers = [r["rank"] for r in rows if r["straggler"]]
     page = Page(title=title, lead=[
         f"{len(rows)} rank(s), {a.matched.count} matched collectives",
         "straggler(s): " + (", ".join(f"rank {r}" for r in stragglers) if stragglers
                             else "none")])
-    said = [t for w in a.why for t in w.sentences()]
     page.sections.append(Section("Answers", "answers", [
         Sentences(said or ["no straggler: no rank arrives last often and late enough."]),
         *[Text(n) for n in notes]]))
@@ -79,13 +79,13 @@ def answer_page(a: RanksAnswer, title: str) -> Page:
             Text("Each rank's kernels on the first rank's clock (offsets in the table); red "
                  "ticks: its arrivals at collectives.")]))
     shown = [{**r, "export": Path(r["export"]).name} for r in rows]
-    page.sections.append(Section("Ranks", "ranks", [Table(shown, RANKS_VIEW, top=0)]))
+    page.sections.append(Section("Ranks", "ranks", [Table(shown, ranks_view, top=0)]))
     if m.count:
         coll = collective_rows(m, a.late, a.ranks)
         coll.sort(key=lambda r: -r["skew_ns"])
         page.sections.append(Section("Collectives with the largest skew", "collectives", [
-            Table(coll[:30], View(columns=COLLECTIVE_VIEW.columns, noun="collectives",
-                                  rank_by=(), headers=COLLECTIVE_VIEW.headers), top=0)]))
+            Table(coll[:30], View(columns=collective_view.columns, noun="collectives",
+                                  rank_by=(), headers=collective_view.headers), top=0)]))
     return page
 
 

@@ -4,9 +4,9 @@ way (``group_stats``, ``r1``: as nsys does)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,71 +16,19 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-class ColumnRows(Sequence[dict[str, Any]]):
-    """Rows kept as columns, each row's dict made only when it is read: for answers of
-    millions of rows (one per NVTX range instance), where a dict per row costs about 0.5 KB.
-    ``columns`` maps each key, in order, to a function of a slice of the rows that returns
-    their values (plain Python values, as the row dicts hold). Read as a sequence of row
-    dicts; CSV and JSON are written from the columns, a chunk at a time
-    (``reports.render.writers``)."""
-
-    CHUNK = 16_384
-
-    def __init__(self, n: int, columns: dict[str, Callable[[slice], list[Any]]]) -> None:
-        self._n = n
-        self._columns = columns
-
-    def __len__(self) -> int:
-        return self._n
-
-    def values(self, key: str, lo: int, hi: int) -> list[Any]:
-        """The values of column ``key`` of rows ``lo`` to ``hi`` (None for a key it lacks)."""
-        get = self._columns.get(key)
-        return get(slice(lo, hi)) if get is not None else [None] * (hi - lo)
-
-    def _dicts(self, lo: int, hi: int) -> list[dict[str, Any]]:
-        keys = list(self._columns)
-        return [dict(zip(keys, row)) for row in zip(*(self.values(k, lo, hi) for k in keys))]
-
-    @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(i, slice):
-            lo, hi, step = i.indices(self._n)
-            if step == 1:
-                return self._dicts(lo, max(lo, hi))
-            return [self[j] for j in range(lo, hi, step)]
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError("row index out of range")
-        return self._dicts(i, i + 1)[0]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for lo in range(0, self._n, self.CHUNK):
-            yield from self._dicts(lo, min(self._n, lo + self.CHUNK))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, ColumnRows)):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
+MULTI_COLUMN = "config"  # the label column of several exports' rows (reports.pipeline.multi)
 
 
 @dataclass
 class Report:
-    """An answer: row dicts (keys = ``columns``, in that order; units in the names: ``_ns``,
-    ``_pct``, ``_bytes``), notes that explain the numbers, optional one-line answers
-    (``sentences``), a title and a view (how people see it: the analysis's, for the
-    parameters asked, or one that depends on the data, such as a module tree from
-    ``reports.module_tree``). An answer that is one object rather than rows
-    (``info``) is ``obj`` (and ``obj_for_people`` what a table of it shows). ``exit_code``
-    is the command's (0 but for gates: ``check``, ``diff --fail-on``)."""
+    """An answer, as data: row dicts (keys = ``columns``, in that order; units in the names:
+    ``_ns``, ``_pct``, ``_bytes``), notes that explain the numbers, optional one-line answers
+    (``sentences``, one per row where an analysis has them), a title, and the exit status of
+    its command (0 but for gates: ``check``, ``diff --fail-on``). An answer that is one object
+    rather than rows (``info``) is ``obj``; ``detail`` holds what a page draws beyond the rows
+    (``ranks``: the matched collectives). How people see it is the renderer's business
+    (``Analysis.view_of``, ``reports.render``). The rows of several exports carry their
+    export's label in ``config`` (``MULTI_COLUMN``), first."""
 
     rows: Sequence[dict[str, Any]]
     columns: list[str]
@@ -88,10 +36,8 @@ class Report:
     sentences: list[str] = field(default_factory=list)
     title: str | None = None
     obj: dict[str, Any] | None = None
-    obj_for_people: dict[str, Any] | None = None  # ``obj`` as a table shows it
-    view: Any = None  # a ``reports.render.View`` for these rows (set by Analysis.finish)
-    exit_code: int = 0  # what the command exits with (a gate's verdict: reports.ask)
-    cut: bool = False  # the rows are already the ones people see (several exports' tops)
+    exit_code: int = 0
+    detail: Any = None
 
     def to_pandas(self) -> pd.DataFrame:
         """The rows as a DataFrame (``columns`` in order; the notes in ``df.attrs``). pandas is

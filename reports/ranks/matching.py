@@ -1,5 +1,5 @@
 """Ranks side by side: their collectives matched, their clocks aligned, who arrives late and
-who waits (``reports.rank_summary`` summaries in, plain numbers out; no export is read here).
+who waits (``reports.ranks.summary`` summaries in, plain numbers out; no export is read here).
 
 Matching: the n-th collective of each key (a communicator where NCCL's payload names it, else
 a collective kind and stream) is the same collective on every rank; keys every rank has are
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from nsys_parsers.errors import NsysMineError
-from reports.rank_summary import CAUSES, RankSummary
+from reports.ranks.summary import CAUSES, RankSummary
 from reports.render import human_ns, shorten
 
 STRAGGLER_SHARE = 1 / 3

@@ -1,6 +1,6 @@
 """``Session``: one export opened for questions, seen through the analysis options.
 
-    from reports.ask import answer
+    from reports.pipeline.ask import answer
 
     with Session("run.sqlite", within="measure") as s:
         answer(s, "ranges")                          # Report: NVTX range summary
@@ -40,8 +40,8 @@ from nsys_parsers.schema import KERNEL_TABLE, NVTX_TABLE
 from nsys_parsers.trace import Trace
 from nsys_parsers.window import inside_range
 from reports.module_tree import ModuleTree, module_tree
-from reports.options import AnalysisOptions
-from reports.report import check_range_names
+from reports.pipeline.options import AnalysisOptions
+from reports.pipeline.report import check_range_names
 
 
 class Session:
@@ -53,7 +53,7 @@ class Session:
                  **kwargs: Any):
         """``trace``: the loaded values of ``export`` to share (made with this session's
         ``name_kind`` and ``cache``), which the session then does not close: sessions of
-        other options over one load (``reports.ask.HeldSessions``)."""
+        other options over one load (``reports.pipeline.memo.Memo``)."""
         from reports.categories import load_rules
 
         self.options = replace(options or AnalysisOptions(), **kwargs)
@@ -76,10 +76,6 @@ class Session:
         # what is computed once: views of the loaded values ("view." keys, made again when
         # more columns are loaded), the within window, pairs, the merge decision, filters
         self._memo: dict[Any, Any] = {}
-        # set by reports.ask.HeldSessions for the sessions it opens: itself (which keeps
-        # answers) and the key of the load this session shares
-        self.held: Any = None
-        self.held_key: Any = None
 
     @property
     def within(self) -> str | None:
