@@ -269,7 +269,8 @@ def _graph_event_sources(ex: Schema) -> list[RowSource]:
 
 # Every table the loader reads, by the prefix of its items (``nsys_parsers.items``): the row
 # sources an export has for it ([]: none), and the columns a source of it can give. A new
-# table is one RowSource here; each of its columns becomes an item ``<prefix>.<key>``.
+# table is a RowSource and one entry in each of SOURCES, COLUMN_KEYS and TEMPLATES; each of
+# its columns becomes an item ``<prefix>.<key>``.
 SOURCES: dict[str, Callable[[Schema], list[RowSource]]] = {
     "nvtx": _present(NVTX_ROWS), "kernel": _present(KERNEL_ROWS),
     "memcpy": _present(MEMCPY_ROWS), "memset": _present(MEMSET_ROWS), "api": _api_sources,

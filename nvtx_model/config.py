@@ -147,10 +147,6 @@ class RunConfig:
     def context(self) -> int:
         return self.model.context_length
 
-    @property
-    def has_backward(self) -> bool:
-        return self.mode != "forward"
-
     def label(self) -> str:
         return (f"{self.size} ctx {self.context} b{self.batch} {self.mode} {self.precision} "
                 f"{self.attention}" + (f" compile {self.compile}" if self.compiled else ""))

@@ -504,12 +504,6 @@ def _get_matcher(rules: Iterable[CategoryRule] | None) -> _Matcher:
     return _matcher(rules)
 
 
-def compile_rules(rules: list[CategoryRule] | None = None) -> None:
-    """Compile ``rules`` now (kept for the next ``categorize`` calls), e.g. while a reader
-    waits for SQLite."""
-    _get_matcher(rules)
-
-
 def _as_text(name: object) -> str:
     if isinstance(name, str):
         return name
