@@ -340,76 +340,25 @@ def render_command(report: Any, result: Any, out: OutputSpec, within: str | None
     ranges by time, the dominant kernel of the run and of each range, the top kernels; JSON:
     one object with ``export``, ``config``, ``exit_code``, ``ranges``, ``dominant``,
     ``kernels`` and ``notes``. Module ranges (``--nvtx modules``) read as a tree."""
-    from reports.analyses.dominant import DOMINANT_COLUMNS, DOMINANT_TREE_VIEW, DOMINANT_VIEW
-    from reports.analyses.kernels import KERNEL_COLUMNS, KERNEL_VIEW
-    from reports.analyses.ranges import RANGE_COLUMNS, RANGE_TREE_VIEW, RANGE_VIEW
-    from reports.module_tree import TREE_COLUMNS, is_tree
-    from reports.render import Rendered, render_rows, to_json, top_rows
-
-    def tree_or_not(rows: list[dict[str, Any]], cols: list[str], view: Any, tree: Any
-                    ) -> tuple[list[str], Any]:
-        return (cols + TREE_COLUMNS, tree) if is_tree(rows) else (cols, view)
-
-    range_cols, range_view = tree_or_not(report.ranges, RANGE_COLUMNS, RANGE_VIEW,
-                                         RANGE_TREE_VIEW)
-    dom_cols, dom_view = tree_or_not(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW,
-                                     DOMINANT_TREE_VIEW)
     notes = list(report.notes)
     code = result.exit_code
     if result.status != "ok":
         notes.insert(0, f"{result.status}: {result.reason}")
     notes.append(f"the program's output: {result.log}")
-    if out.format == "json":
-        def rows(items: list[dict[str, Any]], cols: list[str], view: Any) -> list[dict]:
-            items = top_rows(items, view, out.top)[0] if out.top else items
-            return [{c: r.get(c) for c in cols} for r in items]
-        return Rendered(text=to_json({
-            "export": report.export, "config": report.config, "exit_code": code,
-            "ranges": rows(report.ranges, range_cols, range_view),
-            "dominant": rows(report.dominant, dom_cols, dom_view),
-            "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
-            "notes": notes}))
     cfg = report.config
     scope = f"inside {within!r}" if within else "the whole run"
     head = [f"export: {report.export}",
             f"command: {cfg['command']} (exit code {code}; {result.wall_s:g} s under nsys)",
             f"NVTX added: {cfg['nvtx']}; {cfg['device']}, trace {result.trace}; in "
             f"{cfg['cwd']}"]
-    opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
-    whole = replace(dom_view, null_labels={"range": f"({scope})"})
-    parts = [render_rows(report.ranges, range_cols, out.format,
-                         title=f"NVTX ranges ({scope})", caption=head, notes=notes,
-                         view=range_view, **opts)]
-    if report.dominant:
-        parts += [
-            render_rows(report.dominant, dom_cols, out.format,
-                        title="Dominant kernel per range", sentences=report.sentences,
-                        view=whole, **opts),
-            render_rows(report.kernels, KERNEL_COLUMNS, out.format, title="Top kernels",
-                        view=KERNEL_VIEW, **opts),
-        ]
-    return join_rendered(parts, out.format)
+    return _tables(report, out, notes, {"exit_code": code}, caption=head,
+                   range_title=f"NVTX ranges ({scope})", whole=f"({scope})")
 
 
 def render_profile(report: Any, out: OutputSpec, *, within: str | None = None) -> Any:
     """The profile's answer: caption (export, config), range times, dominant kernels, top
     kernels; JSON: one object with ``export``, ``config``, ``ranges``, ``dominant``,
     ``kernels`` and ``notes``."""
-    from reports.analyses.dominant import DOMINANT_COLUMNS, DOMINANT_VIEW
-    from reports.analyses.kernels import KERNEL_COLUMNS, KERNEL_VIEW
-    from reports.analyses.ranges import RANGE_COLUMNS, RANGE_VIEW
-    from reports.render import Rendered, render_rows, to_json, top_rows
-
-    if out.format == "json":
-        def rows(items: list[dict[str, Any]], cols: list[str], view: Any) -> list[dict]:
-            items = top_rows(items, view, out.top)[0] if out.top else items
-            return [{c: r.get(c) for c in cols} for r in items]
-        return Rendered(text=to_json({
-            "export": report.export, "config": report.config,
-            "ranges": rows(report.ranges, RANGE_COLUMNS, RANGE_VIEW),
-            "dominant": rows(report.dominant, DOMINANT_COLUMNS, DOMINANT_VIEW),
-            "kernels": rows(report.kernels, KERNEL_COLUMNS, KERNEL_VIEW),
-            "notes": report.notes}))
     cfg = report.config
     shape = (f"{cfg['size']} (d_model {cfg['d_model']}, {cfg['layers']} layers, {cfg['heads']} "
              f"heads)")
@@ -423,25 +372,61 @@ def render_profile(report: Any, out: OutputSpec, *, within: str | None = None) -
     head = (f"{shape}, {what}, {cfg['precision']}, {cfg['attention']} attention, NVTX "
             f"{cfg['nvtx']}, {cfg['device']}, {cfg['warmup']} warmup + {cfg['steps']} measured "
             f"{runs}")
-    opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
-    measured = replace(DOMINANT_VIEW, null_labels={"range": f"(measured {runs})"})
     # ranges keep the model's order (step > forward > ...), not the GPU-time ranking
-    parts = [
-        render_rows(report.ranges, RANGE_COLUMNS, out.format,
-                    title=(f"NVTX ranges (measured {runs})" if within in (None, "measure")
-                           else f"NVTX ranges (inside {within!r})"),
-                    caption=[f"export: {report.export}", head], notes=report.notes,
-                    view=replace(RANGE_VIEW, rank_by=()), **opts),
-    ]
+    return _tables(report, out, report.notes, {}, caption=[f"export: {report.export}", head],
+                   range_title=(f"NVTX ranges (measured {runs})" if within in (None, "measure")
+                                else f"NVTX ranges (inside {within!r})"),
+                   whole=f"(measured {runs})", ranges_in_order=True)
+
+
+def _tables(report: Any, out: OutputSpec, notes: list[str], extra: dict[str, Any], *,
+            caption: list[str], range_title: str, whole: str,
+            ranges_in_order: bool = False) -> Any:
+    """The ranges, dominant kernels and top kernels of a mined run, each through its
+    analysis's view (a module tree's when its rows are one): three tables with ``caption``
+    first, or for JSON one object (the export, its config, ``extra``, the three row lists and
+    the notes). ``whole``: what the whole-export row stands for; ``ranges_in_order``: the
+    ranges as mined (the model's order), not ranked."""
+    from reports.render import Rendered, render_rows, to_json, top_rows
+
+    ranges, dominant, kernels = (_shown(n, rows) for n, rows in (
+        ("ranges", report.ranges), ("dominant", report.dominant), ("kernels", report.kernels)))
+    if out.format == "json":
+        def rows(items: list[dict[str, Any]], cols: list[str], view: Any) -> list[dict]:
+            items = top_rows(items, view, out.top)[0] if out.top else items
+            return [{c: r.get(c) for c in cols} for r in items]
+        return Rendered(text=to_json({
+            "export": report.export, "config": report.config, **extra,
+            "ranges": rows(report.ranges, *ranges), "dominant": rows(report.dominant, *dominant),
+            "kernels": rows(report.kernels, *kernels), "notes": notes}))
+    opts: dict[str, Any] = dict(top=out.top, width=out.width, wide=out.wide)
+    range_view = replace(ranges[1], rank_by=()) if ranges_in_order else ranges[1]
+    parts = [render_rows(report.ranges, ranges[0], out.format, title=range_title,
+                         caption=caption, notes=notes, view=range_view, **opts)]
     if report.dominant:
         parts += [
-            render_rows(report.dominant, DOMINANT_COLUMNS, out.format,
+            render_rows(report.dominant, dominant[0], out.format,
                         title="Dominant kernel per range", sentences=report.sentences,
-                        view=measured, **opts),
-            render_rows(report.kernels, KERNEL_COLUMNS, out.format, title="Top kernels",
-                        view=KERNEL_VIEW, **opts),
+                        view=replace(dominant[1], null_labels={"range": whole}), **opts),
+            render_rows(report.kernels, kernels[0], out.format, title="Top kernels",
+                        view=kernels[1], **opts),
         ]
     return join_rendered(parts, out.format)
+
+
+def _shown(name: str, rows: list[dict[str, Any]]) -> tuple[list[str], Any]:
+    """(columns, view) of the analysis ``name``'s rows as its declaration shows them: a
+    module tree's when they are one (``Analysis.view_of``)."""
+    from reports.module_tree import TREE_COLUMNS, is_tree
+    from reports.pipeline.registry import get
+    from reports.pipeline.report import Report
+
+    a = get(name)
+    columns = list(a.columns) + (TREE_COLUMNS if a.tree_view is not None and is_tree(rows)
+                                 else [])
+    view = a.view_of(Report(rows=rows, columns=columns), {})
+    assert view is not None
+    return columns, view
 
 
 def sweep(
