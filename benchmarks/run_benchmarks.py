@@ -39,16 +39,9 @@ its cache beside the export: "peer cold" runs on a link to the file in a fresh f
 launcher that takes wall time, CPU time (user + system) and peak RSS (os.wait4). The runs of
 one file are interleaved after the file has been read once (warm page cache for everyone).
 Reported: the MEDIAN wall and CPU time of the runs and the MAX peak RSS. nsys-mine's outputs
-are compared with nsys's (rows, instances, totals) and warm/after with cold.
-
-"served" (--served): the same through an answer server (`nsys-mine serve`, started on the
-cold run's cache after it): "served warm" the command once it was asked of the server (the
-same question again, in a user's next terminal command: its kept answer), "served after"
-the next, different question asked of that server at once (the export still loaded, as a
-script asks), "served next" the same asked of a second server once it has warmed ahead (the
-questions asked most, answered while nobody asks: as a person reading the first answer
-gives it time to; the log's "warmed ahead" line, printed, says how long that took). The
-time is the client's, from its start to its exit: what a user waits for.
+are compared with nsys's (rows, instances, totals) and warm/after with cold. A resident
+caller's questions (the MCP server's, a notebook's: ``reports.Memo``) are timed by
+``benchmarks/mcp_benchmark.py``.
 """
 from __future__ import annotations
 
@@ -67,7 +60,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -139,8 +131,6 @@ QUESTIONS = {  # key -> question; the first four are the MAIN questions (x300, x
     "report": Question("report", after="nvtx", output="html"),
 }
 MAIN = ("nvtx", "kernels", "ranges", "dominant")
-WARM_QUESTIONS = ("kernels", "nvtx", "dominant", "ranges", "gpus", "gaps")
-WARM_SPEEDUP_MIN = 3.0     # issue 38: each warm answer vs gpukernsum, on the same file
 NEW_QUESTIONS = ("gpus", "gaps", "launches", "instances", "collectives")
 MEMORY_TARGETS = ("nvtx", "kernels", "gaps", "launches", "instances")  # below nsys's peak
 PEER_TARGETS = ("nvtx", "kernels", "gaps")  # warm answers faster than nsys-ai's
@@ -399,10 +389,9 @@ with open(out, "w") as f:
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a timed command runs in: this one, compiled modules reused (as users
-    run it), never a server the user runs ("served" names its own), then ``extra``."""
+    run it), then ``extra``."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["NSYS_MINE_SERVER"] = "off"
     env.update(extra or {})
     return env
 
@@ -542,12 +531,11 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                questions: list[str], repeat: int, nvtx_repeat: int, timeout: float,
                keep: Path | None, *, counts: dict[str, int] | None = None,
                other: Path | None = None, rules: Path | None = None,
-               nsys_ai: str | None = None, served: bool = False,
-               nsys_bound: float = 0) -> list[Result]:
+               nsys_ai: str | None = None, nsys_bound: float = 0) -> list[Result]:
     """Every question on one file, interleaved: nsys's report, nsys-mine cold, warm and
-    after (and served warm and after: ``served``), nsys-ai cold and warm (its skill, where
-    it has one); ``repeat`` times. A report too slow to run at this size (``nsys_max_factor``)
-    runs once for ``nsys_bound`` seconds instead, for a lower bound of its peak memory."""
+    after, nsys-ai cold and warm (its skill, where it has one); ``repeat`` times. A report
+    too slow to run at this size (``nsys_max_factor``) runs once for ``nsys_bound`` seconds
+    instead, for a lower bound of its peak memory."""
     warm_page_cache(db)
     if other is not None and other != db:
         warm_page_cache(other)
@@ -563,11 +551,6 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
         results[q, "warm"] = Result(shape, factor, q, "warm")
         if spec.after in questions:
             results[q, "after"] = Result(shape, factor, q, "after")
-        if served and spec.output == "csv":
-            results[q, "served warm"] = Result(shape, factor, q, "served warm")
-            if spec.after in questions and QUESTIONS[spec.after].output == "csv":
-                results[q, "served after"] = Result(shape, factor, q, "served after")
-                results[q, "served next"] = Result(shape, factor, q, "served next")
         if nsys_ai and spec.peer:
             results[q, "peer cold"] = Result(shape, factor, q, "peer cold")
             results[q, "peer warm"] = Result(shape, factor, q, "peer warm")
@@ -625,9 +608,6 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                     _one(res, mine_argv(mine, nxt, db, out, other, rules), out, w, timeout,
                          {"NSYS_MINE_CACHE_DIR": str(cache)}, keep, outputs, i,
                          QUESTIONS[nxt].ok_codes)
-                if (q, "served warm") in results and (w / "cache").is_dir():
-                    _served(results, q, questions, mine, db, other, rules, w, timeout, keep,
-                            outputs, i)
             if nsys_ai and spec.peer and not failed(results[q, "peer cold"]):
                 # nsys-ai keeps its cache beside the export: a link to it in a fresh folder
                 with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="peer_") as tmp:
@@ -642,81 +622,6 @@ def bench_file(shape: str, db: Path, factor: int, nsys: str | None, mine: list[s
                              outputs, i, suffix=".json")
     _compare(shape, factor, outputs)
     return list(results.values())
-
-
-def _served(results: dict[tuple[str, str], Result], q: str, questions: list[str],
-            mine: list[str], db: Path, other: Path | None, rules: Path | None, w: Path,
-            timeout: float, keep: Path | None, outputs: dict, i: int) -> None:
-    """An answer server on the cold run's cache: ``q`` asked of it (untimed), then again
-    ("served warm"), then at once each question asked after ``q`` ("served after"); then a
-    second server: ``q`` asked (untimed), and each question asked after it once the server
-    has warmed ahead, as a person reading the first answer gives it time to ("served
-    next": the log's "warmed ahead" line says how long that took)."""
-    spec = QUESTIONS[q]
-    nexts = [n for n in questions if QUESTIONS[n].after == q and (n, "served after") in results]
-    with answer_server(mine, w, "serve") as extra:
-        if extra is None:
-            return
-        first = w / "served_first.csv"
-        run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
-                 spec.ok_codes)
-        out = w / "served_warm.csv"
-        _one(results[q, "served warm"], mine_argv(mine, q, db, out, other, rules), out, w,
-             timeout, extra, keep, outputs, i, spec.ok_codes)
-        for nxt in nexts:
-            out = w / f"served_after_{nxt}.csv"
-            _one(results[nxt, "served after"], mine_argv(mine, nxt, db, out, other, rules),
-                 out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
-    if not nexts:
-        return
-    with answer_server(mine, w, "serve_next") as extra:
-        if extra is None:
-            return
-        run_once(mine_argv(mine, q, db, first, other, rules), first, w, timeout, extra,
-                 spec.ok_codes)
-        log = w / "serve_next.log"
-        deadline = time.monotonic() + timeout
-        while "warmed ahead" not in log.read_text(errors="replace"):
-            if time.monotonic() > deadline:
-                print(f"  the server did not warm ahead: {_tail(log)}", flush=True)
-                return
-            time.sleep(0.05)
-        warmed = [line.strip() for line in log.read_text(errors="replace").splitlines()
-                  if "warmed ahead" in line][0]
-        print(f"  {warmed}", flush=True)
-        for nxt in nexts:
-            out = w / f"served_next_{nxt}.csv"
-            _one(results[nxt, "served next"], mine_argv(mine, nxt, db, out, other, rules),
-                 out, w, timeout, extra, keep, outputs, i, QUESTIONS[nxt].ok_codes)
-
-
-@contextlib.contextmanager
-def answer_server(mine: list[str], w: Path, name: str) -> Iterator[dict[str, str] | None]:
-    """``nsys-mine serve`` on ``w``'s cache, its log ``w/<name>.log``: the environment that
-    sends commands to it (None: it did not start); stopped after, by its PID."""
-    sock = w / f"{name}.sock"
-    extra = {"NSYS_MINE_CACHE_DIR": str(w / "cache"), "NSYS_MINE_SERVER": str(sock)}
-    with open(w / f"{name}.log", "wb") as log:
-        server = subprocess.Popen([*mine, "serve", "--socket", str(sock), "--idle-timeout",
-                                   "30"], env=command_env(extra), stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not sock.exists():
-            if server.poll() is not None or time.monotonic() > deadline:
-                print(f"  the server did not start: {_tail(w / f'{name}.log')}", flush=True)
-                yield None
-                return
-            time.sleep(0.05)
-        yield extra
-    finally:
-        server.terminate()  # the server this run started, by its PID
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def _auto_nvtx_runs(nsys_res: Result | None) -> int:
@@ -769,7 +674,7 @@ def _compare(shape: str, factor: int, outputs: dict) -> None:
     and ranges --instances; the kernels nsys-ai lists, against ours."""
     for q in QUESTIONS:
         cold = outputs.get((q, "cold"))
-        for tool in ("warm", "after", "served warm", "served after", "served next"):
+        for tool in ("warm", "after"):
             other = outputs.get((q, tool))
             if cold and other and cold.read_bytes() != other.read_bytes():
                 print(f"  MISMATCH {shape} x{factor} {q}: {tool} output differs from cold")
@@ -864,17 +769,16 @@ def table(results: list[Result]) -> str:
     """The markdown table of docs/PERFORMANCE.md: one row per shape, factor and question."""
     get = {(r.shape, r.factor, r.question, r.tool): r for r in results}
     lines = ["| shape | x | command | nsys report | nsys s | nsys MB | cold s | cold CPU s | "
-             "cold MB | warm s | warm MB | after s | served warm s | served after s | "
-             "served next s | nsys/cold | nsys-ai cold s | nsys-ai warm s |",
+             "cold MB | warm s | warm MB | after s | nsys/cold | nsys-ai cold s | "
+             "nsys-ai warm s |",
              "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| ---: | ---: | ---: |"]
     keys = sorted({(r.shape, r.factor, r.question) for r in results},
                   key=lambda k: (SHAPES.index(k[0]) if k[0] in SHAPES else len(SHAPES), k[1],
                                  list(QUESTIONS).index(k[2])))
     for shape, factor, q in keys:
-        n, c, w, a, sw, sa, sn, pc, pw, nb = (get.get((shape, factor, q, t)) for t in (
-            "nsys", "cold", "warm", "after", "served warm", "served after", "served next",
-            "peer cold", "peer warm", "nsys bound"))
+        n, c, w, a, pc, pw, nb = (get.get((shape, factor, q, t)) for t in (
+            "nsys", "cold", "warm", "after", "peer cold", "peer warm", "nsys bound"))
         spec = QUESTIONS[q]
         report = spec.nsys or "-"
         nsys_s = _fmt(n.wall_median if n else None)
@@ -891,8 +795,7 @@ def table(results: list[Result]) -> str:
                  _fmt(c.wall_median if c else None), _fmt(c.cpu_median if c else None),
                  _fmt(c.maxrss_mb if c else None, ".0f"),
                  _fmt(w.wall_median if w else None), _fmt(w.maxrss_mb if w else None, ".0f"),
-                 _fmt(a.wall_median if a else None), _fmt(sw.wall_median if sw else None),
-                 _fmt(sa.wall_median if sa else None), _fmt(sn.wall_median if sn else None),
+                 _fmt(a.wall_median if a else None),
                  _fmt(_ratio(n.wall_median if n else None, c.wall_median if c else None),
                       ".1f"),
                  _fmt(pc.wall_median if pc else None), _fmt(pw.wall_median if pw else None)]
@@ -958,16 +861,6 @@ def checks(results: list[Result], factors: list[int]) -> dict[str, dict]:
                         out[f"{shape} x{f} {cmd(q)} {ours} faster than nsys-ai "
                             f"{QUESTIONS[q].peer}"] = {"time_ratio": r, "pass": r > 1}
         if 100 in factors:
-            # issue 38: a person asks one question, then the next: each >= 3x faster than
-            # gpukernsum on the same file (from the command line; through a server)
-            bound = _ratio(wall(shape, 100, "kernels", "nsys"), WARM_SPEEDUP_MIN)
-            for q in WARM_QUESTIONS:
-                for tool in ("warm", "after", "served warm", "served after", "served next"):
-                    w = wall(shape, 100, q, tool)
-                    if w is not None and bound is not None:
-                        out[f"{shape} x100 {tool} {cmd(q)} >= {WARM_SPEEDUP_MIN:g}x faster "
-                            f"than gpukernsum ({bound:.3f} s)"] = {
-                            "wall_s": w, "pass": w <= bound}
             for q in MAIN + NEW_QUESTIONS:
                 w = wall(shape, 100, q, "warm")
                 if w is not None:
@@ -1014,9 +907,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nsys-bound", type=float, default=60, metavar="S",
                     help="run an nsys report too slow for this size (nvtxgpuproj above x4) "
                          "for S seconds: its peak memory so far, a lower bound (0: skip)")
-    ap.add_argument("--served", action="store_true",
-                    help="also ask through an answer server (nsys-mine serve): served warm "
-                         "and served after")
     ap.add_argument("--timeout", type=float, default=900,
                     help="per-command limit in s (default 900)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the scaled files")
@@ -1070,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
             results += bench_file(shape, path, f, nsys, mine, asked, a.repeat,
                                   a.nvtxkernsum_repeat, a.timeout, a.keep_outputs,
                                   counts=c, other=other, rules=rules, nsys_ai=nsys_ai,
-                                  served=a.served, nsys_bound=a.nsys_bound)
+                                  nsys_bound=a.nsys_bound)
             if a.drop_files:  # never the source (factor 1)
                 for p in {path, other} - {src, None}:
                     assert p is not None

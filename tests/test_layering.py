@@ -148,3 +148,55 @@ def test_no_function_is_longer_than_80_lines():
                 if node.end_lineno is not None and node.end_lineno - first + 1 > 80:
                     long.append(f"{name}.{node.name}: {node.end_lineno - first + 1} lines")
     assert not long, long
+
+
+def _room(module: str) -> str:
+    """The room of a ``reports`` module as a reader sees the folder: its subpackage
+    (``reports/pipeline``) or its own file (``reports/by.py``)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "reports/__init__.py"
+    if (ROOT / "reports" / parts[1]).is_dir():
+        return f"reports/{parts[1]}"
+    return f"reports/{parts[1]}.py"
+
+
+def test_inside_reports_no_import_runs_back_up():
+    """``reports`` stands in floors: render at the bottom, the knowledge analyses share, the
+    pipeline, the analyses, the cross-rank engine and the page (drawn from answers): no two
+    of its folders or files import each other, directly or round a circle (the package's
+    face, ``reports/__init__.py``, lazily hands on the Python API and is left out)."""
+    rooms: dict[str, set[str]] = {}
+    for m, deps in GRAPH.items():
+        if m.split(".")[0] != "reports" or m == "reports":
+            continue
+        rooms.setdefault(_room(m), set()).update(
+            _room(d) for d in deps if d.split(".")[0] == "reports" and d != "reports")
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(r: str) -> None:
+        state[r] = 1
+        stack.append(r)
+        for dep in sorted(rooms.get(r, set()) - {r}):
+            if state.get(dep) == 1:
+                raise AssertionError("an import runs back up: "
+                                     + " -> ".join(stack[stack.index(dep):] + [dep]))
+            if state.get(dep) is None:
+                visit(dep)
+        stack.pop()
+        state[r] = 2
+
+    for r in sorted(rooms):
+        if r not in state:
+            visit(r)
+
+
+def test_the_page_is_drawn_from_answers():
+    """No analysis imports the page, and the page imports no analysis: it asks them through
+    the pipeline (``reports.pipeline.ask``) and shows their answers."""
+    crossing = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() for d in deps
+                      if (m.startswith("reports.analyses.") and d.startswith("reports.page"))
+                      or (m.startswith(("reports.page", "reports.ranks.page"))
+                          and d.startswith("reports.analyses.")))
+    assert not crossing, crossing

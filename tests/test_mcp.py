@@ -378,3 +378,25 @@ def test_a_question_asked_again_is_the_kept_answer(world, tmp_path):
     assert tools.memo.opened == 1
     for name, got in zip(questions, first):
         assert got == cli_rows(name, export), name
+
+
+def test_every_tool_argument_is_made_from_a_declaration():
+    """The tools' arguments are the declarations' (``reports.pipeline.options.Param``): the
+    analysis options a tool's analysis honours, its own parameters and ``top``, each with the
+    declaration's help; none that writes a file or names a program to run (``--nsys``)."""
+    from profile_cli.commands.output import OUTPUT_PARAMS
+    from profile_cli.mcp_server import input_fields, param_key
+    from reports.pipeline.options import OPTIONS
+    from reports.pipeline.registry import all_analyses
+
+    for a in all_analyses():
+        declared = [p for p in OPTIONS if p.name in a.options and not p.executes]
+        keyed = {p.name: p for p in declared}
+        keyed.update({param_key(p): p for p in a.params if not p.writes and not p.executes})
+        keyed["top"] = next(p for p in OUTPUT_PARAMS if p.name == "top")
+        fields = input_fields(a)
+        exports = {"export": a.input_name, "exports": "exports", "job": "exports"}.get(a.inputs)
+        assert set(fields) == set(keyed) | ({exports} if exports else set()), a.name
+        for key, p in keyed.items():
+            assert fields[key][1].description.startswith(" ".join(p.help.split())), (a.name, key)
+        assert "nsys" not in fields and "junit" not in fields, a.name

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.categories import CATEGORY_VIEW, CategoryRule, load_rules, rules_table
-from reports.pipeline.analysis import Analysis, Param
+from reports.pipeline.analysis import Analysis
+from reports.pipeline.options import option
 from reports.pipeline.report import Report
 
 
@@ -27,6 +28,5 @@ ANALYSIS = Analysis(
     run=_run, inputs="none", options=(), columns=list(CATEGORY_VIEW.columns),
     view=CATEGORY_VIEW, title="Kernel category rules (first match wins)", order=70,
     default_top=0,
-    params=(Param("rules", ("--rules",), "TOML file with extra kernel-category rules (listed "
-                  "first: they are tried first).", type=Path, metavar="FILE", panel=""),),
+    params=(option("rules"),),
 )

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from nsys_parsers.errors import BadOption, NsysMineError, closest_names
 from reports.pipeline.analysis import VERDICTS_PANEL, Analysis, Param
-from reports.pipeline.options import AnalysisOptions
+from reports.pipeline.options import ALPHA, AnalysisOptions
 from reports.pipeline.report import Report
 from reports.pipeline.rules import SHARE_KEYS, CheckKey, CheckRule, RuleOutcome
 from reports.pipeline.session import Session
@@ -283,9 +283,7 @@ ANALYSIS = Analysis(
               export=True),
         Param("junit", ("--junit",), "Also write JUnit XML (one testcase per rule) for CI "
               "test reporters.", type=Path, metavar="FILE", panel=VERDICTS_PANEL, writes=True),
-        Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a "
-              "regression must pass.", type=float, default=0.05, minimum=1e-6, maximum=0.5,
-              panel=VERDICTS_PANEL),
+        ALPHA,
     ),
     validate=lambda params, sources: {**params, "rules": load_check_rules(params["rules"])},
     columns=CHECK_COLUMNS, view=CHECK_VIEW, order=120, default_top=0,

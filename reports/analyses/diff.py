@@ -34,6 +34,7 @@ from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
 from reports.families import kernel_family
 from reports.pipeline.analysis import VERDICTS_PANEL, Analysis, Param
+from reports.pipeline.options import ALPHA
 from reports.pipeline.report import Report, r1
 from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome
 from reports.pipeline.session import Session
@@ -362,9 +363,7 @@ ANALYSIS = Analysis(
         Param("threshold", ("--threshold",), "A change smaller than this many percent is "
               "neutral.", type=float, default=5.0, minimum=0.0, metavar="PCT",
               panel=VERDICTS_PANEL),
-        Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a "
-              "regression must pass.", type=float, default=0.05, minimum=1e-6, maximum=0.5,
-              panel=VERDICTS_PANEL),
+        ALPHA,
         Param("scope", ("--scope",), "The range the overall verdict and kernel times are per "
               "instance of (default: `step` when both exports have it, else the whole "
               "export).", metavar="RANGE", panel=VERDICTS_PANEL),

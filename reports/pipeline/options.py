@@ -2,8 +2,8 @@
 choices, limits), from which the command line's options, the MCP tools' input schemas,
 docs/CLI.md and the README's table are made; ``OPTIONS``, the analysis options an export is
 read with (an analysis names those it honours: ``Analysis.options``), as ``AnalysisOptions``;
-and the parameters several analyses share (``ATTRIBUTION``, ``BY``). No heavy imports: the
-command line declares its options from here."""
+and the parameters several analyses share (``ATTRIBUTION``, ``ALPHA``, ``BY``). No heavy
+imports: the command line declares its options from here."""
 
 from __future__ import annotations
 
@@ -80,6 +80,9 @@ ATTRIBUTION = Param(
     "attribution", ("--attribution",), "all: a kernel counts in every range that encloses its "
     "launch (as nsys nvtx_kern_sum); innermost: only in its deepest range.", default="all",
     choices=ATTRIBUTIONS)
+ALPHA = Param("alpha", ("--alpha",), "Significance level of the Mann-Whitney U test a regression "
+              "must pass.", type=float, default=0.05, minimum=1e-6, maximum=0.5,
+              panel=VERDICTS_PANEL)
 BY_KEYS = ("device", "process", "stream")
 BY = Param("by", ("--by",), "Split the rows by device, process or stream (one more key "
            "column: device; pid; device and stream).", choices=BY_KEYS, metavar="KEY")
@@ -99,9 +102,9 @@ class AnalysisOptions:
     merge_op_ids: str = "off"
     name_kind: str = "demangled"
     rules: str | os.PathLike[str] | None = None
-    nsys: str | None = None
     depth: int | None = None
     match: tuple[str, ...] = ()
+    nsys: str | None = None
     cache: bool = True
     graph_attribution: str = "launch"
 

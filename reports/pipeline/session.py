@@ -166,7 +166,7 @@ class Session:
         """What every answer of this session says about its data."""
         notes = list(self.trace.notes) if self.has_kernels else []
         if self.trace.has_graph_records or self.options.graph_attribution == "capture":
-            from reports.graphs import graph_notes
+            from reports.pipeline.graphs import graph_notes
 
             notes += graph_notes(self)
         if self.within is not None:
