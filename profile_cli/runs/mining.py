@@ -34,75 +34,46 @@ class ProfileReport:
 
 def mine_profile(result: ProfileResult, *, top: int = 15,
                  within: str | None = None) -> ProfileReport:
-    """The report of one run; ``within``: the range to restrict to (default: ``measure`` for
-    the model, nothing for a command)."""
-    if result.kind == "command":
-        return mine_command(result, top=top, within=within)
+    """The report of one run: its ranges, the dominant kernel per range, the top ``top``
+    kernels. A run of the model counts inside ``within`` (default ``measure``), its ranges
+    in the model's order and its dominant kernels of the headline ranges; a run of your own
+    command counts the whole run (or inside ``within``), every range, and is mined when it
+    failed too, if nsys wrote an export."""
     from reports.pipeline.ask import answer
     from reports.pipeline.session import Session
 
+    command = result.kind == "command"
     notes = list(result.notes)
-    if result.status != "ok" or result.sqlite is None:
-        return ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
-                             kernels=[], notes=notes, sentences=[], status=result.status,
-                             reason=result.reason)
-    window = within or WINDOW
-    with Session(result.sqlite, within=window) as analysis:  # read once, for all three
-        rs = answer(analysis, "ranges")
-        if window == WINDOW:
-            notes += [f"numbers cover the {WINDOW!r} range only: warmup steps are filtered out "
-                      f"when mining (not by an nsys capture range)."]
-        if analysis.has_kernels:
-            wanted = [n for n in nv.HEADLINE_RANGES if any(r["range"] == n for r in rs.rows)]
-            dom = answer(analysis, "dominant", range_names=wanted or None)
-            ks = answer(analysis, "kernels")
-            dominant, kernels, sentences = list(dom.rows), list(ks.rows[:top]), dom.sentences
-        else:
-            dominant, kernels, sentences = [], [], []
-            notes.append(f"no CUDA kernels exist in this run (trace {result.trace}, device "
-                         f"{result.config['device']}): the range times are CPU times.")
-    order = {n: i for i, n in enumerate(nv.HEADLINE_RANGES)}
-    ranges = sorted(rs.rows, key=lambda r: (order.get(r["range"], len(order)), -r["total_ns"]))
-    return ProfileReport(export=result.sqlite, config=result.config, ranges=ranges,
-                         dominant=dominant, kernels=kernels, notes=notes, sentences=sentences,
-                         status=result.status, reason=result.reason)
-
-
-def mine_command(result: ProfileResult, *, top: int = 15,
-                 within: str | None = None) -> ProfileReport:
-    """The report of a run of your own command: every NVTX range (the program's own, and the
-    module/step ranges ``--nvtx`` added), the dominant kernel of the whole run and of each
-    range, the top kernels. A program that failed is mined too when nsys wrote an export."""
-    from reports.pipeline.ask import answer
-    from reports.pipeline.session import Session
-
-    notes = list(result.notes)
-    empty = ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
-                          kernels=[], notes=notes, sentences=[], status=result.status,
-                          reason=result.reason)
-    if not result.minable:
-        return empty
+    report = ProfileReport(export=result.sqlite, config=result.config, ranges=[], dominant=[],
+                           kernels=[], notes=notes, sentences=[], status=result.status,
+                           reason=result.reason)
+    if not (result.minable if command else result.status == "ok" and result.sqlite):
+        return report
     assert result.sqlite is not None
-    ranges: list[dict[str, Any]] = []
-    dominant: list[dict[str, Any]] = []
-    kernels: list[dict[str, Any]] = []
-    sentences: list[str] = []
-    with Session(result.sqlite, within=within) as analysis:
-        if analysis.has_ranges:
-            ranges = list(answer(analysis, "ranges").rows)
+    window = within if command else within or WINDOW
+    with Session(result.sqlite, within=window) as s:  # read once, for all three
+        if s.has_ranges or not command:
+            report.ranges = list(answer(s, "ranges").rows)
         elif within is None and result.config.get("nvtx", "off") == "off":
             notes.append("the program emitted no NVTX ranges: --nvtx modules,steps adds a "
                          "range for every nn.Module call and every training step.")
-        if analysis.has_kernels:
-            dom = answer(analysis, "dominant")
-            dominant, sentences = list(dom.rows), dom.sentences
-            kernels = list(answer(analysis, "kernels").rows[:top])
+        if window == WINDOW and not command:
+            notes.append(f"numbers cover the {WINDOW!r} range only: warmup steps are "
+                         f"filtered out when mining (not by an nsys capture range).")
+        if s.has_kernels:
+            present = {r["range"] for r in report.ranges}
+            headline = None if command else [n for n in nv.HEADLINE_RANGES if n in present]
+            dom = answer(s, "dominant", range_names=headline or None)
+            report.dominant, report.sentences = list(dom.rows), dom.sentences
+            report.kernels = list(answer(s, "kernels").rows[:top])
         else:
-            notes.append(f"no CUDA kernels in this run (trace {result.trace}, device "
-                         f"{result.config.get('device')}): the range times are CPU times.")
-    return ProfileReport(export=result.sqlite, config=result.config, ranges=ranges,
-                         dominant=dominant, kernels=kernels, notes=notes, sentences=sentences,
-                         status=result.status, reason=result.reason)
+            notes.append(f"no CUDA kernels {'in' if command else 'exist in'} this run "
+                         f"(trace {result.trace}, device {result.config.get('device')}): the "
+                         f"range times are CPU times.")
+    if not command:
+        order = {n: i for i, n in enumerate(nv.HEADLINE_RANGES)}
+        report.ranges.sort(key=lambda r: (order.get(r["range"], len(order)), -r["total_ns"]))
+    return report
 
 
 def mine_outcome(result: ProfileResult, mine: Any = None
