@@ -256,7 +256,7 @@ class NsysMineServer:
         self.config = config
         self._lock: Any = None  # an anyio.Lock, made in the server's event loop
         # the last exports asked about stay loaded, the last answers kept
-        self.memo = Memo(exports=config.keep_open)
+        self.memo = Memo(exports=config.keep_open, answers=32 if config.keep_open else 0)
 
     # the roots of one call
     async def roots(self, ctx: Context[Any, Any] | None) -> Roots:
