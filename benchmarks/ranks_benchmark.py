@@ -2,6 +2,7 @@
 """``nsys-mine ranks`` on many rank exports, beside the loop a user would write.
 
     python benchmarks/ranks_benchmark.py [--ranks 8 16 32 64] [--replay 12] [--out DIR]
+        [--nsys-mine EXE] [--no-sequential]
 
 Builds 64 rank exports (``rank_exports.py``: the real 2-GPU DDP capture split, cloned, rank 5
 2 ms late at every collective, each rank's activity replayed ``--replay`` times: about 16 MB
@@ -70,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", type=int, default=12)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "ranks")
     ap.add_argument("--sequential", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--nsys-mine", type=Path, default=NSYS_MINE,
+                    help="the nsys-mine to time (another worktree's: a script running "
+                         "`python -m profile_cli \"$@\"` with it on PYTHONPATH)")
     a = ap.parse_args(argv)
+    exe = str(a.nsys_mine)
     n = max(a.ranks)
     folder = a.out / f"r{n}x{a.replay}"
     if len(list(folder.glob("rank_*.sqlite"))) != n:
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         cache = tempfile.mkdtemp(prefix="nsm-bench-cache-")
         env = dict(os.environ, NSYS_MINE_CACHE_DIR=cache)
         wall, peak, text, cpu_s = run_measured(
-            [str(NSYS_MINE), "ranks", str(sub), "-f", "json"], env)
+            [exe, "ranks", str(sub), "-f", "json"], env)
         rows = json.loads(text)
         slow = [r["rank"] for r in rows if r["straggler"]]
         row = {"what": "ranks (local Dask cluster)", "ranks": k, "wall_s": round(wall, 1),
@@ -108,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             biggest, cpu_total = 0, 0.0
             for f in files[:k]:
-                _, peak, _, cpu_s = run_measured([str(NSYS_MINE), "gpus", str(f), "-f", "json"],
-                                                 env)
+                _, peak, _, cpu_s = run_measured([exe, "gpus", str(f), "-f", "json"], env)
                 biggest, cpu_total = max(biggest, peak), cpu_total + cpu_s
             row = {"what": "sequential `nsys-mine gpus` per file", "ranks": k,
                    "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu_total, 1),
