@@ -1,6 +1,7 @@
 """What an export says about how its capture ran: the session's UTC start (to put exports of
-different machines on one clock) and the launched program's environment and arguments (where
-a rank may be named: ``RANK=3``, ``--rank 3``)."""
+different machines on one clock), the machine it ran on (exports of one machine share its
+clock) and the launched program's environment and arguments (where a rank may be named:
+``RANK=3``, ``--rank 3``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,28 @@ def session_start_utc(export: Export) -> int | None:
         return None
     row = export.db.execute(SESSION_START_UTC.sql(export)).fetchone()
     return int(row[0]) if row and row[0] is not None else None
+
+
+CAPTURE_HOST = Query(
+    "capture_host", f"SELECT value FROM {CAPTURE_TABLE} WHERE name = 'DEVICE_DISPLAY_NAME' "
+                    f"LIMIT 1",
+    needs={CAPTURE_TABLE: ("name", "value")}, purpose="the machine the capture ran on")
+# where the launched program's environment names its machine, most trusted first (HOSTNAME
+# is inherited: `srun` from a job script passes the submitting machine's on)
+HOST_VARIABLES = ("SLURMD_NODENAME", "SLURM_TOPOLOGY_ADDR", "HOSTNAME")
+
+
+def capture_host(export: Export, env: dict[str, str]) -> str | None:
+    """The machine the capture ran on: the device nsys names (``DEVICE_DISPLAY_NAME``), else
+    its name in the launched program's environment (``env``); None: not recorded."""
+    if export.has_column(CAPTURE_TABLE, "name") and export.has_column(CAPTURE_TABLE, "value"):
+        row = export.db.execute(CAPTURE_HOST.sql(export)).fetchone()
+        if row and row[0] and str(row[0]) != "Local (CLI)":
+            return str(row[0]).split(".")[0]
+    for key in HOST_VARIABLES:
+        if env.get(key):
+            return env[key].split(".")[0]
+    return None
 
 
 def capture_environment(export: Export) -> tuple[dict[str, str], list[str]]:

@@ -125,7 +125,10 @@ def mine(ctx: typer.Context) -> None:
 def write_answer(a: Analysis, report: Report, params: dict[str, Any], out: OutputSpec) -> None:
     """Render ``report`` (``a``'s answer to ``params``) as ``out`` says, and write it: an
     object as a key/value table (JSON as itself), rows through the view people see them with
-    (the rows of several exports come cut per export already)."""
+    (the rows of several exports come cut per export already); its warnings on stderr, a
+    line each."""
+    for warning in report.warnings:
+        sys.stderr.write(f"Warning: {warning}\n")
     if report.obj is not None:
         from reports.render import render_object
 

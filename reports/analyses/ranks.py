@@ -3,14 +3,17 @@
 Exports: one export that holds several GPU processes (each a rank; mined here, through the
 pipeline), or one per rank (files, globs or a folder: a job, ``run_job``; ``.nsys-rep``
 reports are exported on the workers), each mined on a Dask worker into a small summary. The
-cross-rank engine is ``reports.ranks``: the summaries (``summary``), the matching, clocks and
-lateness (``matching``), Dask (``cluster``), the answer as data (``answer``) and its page.
+cross-rank engine is ``reports.ranks``: the summaries (``summary``), the matching and lateness
+(``matching``), the clocks (``clocks``), why a straggler is late (``why``), Dask
+(``cluster``), the answer as data (``answer``) and its page.
 
 One row per (rank, device): the ``gpus`` columns of its export and process, then ``late_ns``
-(median lateness at the matched collectives), ``wait_ns`` (time its collective kernels ran
-before the last rank arrived), ``straggler`` and the per-step columns. ``--collectives``: one
-row per matched collective instead. The sentences say, for each straggler, what differs from
-the median rank before its late arrivals.
+(median lateness at the matched collectives of its group of ranks where it is latest: a
+tensor-parallel group, a data-parallel one), ``wait_ns`` (time its collective kernels ran
+before the last rank arrived), ``straggler``, the per-step columns, and ``error``: why a
+rank whose export could not be read is missing (its row is there, its figures empty).
+``--collectives``: one row per matched collective instead. The sentences say, for each
+straggler, what differs from the median rank before its late arrivals.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from reports.pipeline.report import Report
 from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome
 from reports.pipeline.session import Session
 from reports.ranks.answer import (
-    GPUS_PART,
+    RANK_COLUMNS,
     RanksAnswer,
     answer_notes,
+    failed_lines,
     mine_ranks,
     per_rank_rows,
     side_by_side,
@@ -37,22 +41,19 @@ from reports.ranks.matching import collective_rows
 from reports.ranks.summary import summarize_session
 from reports.render import View
 
-RANKS_COLUMNS = [
-    "rank", "export", "pid", "device", *GPUS_PART, "late_ns", "wait_ns", "wait_pct",
-    "last_at", "matched", "straggler", "rank_source", "clock_offset_ns", "steps",
-    "step_med_ns", "wait_per_step_ns",
-]
+RANKS_COLUMNS = RANK_COLUMNS
 RANKS_VIEW = View(
     columns=["rank", "straggler", "late_ns", "wait_ns", "wait_pct", "last_at", "matched",
              "span_ns", "idle_ns", "comm_ns", "exposed_comm_ns", "compute_ns", "steps",
-             "step_med_ns", "device", "pid", "export"],
+             "step_med_ns", "device", "pid", "export", "error"],
     drop=("pid", "compute_ns", "comm_ns", "steps", "step_med_ns", "device", "export"),
-    noun="ranks", rank_by=(), hide_if_zero=("steps", "step_med_ns"),
+    noun="ranks", rank_by=(),
+    hide_if_zero=("steps", "step_med_ns", "error", "exposed_comm_ns", "comm_ns"),
     headers={"late_ns": "late", "wait_ns": "wait", "wait_pct": "wait %", "last_at": "last at",
              "exposed_comm_ns": "exposed comm", "comm_ns": "comm", "step_med_ns": "step med"})
 COLLECTIVE_COLUMNS = [
-    "collective", "key", "kind", "bytes", "first_arrival_ns", "last_arrival_ns", "skew_ns",
-    "last_rank", "last_late_ns", "wait_ns",
+    "collective", "key", "kind", "bytes", "ranks", "first_arrival_ns", "last_arrival_ns",
+    "skew_ns", "last_rank", "last_late_ns", "wait_ns",
 ]
 COLLECTIVE_VIEW = View(
     columns=["collective", "kind", "bytes", "skew_ns", "last_rank", "last_late_ns", "wait_ns",
@@ -89,12 +90,13 @@ def ranks_of_export(s: Session, collectives: bool = False, **engine: Any) -> Rep
 def _report(a: RanksAnswer, collectives: bool) -> Report:
     sentences = [t for w in a.why for t in w.sentences()]
     notes = sentences + answer_notes(a)  # the explanation first: tables show notes
+    warnings = failed_lines(a)
     if collectives:
         return Report(rows=collective_rows(a.matched, a.late, a.ranks),
                       columns=COLLECTIVE_COLUMNS, notes=notes, sentences=sentences,
-                      title="Matched collectives across ranks", detail=a)
+                      title="Matched collectives across ranks", detail=a, warnings=warnings)
     return Report(rows=per_rank_rows(a), columns=RANKS_COLUMNS, notes=notes,
-                  sentences=sentences, detail=a)
+                  sentences=sentences, detail=a, warnings=warnings)
 
 
 def _run_job(paths: list[Path], options: AnalysisOptions, **params: Any) -> Report:
@@ -139,11 +141,13 @@ ANALYSIS = Analysis(
 
     EXPORTS: one export per rank (files, globs or a folder; .nsys-rep reports are exported
     on the workers), one export that holds every rank's process, or a mix. Collectives are
-    matched across ranks (per NCCL communicator where NCCL's NVTX payload names it, else per
-    kind and stream), clocks aligned by their ends; each rank's lateness (late_ns), its wait
-    for the others (wait_ns) and the straggler(s), with what differs before their late
-    arrivals. Runs on Dask: a local cluster of worker processes, a running scheduler, or
-    Slurm jobs.
+    matched among the ranks that take part (per NCCL communicator where NCCL's NVTX payload
+    names it, else per kind and stream in the order each process first used its streams),
+    clocks aligned by the collectives' ends, one machine's clock or the UTC start times (with
+    the error of each); each rank's lateness (late_ns), its wait for the others (wait_ns)
+    and the straggler(s), with what differs before their late arrivals. An export that
+    cannot be read is a row with its error. Runs on Dask: a local cluster of worker
+    processes, a running scheduler, or Slurm jobs.
 
     Examples: `nsys-mine ranks rank_*.sqlite` · `nsys-mine ranks ddp.sqlite --collectives` ·
     `nsys-mine ranks runs/ --scheduler slurm --slurm-partition gpu`
@@ -176,7 +180,8 @@ ANALYSIS = Analysis(
     column_types={"rank": "integer", "export": "string", "last_at": "integer",
                   "matched": "integer", "straggler": "boolean", "rank_source": "string",
                   "steps": "integer", "wait_per_step_ns": "number", "collective": "integer",
-                  "bytes": "integer", "last_rank": "integer"},
+                  "bytes": "integer", "last_rank": "integer", "ranks": "integer",
+                  "error": "string"},
     columns=RANKS_COLUMNS, view=RANKS_VIEW, title="Ranks: lateness and waits", order=69,
     default_top=0,
     checks=(

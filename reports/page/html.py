@@ -63,7 +63,7 @@ dl.facts dd { margin: 0; overflow-wrap: anywhere; font-family: ui-monospace, SFM
 footer { margin-top: 2.5rem; color: #777; font-size: 0.8rem; }
 """
 
-NAME_KINDS = {"name", "kernel", "range", "runner_up", "config", "operation"}
+NAME_KINDS = {"name", "kernel", "range", "runner_up", "config", "operation", "export"}
 SIGNATURES = {"name", "kernel", "runner_up"}  # kernel names: shortened by their structure
 KERNEL_CHARS = 64
 

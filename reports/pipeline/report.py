@@ -23,8 +23,9 @@ MULTI_COLUMN = "config"  # the label column of several exports' rows (reports.pi
 class Report:
     """An answer, as data: row dicts (keys = ``columns``, in that order; units in the names:
     ``_ns``, ``_pct``, ``_bytes``), notes that explain the numbers, optional one-line answers
-    (``sentences``, one per row where an analysis has them), a title, and the exit status of
-    its command (0 but for gates: ``check``, ``diff --fail-on``). An answer that is one object
+    (``sentences``, one per row where an analysis has them), ``warnings`` (what the command
+    line says on stderr: a job's export that could not be read), a title, and the exit status
+    of its command (0 but for gates: ``check``, ``diff --fail-on``). An answer that is one object
     rather than rows (``info``) is ``obj``; ``detail`` holds what a page draws beyond the rows
     (``ranks``: the matched collectives). How people see it is the renderer's business
     (``Analysis.view_of``, ``reports.render``). The rows of several exports carry their
@@ -38,6 +39,7 @@ class Report:
     obj: dict[str, Any] | None = None
     exit_code: int = 0
     detail: Any = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_pandas(self) -> pd.DataFrame:
         """The rows as a DataFrame (``columns`` in order; the notes in ``df.attrs``). pandas is

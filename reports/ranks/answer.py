@@ -1,7 +1,9 @@
 """The ``ranks`` answer as data (``RanksAnswer``): every rank's summary (``reports.ranks.summary``:
 mined on Dask workers for a job's exports, here for one export), their rank numbers, the
-matched collectives, clock offsets, lateness and waits, and what differs for a straggler
-(``reports.ranks.matching``); and the rows and notes the ``ranks`` analysis answers with."""
+matched collectives, clocks, lateness and waits (``reports.ranks.matching``), what differs
+for a straggler (``reports.ranks.why``), the exports that could not be read; and the rows
+and notes the ``ranks`` analysis answers with (a rank that could not be read is a row too,
+with its ``error``)."""
 
 from __future__ import annotations
 
@@ -17,20 +19,16 @@ from nsys_parsers.errors import ExportNotFound, NsysMineError
 from reports.pipeline.options import AnalysisOptions
 from reports.pipeline.report import r1
 from reports.ranks.cluster import Engine, dask_client, map_exports
-from reports.ranks.matching import (
-    STRAGGLER_RULE,
-    Lateness,
-    Matched,
-    Why,
-    assign_ranks,
-    explain,
-    lateness,
-    match,
-)
+from reports.ranks.matching import STRAGGLER_RULE, Lateness, Matched, assign_ranks, lateness, match
 from reports.ranks.summary import RankSummary, rank_from_name, summarize_export
-from reports.render import human_ns
+from reports.ranks.why import Why, explain
 
 GPUS_PART = ["span_ns", "busy_ns", "idle_ns", "comm_ns", "compute_ns", "exposed_comm_ns"]
+RANK_COLUMNS = [
+    "rank", "export", "pid", "device", *GPUS_PART, "late_ns", "wait_ns", "wait_pct",
+    "last_at", "matched", "straggler", "rank_source", "clock_offset_ns", "steps",
+    "step_med_ns", "wait_per_step_ns", "error",
+]
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 
 
@@ -125,8 +123,9 @@ def side_by_side(summaries: list[RankSummary], files: list[Path],
     ranks = [ranks[i] for i in by_rank]
     sources = [sources[i] for i in by_rank]
     m = match(summaries, ranks)
-    lt = lateness(m, np.array([_whole(s) for s in summaries], dtype=np.float64))
-    why = [explain(i, summaries, m, lt, ranks) for i in np.flatnonzero(lt.straggler).tolist()]
+    whole = np.array([_whole(s) for s in summaries], dtype=np.float64)
+    lt = lateness(m, whole)
+    why = [explain(i, g, summaries, m, lt, ranks, whole) for i, g in lt.groups]
     return RanksAnswer(summaries, ranks, sources, m, lt, why, notes + m.notes,
                        list(failed or []))
 
@@ -153,6 +152,8 @@ class _given:
 
 
 def per_rank_rows(a: RanksAnswer) -> list[dict[str, Any]]:
+    """One row per rank (and device), then one per export that could not be read: its rank
+    where its file name says it, its ``error``, every figure empty."""
     rows = []
     for i, s in enumerate(a.summaries):
         span = s.gpus.get("span_ns") or 0
@@ -164,15 +165,30 @@ def per_rank_rows(a: RanksAnswer) -> list[dict[str, Any]]:
             "late_ns": int(a.late.late[i]), "wait_ns": wait,
             "wait_pct": r1(100.0 * wait / span) if span else None,
             "last_at": int(a.late.last_count[i]),
-            "matched": a.matched.count if a.matched.index[i, :1].min(initial=0) >= 0 else 0,
+            "matched": int(a.matched.member[i].sum()),
             "straggler": bool(a.late.straggler[i]), "rank_source": a.sources[i],
             "clock_offset_ns": int(a.matched.offsets[i]), "steps": steps,
             "step_med_ns": (r1(float(np.median(s.steps[:, 1] - s.steps[:, 0])))
                             if steps else None),
-            "wait_per_step_ns": r1(wait / steps) if steps else None,
+            "wait_per_step_ns": r1(wait / steps) if steps else None, "error": None,
         })
         rows.append(row)
+    for export, why in a.failed:
+        hint = rank_from_name(Path(export).name)
+        rows.append({**dict.fromkeys(RANK_COLUMNS), "rank": hint, "export": export,
+                     "rank_source": "file name" if hint is not None else "",
+                     "straggler": False, "error": why})
     return rows
+
+
+def failed_lines(a: RanksAnswer) -> list[str]:
+    """One line per export that could not be read (what stderr says of each)."""
+    out = []
+    for export, why in a.failed:
+        hint = rank_from_name(Path(export).name)
+        who = f"rank {hint} ({Path(export).name})" if hint is not None else Path(export).name
+        out.append(f"{who} left out: {why}")
+    return out
 
 
 def answer_notes(a: RanksAnswer) -> list[str]:
@@ -182,30 +198,24 @@ def answer_notes(a: RanksAnswer) -> list[str]:
     src = Counter(a.sources)
     notes.append(f"{n} rank(s) from {exports} export(s); rank numbers from "
                  + ", ".join(f"{k} ({v})" for k, v in src.items()) + ".")
-    for export, why in a.failed:
-        hint = rank_from_name(Path(export).name)
-        who = f"rank {hint} ({Path(export).name})" if hint is not None else Path(export).name
-        notes.append(f"{who} left out: {why}")
+    notes += failed_lines(a)
     if n == 1:
         notes.append("one GPU process: there is nothing to compare it with (give one export "
                      "per rank, or one export of every rank's process).")
         return notes + a.notes
     m = a.matched
-    keyed = Counter(s.keyed_by for s in a.summaries)
-    notes.append(f"{m.count} collectives matched (the n-th of each "
-                 f"{'communicator' if keyed.get('communicator') == n else 'kind and stream'});"
-                 f" arrival = start of the rank's collective kernel.")
-    if m.count:
-        clock = f"clocks: {m.clock}"
-        if m.clock.startswith("ends"):
-            clock += f", residual error {human_ns(m.residual_ns)}"
-        notes.append(clock + ".")
-    notes.append(f"late_ns: median over matched collectives of the arrival minus the median "
-                 f"arrival; wait_ns: time its collective kernels ran before the last rank "
-                 f"arrived; {STRAGGLER_RULE}.")
-    if not a.late.straggler.any() and m.count:
-        notes.append("no straggler: no rank arrives last often and late enough.")
+    if not m.count:
+        return notes + a.notes
+    notes.append(f"{m.count} collective{'' if m.count == 1 else 's'} matched; arrival = "
+                 f"start of the rank's collective kernel.")
+    notes.append(f"late_ns: in the group of ranks where it is latest, the median over the "
+                 f"group's collectives of its arrival minus the group's median arrival "
+                 f"(integer ns); wait_ns: time its "
+                 f"collective kernels ran before the last rank arrived; {STRAGGLER_RULE}.")
+    if m.count and not a.late.straggler.any():
+        if (a.late.last_rank < 0).all() and not a.matched.clocks.measured:
+            notes.append("no straggler: with the clock error unknown between some ranks, no "
+                         "rank is last by more than it.")
+        else:
+            notes.append("no straggler: no rank arrives last often and late enough.")
     return notes + a.notes
-
-
-

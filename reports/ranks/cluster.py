@@ -110,7 +110,7 @@ def dask_client(engine: Engine, tasks: int = 1) -> Iterator[Any]:
         try:
             cluster = distributed.LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                silence_logs=logging.ERROR)
+                silence_logs=logging.CRITICAL)
         except Exception as exc:  # noqa: BLE001 - whatever stops a cluster from starting
             raise EngineError(f"the local Dask cluster did not start ({exc}); try --workers 1 "
                               f"or --scheduler tcp://HOST:8786.") from None
@@ -206,6 +206,18 @@ def _walltime(text: str | None) -> str:
     return value
 
 
+def caught(fn: Callable[..., Any], *args: Any) -> tuple[Any, BaseException | None]:
+    """``fn(*args)`` on a worker, its error handed back as a value (result, None) or (None,
+    error): the worker logs no traceback for an export that cannot be read, and the client
+    says it in one line. An error that is not ours travels as its type and message."""
+    try:
+        return fn(*args), None
+    except NsysMineError as exc:
+        return None, exc
+    except Exception as exc:  # noqa: BLE001 - any failure is this export's answer
+        return None, RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
 def map_exports(client: Any, fn: Callable[..., Any], paths: list[Path], *args: Any,
                 what: str = "export") -> Iterator[tuple[Path, Any, BaseException | None]]:
     """Run ``fn(str(path), *args)`` for each path on the workers; yield (path, result, None)
@@ -214,7 +226,7 @@ def map_exports(client: Any, fn: Callable[..., Any], paths: list[Path], *args: A
     update = PROGRESS.get()
     total = len(paths)
     batch = uuid.uuid4().hex[:8]  # keys never repeat: Dask would hand back an older result
-    futures = {client.submit(fn, str(p), *args, key=f"{what}-{p.name}-{batch}-{i}",
+    futures = {client.submit(caught, fn, str(p), *args, key=f"{what}-{p.name}-{batch}-{i}",
                              pure=False): p for i, p in enumerate(paths)}
     if update is not None:
         update(0, total, f"{total} {what}s on {_workers(client)} worker(s)")
@@ -223,13 +235,12 @@ def map_exports(client: Any, fn: Callable[..., Any], paths: list[Path], *args: A
         path = futures[future]
         done += 1
         try:
-            result = future.result()
-        except Exception as exc:  # noqa: BLE001 - a worker's error is this export's answer
-            yield path, None, exc
-        else:
-            yield path, result, None
+            result, error = future.result()
+        except Exception as exc:  # noqa: BLE001 - its worker died: this export's answer
+            result, error = None, exc
         finally:
             future.release()
+        yield path, result, error
         if update is not None:
             update(done, total, path.name)
 

@@ -5,6 +5,7 @@ step (or of the middle collectives) for every rank, and the tables."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,6 +21,9 @@ from reports.ranks.matching import collective_rows
 from reports.render import View
 
 LANE_COLLECTIVES = 10  # without steps, the lanes show the last this many collectives
+PAGE_COLUMNS = ["rank", "export", "straggler", "late_ns", "wait_ns", "wait_pct", "last_at",
+                "matched", "span_ns", "idle_ns", "exposed_comm_ns", "steps", "step_med_ns",
+                "error"]  # the table's: the name where it reads, the figures that answer
 
 
 def ranks_page(paths: Sequence[str | Path], options: AnalysisOptions | None = None, *,
@@ -32,7 +36,12 @@ def ranks_page(paths: Sequence[str | Path], options: AnalysisOptions | None = No
 
 def answer_page(report: Report, title: str) -> Page:
     """The page of a ``ranks`` answer (its rows, notes, sentences and ``detail``)."""
-    from reports.ranks.plots import lateness_heatmap_png, rank_lanes_png, rank_time_bars_png
+    from reports.ranks.plots import (
+        lateness_bars_png,
+        lateness_heatmap_png,
+        rank_lanes_png,
+        rank_time_bars_png,
+    )
 
     a: RanksAnswer = report.detail
     rows = list(report.rows)
@@ -41,45 +50,56 @@ def answer_page(report: Report, title: str) -> Page:
     ranks_view, collective_view = get("ranks").view, get("ranks").shaped({"collectives": True})[1]
     assert ranks_view is not None and collective_view is not None
     stragglers = [r["rank"] for r in rows if r["straggler"]]
-    page = Page(title=title, lead=[
-        f"{len(rows)} rank(s), {a.matched.count} matched collectives",
-        "straggler(s): " + (", ".join(f"rank {r}" for r in stragglers) if stragglers
-                            else "none")])
+    n = a.matched.count
+    lead = [f"{len(a.summaries)} rank(s), {n} matched collective{'' if n == 1 else 's'}",
+            "straggler(s): " + (", ".join(f"rank {r}" for r in stragglers) if stragglers
+                                else "none")]
+    if a.failed:
+        lead.append(f"{len(a.failed)} export(s) could not be read (their rows say why)")
+    page = Page(title=title, lead=lead)
     page.sections.append(Section("Answers", "answers", [
-        Sentences(said or ["no straggler: no rank arrives last often and late enough."]),
-        *[Text(n) for n in notes]]))
+        *([Sentences(said)] if said else []), *[Text(n) for n in notes]]))
     m = a.matched
-    present = m.index[:, 0] >= 0 if m.count else np.zeros(0, dtype=bool)
-    if m.count and present.sum() > 1:
-        arrive = m.arrive[present]
-        late_ms = (arrive - np.median(arrive, axis=0)[None, :]) / 1e6
-        ranks = [a.ranks[i] for i in np.flatnonzero(present).tolist()]
-        page.sections.append(Section("Lateness at each collective", "lateness", [
-            Figure("lateness", lateness_heatmap_png(
-                late_ms, ranks, title="Arrival at each matched collective against the median "
-                                      "rank (red: late, blue: early)"),
-                   "heatmap: ranks by matched collectives, each arrival minus the median")]))
-    wait = np.array([r["wait_ns"] for r in rows], dtype=np.float64)
-    exposed = np.array([r["exposed_comm_ns"] or 0 for r in rows], dtype=np.float64)
+    taking = np.flatnonzero(m.member.any(axis=1)) if m.count else np.zeros(0, np.int64)
+    if taking.size > 1:
+        late_ms = np.where(m.member[taking], a.late.late_at[taking] / 1e6, np.nan)
+        ranks = [a.ranks[i] for i in taking.tolist()]
+        what = ("Arrival at each matched collective against the median rank of its group "
+                "(red: late, blue: early; grey: not in the collective's group)")
+        figure = (Figure("lateness", lateness_bars_png(late_ms[:, 0], ranks, title=(
+                      f"Arrival at the one matched collective ({m.kinds[0]}) against the "
+                      f"median rank (red: late, blue: early)")),
+                         "bars: each rank's arrival at the collective minus the median")
+                  if m.count == 1 else
+                  Figure("lateness", lateness_heatmap_png(late_ms, ranks, title=what),
+                         "heatmap: ranks by matched collectives, each arrival minus the "
+                         "median of the collective's group"))
+        page.sections.append(Section("Lateness at each collective", "lateness", [figure]))
+    read = [r for r in rows if r["error"] is None]
+    wait = np.array([r["wait_ns"] for r in read], dtype=np.float64)
+    exposed = np.array([r["exposed_comm_ns"] or 0 for r in read], dtype=np.float64)
     parts: dict[str, list[float]] = {
-        "compute": [(r["compute_ns"] or 0) / 1e6 for r in rows],
+        "compute": [(r["compute_ns"] or 0) / 1e6 for r in read],
         "exposed comm": (np.maximum(exposed - wait, 0) / 1e6).tolist(),
         "wait for others": (wait / 1e6).tolist(),
-        "idle": [(r["idle_ns"] or 0) / 1e6 for r in rows]}
+        "idle": [(r["idle_ns"] or 0) / 1e6 for r in read]}
     page.sections.append(Section("Where each rank's time goes", "time", [Figure(
-        "rank-time", rank_time_bars_png([r["rank"] for r in rows], parts,
+        "rank-time", rank_time_bars_png([r["rank"] for r in read], parts,
                                         title="Compute, exposed communication (less waiting), "
                                               "waiting for other ranks, idle"),
         "stacked bars per rank: compute, exposed communication, wait, idle")]))
     lanes = _lanes(a)
     if lanes is not None:
-        page.sections.append(Section("One step on every rank", "lanes", [
+        page.sections.append(Section("Every rank on one clock", "lanes", [
             Figure("rank-lanes", rank_lanes_png(lanes[0], lanes[1], lanes[2], title=lanes[3]),
                    "timeline lanes per rank on one aligned clock"),
-            Text("Each rank's kernels on the first rank's clock (offsets in the table); red "
-                 "ticks: its arrivals at collectives.")]))
+            Text("Each rank's kernels on the first rank's clock (how it was put there: the "
+                 "clocks note above); red ticks: its arrivals at collectives.")]))
     shown = [{**r, "export": Path(r["export"]).name} for r in rows]
-    page.sections.append(Section("Ranks", "ranks", [Table(shown, ranks_view, top=0)]))
+    page.sections.append(Section("Ranks", "ranks", [
+        Table(shown, replace(ranks_view, columns=PAGE_COLUMNS, drop=()), top=0),
+        Text("Each rank's communication, compute, process and device, and its clock "
+             "offset: nsys-mine ranks --format csv (or json).")]))
     if m.count:
         coll = collective_rows(m, a.late, a.ranks)
         coll.sort(key=lambda r: -r["skew_ns"])
@@ -106,14 +126,16 @@ def _lanes(a: RanksAnswer) -> tuple[list[tuple[int, dict[str, np.ndarray]]],
         what = f"the middle {a.summaries[0].step_range!r} instance"
     elif m.count:
         lo, hi = max(0, m.count - LANE_COLLECTIVES), m.count - 1
-        present = m.index[:, 0] >= 0
-        window = (int(m.arrive[present, lo].min()) - 1, int(m.end[present, hi].max()) + 1)
+        shown = m.member[:, lo:hi + 1]
+        window = (int(m.arrive[:, lo:hi + 1][shown].min()) - 1,
+                  int(m.end[:, lo:hi + 1][shown].max()) + 1)
         lanes = [(a.ranks[i], {k: v + off[i] for k, v in s.lanes.items()})
                  for i, s in enumerate(a.summaries)]
-        what = f"collectives {lo + 1} to {hi + 1} of {m.count}"
+        what = ("the one matched collective" if m.count == 1 else
+                f"collectives {lo + 1} to {hi + 1} of {m.count}")
     else:
         return None
-    arrivals = [m.arrive[i] if m.count and m.index[i, 0] >= 0 else np.zeros(0, np.int64)
+    arrivals = [m.arrive[i, m.member[i]] if m.count else np.zeros(0, np.int64)
                 for i in range(len(a.summaries))]
     return lanes, window, arrivals, f"Kernels of every rank during {what}, clocks aligned"
 

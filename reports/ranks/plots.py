@@ -16,20 +16,46 @@ PART_COLORS = {"compute": "#4477AA", "exposed comm": category_color("communicati
 def lateness_heatmap_png(late_ms: np.ndarray, ranks: Sequence[int], *, title: str) -> bytes:
     """Ranks (rows) x matched collectives (columns): each arrival minus the median arrival of
     that collective (ms), blue early, red late, white on time."""
+    import matplotlib
     from matplotlib.colors import TwoSlopeNorm
 
     r, k = late_ms.shape
     fig = _figure(10.0, 1.6 + 0.32 * max(r, 3))
     ax = fig.add_subplot()
-    hi = float(np.nanmax(np.abs(late_ms))) if late_ms.size else 1.0
-    hi = hi if hi > 0 else 1.0
-    im = ax.imshow(late_ms, aspect="auto", cmap="RdBu_r", interpolation="nearest",
-                   norm=TwoSlopeNorm(vmin=-hi, vcenter=0.0, vmax=hi))
+    hi = _extent(late_ms)
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="#b8b8b8")  # not in the group
+    im = ax.imshow(np.ma.masked_invalid(late_ms), aspect="auto", cmap=cmap,
+                   interpolation="nearest", norm=TwoSlopeNorm(vmin=-hi, vcenter=0.0, vmax=hi))
     ax.set_yticks(range(r), [f"rank {x}" for x in ranks], fontsize=8)
     ax.set_xlabel(f"matched collective (1 to {k}, in order)")
     _title(ax, title)
     bar = fig.colorbar(im, ax=ax, shrink=0.9)
     bar.set_label("arrival - median arrival (ms)")
+    return _png(fig)
+
+
+def _extent(late_ms: np.ndarray) -> float:
+    """The colour scale's half range: the largest lateness (1 where there is none)."""
+    finite = late_ms[np.isfinite(late_ms)]
+    hi = float(np.abs(finite).max()) if finite.size else 0.0
+    return hi if hi > 0 else 1.0
+
+
+def lateness_bars_png(late_ms: np.ndarray, ranks: Sequence[int], *, title: str) -> bytes:
+    """One collective: a horizontal bar per rank, its arrival minus the median (ms), red
+    late, blue early."""
+    n = len(ranks)
+    fig = _figure(9.0, 1.4 + 0.3 * max(n, 3))
+    ax = fig.add_subplot()
+    ys = list(range(n))[::-1]
+    v = np.nan_to_num(np.asarray(late_ms, dtype=np.float64))
+    ax.barh(ys, v, color=["#CC3311" if x > 0 else "#0077BB" for x in v.tolist()], height=0.7)
+    ax.axvline(0.0, color="#555555", linewidth=0.8)
+    ax.set_yticks(ys, [f"rank {x}" for x in ranks], fontsize=8)
+    ax.set_xlabel("arrival - median arrival (ms)")
+    _title(ax, title)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
     return _png(fig)
 
 

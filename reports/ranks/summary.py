@@ -7,18 +7,21 @@ profile`` has one per process). Each holds:
 
 * the ``gpus`` row of that process and device (asked through ``reports.pipeline.ask.answer``:
   value for value what ``nsys-mine gpus`` says);
-* its collective kernels (the ``communication`` category), in the order they are matched
-  across ranks: per communicator where NCCL's NVTX payload names it (the kernel launched
-  inside an ``ncclAllReduce``... call), else per collective kind and stream, each with its
-  start (the rank's arrival), end and message size;
+* its collective kernels (the ``communication`` category, point-to-point ``SendRecv`` too), in
+  the order they are matched across ranks: per communicator where NCCL's NVTX payload names
+  it (the kernel launched inside an ``ncclAllReduce``... call), else per collective kind and
+  stream, the streams numbered in the order the process first used them (a stream id is
+  the process's own number: two ranks may run NCCL on streams 7 and 15), each with its start
+  (the rank's arrival), end, launch and message size;
 * the GPU idle time before each collective (from its previous collective's end to its
   arrival) by cause (``gaps``: cpu, sync, api, unknown) and, for ``cpu``, the NVTX range open;
 * NVTX range times (CPU and GPU, with the dominant kernel), in all and in the window before
   each collective, and per-kernel median durations, the top ones: what ``ranks`` compares
   between a straggler and the median rank;
-* its step instances (``--within`` or a range named ``step``), the session's UTC start, its
-  rank as the export says it (NCCL payload, file name, environment) and the GPU lanes for the
-  page's timeline (unions of compute and communication kernels).
+* its step instances (``--within`` or a range named ``step``), the session's UTC start and
+  whether its timestamps are UTC already (``nsys profile --ts-normalize``), the machine it ran
+  on, its rank as the export says it (NCCL payload, file name, environment) and the GPU lanes
+  for the page's timeline (unions of compute and communication kernels).
 
 Numbers are nanoseconds on the rank's own clock; ``reports.ranks.matching`` aligns them.
 """
@@ -32,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.capture import capture_environment, session_start_utc
+from nsys_parsers.capture import capture_environment, capture_host, session_start_utc
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped
 from nsys_parsers.nccl import ITEMS_READ as NCCL_ITEMS
@@ -73,6 +76,10 @@ class RankSummary:
     processes: int  # GPU processes in its export
     utc_start_ns: int | None
     gpus: dict[str, Any]
+    # every rank the export names, best source first (rank_hint, rank_source: the first)
+    hints: list[tuple[int, str]] = field(default_factory=list)
+    utc_clock: bool = False  # its timestamps are UTC nanoseconds (--ts-normalize)
+    host: str | None = None  # the machine it ran on: exports of one machine share a clock
     # collectives, in matching order within each key
     keys: list[str] = field(default_factory=list)  # the distinct matching keys
     kinds: list[str] = field(default_factory=list)  # the distinct collective kinds
@@ -81,6 +88,7 @@ class RankSummary:
     coll_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coll_launch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # -1: none
     coll_idle: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
     # the cpu idle before collective i inside each range: rows (i, code into idle_ranges, ns)
     coll_idle_range: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
@@ -88,7 +96,7 @@ class RankSummary:
     # the time of each of ``ranges`` in the window before collective i (from the previous
     # collective's end to its arrival): rows (i, index into ranges, cpu ns, gpu ns)
     coll_range: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
-    keyed_by: str = "kind and stream"  # or "communicator"
+    keyed_by: str = "kind and stream order"  # or "communicator"
     steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     step_range: str | None = None
     ranges: list[dict[str, Any]] = field(default_factory=list)
@@ -111,6 +119,20 @@ class RankSummary:
         if key not in self.keys:
             return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(self.coll_key == self.keys.index(key))
+
+
+def rank_list(values: list[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` -> ``0-3, 5``."""
+    out, vals = [], sorted(values)
+    start = prev = vals[0]
+    for v in [*vals[1:], None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        out.append(f"{start}-{prev}" if prev > start else f"{start}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(out)
 
 
 def rank_from_name(name: str) -> int | None:
@@ -158,6 +180,9 @@ def summarize_session(s: Session, step_range: str | None = None) -> list[RankSum
     calls = nccl_calls(s.trace) if s.has_ranges else None
     utc = session_start_utc(s.export)
     env, args = capture_environment(s.export)
+    host = capture_host(s.export, env)
+    first = int(s.kernels.start.min()) if s.kernels is not None and len(s.kernels) else 0
+    utc_clock = utc is not None and first >= utc // 2  # timestamps near the epoch's ns
     path = s.export.source
     label = path.name
     rows = [r for r in gpus.rows if r["pid"] is not None and r["pid"] >= 0]
@@ -166,11 +191,13 @@ def summarize_session(s: Session, step_range: str | None = None) -> list[RankSum
     out = []
     for row in rows:
         pid, device = int(row["pid"]), int(row["device"])
-        hint, source, nranks = _rank_hint(calls, pid, label, env, args, len(pids))
+        hints, nranks = _rank_hints(calls, pid, label, env, args, len(pids))
+        hint, source = hints[0] if hints else (None, "")
         summary = RankSummary(
             export=str(path), label=label, pid=pid, device=device, rank_hint=hint,
             rank_source=source, nranks=nranks, processes=len(pids), utc_start_ns=utc,
-            gpus=dict(row), notes=list(gpus.notes))
+            gpus=dict(row), hints=hints, utc_clock=utc_clock, host=host,
+            notes=list(gpus.notes))
         _collectives(s, summary, calls)
         _idle_before(summary, [g for g in gaps if g["pid"] == pid
                                and g["device"] == device])
@@ -191,22 +218,27 @@ def _has_range(s: Session, name: str) -> bool:
     return s.trace.range_names().index(name) is not None
 
 
-def _rank_hint(calls: NcclCalls | None, pid: int, label: str, env: dict[str, str],
-               args: list[str], processes: int) -> tuple[int | None, str, int | None]:
-    """(rank, its source, number of ranks) of one process, from what the export says."""
+def _rank_hints(calls: NcclCalls | None, pid: int, label: str, env: dict[str, str],
+                args: list[str], processes: int) -> tuple[list[tuple[int, str]], int | None]:
+    """Every (rank, source) the export names for one process, best first (NCCL's payload,
+    then, for an export of one process, its file name, environment, command line), and the
+    number of ranks NCCL says."""
+    out: list[tuple[int, str]] = []
+    nranks = None
     if calls is not None:
         mine = np.flatnonzero((pid_of(calls.tid) == pid) & (calls.rank >= 0))
         if mine.size:
-            best = mine[np.argmax(calls.nranks[mine])]  # the largest communicator: the world
-            return int(calls.rank[best]), "nccl", int(calls.nranks[best])
+            best = mine[np.argmax(calls.nranks[mine])]  # its largest communicator
+            out.append((int(calls.rank[best]), "nccl"))
+            nranks = int(calls.nranks[best])
     if processes == 1:
         by_name = rank_from_name(label)
         if by_name is not None:
-            return by_name, "file name", None
+            out.append((by_name, "file name"))
         rank, source = rank_from_capture(env, args)
         if rank is not None:
-            return rank, source, None
-    return None, "", None
+            out.append((rank, source))
+    return out, nranks
 
 
 def _collectives(s: Session, out: RankSummary, calls: NcclCalls | None) -> None:
@@ -231,17 +263,18 @@ def _collectives(s: Session, out: RankSummary, calls: NcclCalls | None) -> None:
         call[launched] = hit
     has_call = call >= 0
     nbytes = np.full(mine.size, -1, dtype=np.int64)
+    streams = _stream_order(k.stream[mine], k.start[mine])
+    by_stream = [f"{kd} stream #{st}" for kd, st in zip(kind, streams.tolist())]
     if calls is not None and has_call.any():
         out.keyed_by = "communicator"
         comm_id = calls.comm[np.maximum(call, 0)]
-        keys = [f"comm {c & 0xFFFFFFFFFFFFFFFF:016x}" if h else f"{kd} stream {st}"
-                for c, h, kd, st in zip(comm_id.tolist(), has_call.tolist(), kind,
-                                        k.stream[mine].tolist())]
+        keys = [f"comm {c & 0xFFFFFFFFFFFFFFFF:016x}" if h else own
+                for c, h, own in zip(comm_id.tolist(), has_call.tolist(), by_stream)]
         nbytes[has_call] = calls.nbytes[call[has_call]]
         # the n-th collective of a communicator: in the order of the calls
         order_time = np.where(has_call, calls.start[np.maximum(call, 0)], k.start[mine])
     else:
-        keys = [f"{kd} stream {st}" for kd, st in zip(kind, k.stream[mine].tolist())]
+        keys = by_stream
         order_time = k.start[mine]
     order = np.lexsort((k.start[mine], order_time))
     out.keys = sorted(set(keys))
@@ -253,6 +286,20 @@ def _collectives(s: Session, out: RankSummary, calls: NcclCalls | None) -> None:
     out.coll_start = k.start[rows].astype(np.int64)
     out.coll_end = k.end[rows].astype(np.int64)
     out.coll_bytes = nbytes[order]
+    out.coll_launch = np.full(rows.size, -1, dtype=np.int64)
+    if k.launch_start is not None and k.launch_tid is not None:
+        out.coll_launch = np.where(k.launch_tid[rows] >= 0, k.launch_start[rows], -1)
+
+
+def _stream_order(stream: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each kernel's stream numbered by the order of the streams' first use (0: the first
+    stream to run a collective): a number that means the same on every rank, where the
+    stream ids are each process's own."""
+    firsts: dict[int, int] = {}
+    for st, t in zip(stream.tolist(), start.tolist()):
+        firsts[st] = min(t, firsts.get(st, t))
+    rank = {st: i for i, st in enumerate(sorted(firsts, key=lambda x: (firsts[x], x)))}
+    return np.array([rank[st] for st in stream.tolist()], dtype=np.int64)
 
 
 def _idle_before(out: RankSummary, gaps: list[dict[str, Any]]) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from nsys_parsers.plain import is_missing
 from reports.render.names import MAX_NAME_CHARS, is_signature, shorten
 
-NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation", "key"}
+NAME_COLUMNS = {"name", "kernel", "range", "runner_up", "operation", "key", "export"}
+PATH_COLUMNS = {"export"}  # people see a path's file name (machines the whole path)
 # Integer columns shown with thousands separators (others are ids or sizes: pid, context).
 COUNT_SUFFIXES = ("instances", "count", "calls", "rows")
 
@@ -83,6 +84,8 @@ def cell(column: str, value: Any, *, human: bool) -> str:
             return _fmt_num(value, 0)
         return f"{value:,.2f}".rstrip("0").rstrip(".")  # 0.38, 1.5, 12.25
     if isinstance(value, str):
+        if human and column in PATH_COLUMNS:
+            value = value.replace("\\", "/").rsplit("/", 1)[-1]
         if human and (column in NAME_COLUMNS or is_signature(column)):
             return str(shorten(value, signature=is_signature(column)))
         return value

@@ -1,7 +1,7 @@
-"""Per-device GPU time (``gpus``): against interval arithmetic written here, independently (a
-sweep over sorted start/end events in plain Python), on every fixture with GPU operations
-(kernels, memory operations and whole CUDA graph launches);
-the DDP capture's numbers; ``--within`` windows; the check rules; the report page's section."""
+"""Per-device GPU time (``gpus``): against interval arithmetic written independently
+(``tests.reference``: a sweep over sorted start/end events in plain Python), on every
+fixture with GPU operations (kernels, memory operations and whole CUDA graph launches); the
+DDP capture's numbers; ``--within`` windows; the check rules; the report page's section."""
 
 from __future__ import annotations
 
@@ -14,42 +14,10 @@ from nsys_parsers.errors import MissingData
 from reports.categories import categorize
 from reports.pipeline.ask import ask
 from tests.conftest import CS336, KNOWN
-from tests.reference import OPS_SQL
+from tests.reference import OPS_SQL, both, covered
 from tests.synth import Synth
 
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
-
-
-def covered(intervals: list[tuple[int, int]], window: tuple[int, int] | None = None) -> int:
-    """How long the union of ``intervals`` lasts (inside ``window``): a sweep over events."""
-    events = []
-    for a, b in intervals:
-        if window is not None:
-            a, b = max(a, window[0]), min(b, window[1])
-        if a < b:
-            events += [(a, 1), (b, -1)]
-    events.sort()
-    depth, since, total = 0, 0, 0
-    for t, step in events:
-        if depth == 0 and step == 1:
-            since = t
-        depth += step
-        if depth == 0:
-            total += t - since
-    return total
-
-
-def both(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    """How long ``a`` and ``b`` both cover."""
-    events = sorted([(s, 1, 0) for s, e in a] + [(e, -1, 0) for s, e in a]
-                    + [(s, 1, 1) for s, e in b] + [(e, -1, 1) for s, e in b])
-    depth, total, last = [0, 0], 0, None
-    for t, step, which in events:
-        if last is not None and depth[0] > 0 and depth[1] > 0:
-            total += t - last
-        depth[which] += step
-        last = t
-    return total
 
 
 def reference(export) -> dict[tuple[int, int], dict[str, int]]:

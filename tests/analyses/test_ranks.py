@@ -14,6 +14,7 @@ import pickle
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -35,7 +36,9 @@ from reports.ranks.summary import (  # noqa: E402
     rank_from_name,
     summarize_export,
 )
+from reports.render import human_ns  # noqa: E402
 from tests.conftest import fixture_path  # noqa: E402
+from tests.reference import OPS_SQL, both, covered  # noqa: E402
 
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
 RANKS, SLOW, DELAY = 8, 5, 2_000_000
@@ -109,7 +112,8 @@ def test_the_straggler_and_its_lateness_are_recovered(built, even, client):
     # clocks: rank r's file was shifted by r * CLOCK_STEP; aligned by the collectives' ends
     assert [rows[r]["clock_offset_ns"] for r in range(RANKS)] == \
         [-r * CLOCK_STEP for r in range(RANKS)]
-    assert any("residual error 0 ns" in n for n in report.notes)
+    assert any("onto rank 0's by the ends of the collectives they share (error 0 ns, measured "
+               "leaving each out)" in n for n in report.notes)
     why = report.sentences[0]
     assert why.startswith(f"rank {SLOW} arrives 2.000 ms late at 230 of 230")
     assert "with cause `cpu` inside `data_loader`" in why
@@ -119,7 +123,7 @@ def test_the_straggler_and_its_lateness_are_recovered(built, even, client):
     assert "`data_loader` +460.000 ms CPU" in report.sentences[1]
     why = mine_ranks([built], client=client).why
     assert [w.rank for w in why] == [SLOW]  # the injected idle, all of it `cpu`, recovered
-    assert abs(why[0].idle_extra["cpu"] - DELAY * matched) <= 0.02 * DELAY * matched
+    assert abs(why[0].idle_net["cpu"] - DELAY * matched) <= 0.02 * DELAY * matched
     assert why[0].idle_range == "data_loader" and why[0].lost_ns == DELAY * matched
 
 
@@ -144,7 +148,21 @@ def test_one_export_of_every_rank_the_real_ddp_capture(fx):
     assert rows[1]["straggler"] and not rows[0]["straggler"]
     assert (rows[1]["late_ns"], rows[1]["last_at"], rows[0]["wait_ns"]) == (97681, 197,
                                                                            181680845)
-    assert "clocks: one clock (one export)." in report.notes
+    # the same in plain SQL: each process's NCCL kernels in time order, the n-th with the n-th
+    db = sqlite3.connect(f"file:{fx(DDP)}?mode=ro", uri=True)
+    kernels = {pid: db.execute(
+        "SELECT k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+        "ON s.id = k.demangledName WHERE s.value LIKE 'nccl%' AND (k.globalPid >> 24) "
+        "& 16777215 = ? ORDER BY k.start", (pid,)).fetchall() for pid in (13096, 13097)}
+    db.close()
+    (a0, e0), (a1, e1) = [list(zip(*kernels[p])) for p in (13096, 13097)]
+    assert len(a0) == len(a1) == 230
+    late1 = [b - (min(a, b) + (max(a, b) - min(a, b)) // 2) for a, b in zip(a0, a1)]
+    assert rows[1]["late_ns"] == _median(late1)
+    assert rows[1]["last_at"] == sum(b - a > 1_000 for a, b in zip(a0, a1))
+    assert rows[0]["wait_ns"] == sum(max(0, min(b - a, e - a)) for a, b, e in zip(a0, a1, e0))
+    assert rows[1]["wait_ns"] == sum(max(0, min(a - b, e - b)) for a, b, e in zip(a0, a1, e1))
+    assert "clocks: one export, one clock." in report.notes
     assert report.sentences[0].startswith("rank 1 arrives 97.681 µs late at 197 of 230")
 
 
@@ -173,12 +191,16 @@ def test_bad_ranks_do_not_sink_the_answer(built, tmp_path, client):
     (folder / "rank_6.sqlite").write_bytes(b"not an export at all" * 100)  # damaged
     report = ranks([folder, tmp_path / "rank_9.sqlite"], client=client)
     rows = by_rank(report)
-    assert sorted(rows) == [0, 1, 2, 3, 4, 5, 7]
+    assert sorted(r for r, row in rows.items() if row["error"] is None) == [0, 1, 2, 3, 4, 5, 7]
     assert rows[SLOW]["straggler"] and rows[SLOW]["matched"] == 150
     notes = "\n".join(report.notes)
     assert "rank 6 (rank_6.sqlite) left out: " in notes
     assert "rank 9 (rank_9.sqlite) left out: " in notes and "no such file" in notes
-    assert "150 collectives matched on every rank; rank 0 has 230" in notes
+    assert "150 collectives matched on every rank of its group; rank 0 has 230" in notes
+    # every rank accounted for, in every format: a rank not read is a row with its error
+    assert rows[6]["error"] and rows[9]["error"] and "no such file" in rows[9]["error"]
+    assert rows[6]["late_ns"] is None and not rows[6]["straggler"]
+    assert report.warnings == [n for n in report.notes if " left out: " in n]
 
 
 def test_exports_of_two_runs_are_refused(built, tmp_path, client):
@@ -372,6 +394,23 @@ def test_the_page_of_a_folder_of_ranks(built, client, cli, tmp_path):
     assert "nothing to compare" in text
 
 
+def test_the_page_of_the_real_two_node_job(fx, client):
+    """One collective: a bar per rank instead of a one-column heatmap; the table names each
+    export by its file name, in full."""
+    from reports.page.model import page_markdown
+    from reports.ranks.page import ranks_page
+
+    folder = fx(NCCL_TREE)
+    page = ranks_page([folder], scheduler=client.scheduler.address, title="job")
+    text, files = page_markdown(page, "page")
+    assert "6 rank(s), 1 matched collective  \n" in text
+    assert sorted(files) == ["page-lateness.png", "page-rank-lanes.png", "page-rank-time.png"]
+    assert "bars: each rank's arrival at the collective minus the median" in text
+    for path in folder.glob("*.sqlite"):  # markdown escapes the underscores
+        assert "| " + path.name.replace("_", "\\_") + " |" in text
+    assert "ranks 0-2, all on ault43, arrive" in text
+
+
 def test_within_a_range_gives_per_step_columns(fx):
     report = ranks([fx(DDP)], within="distributed_training")
     gpus = {(g["pid"], g["device"]): g for g in ask("gpus", [fx(DDP)],
@@ -400,11 +439,277 @@ def test_clocks_fall_back_to_the_session_start(built):
 
     summaries = [summarize_export(built / f"rank_{r}.sqlite")[0] for r in (0, 1)]
     aligned = match(summaries, [0, 1])
-    assert list(aligned.offsets) == [0, -CLOCK_STEP] and aligned.residual_ns == 0
+    assert list(aligned.offsets) == [0, -CLOCK_STEP]
+    assert aligned.clocks.links == ["the first export", "ends"]
+    assert aligned.clocks.error.tolist() == [[0, 0], [0, 0]] and aligned.clocks.measured
     for s in summaries:  # no collective to align by: the UTC start times
         s.coll_key = s.coll_key[:0]
         s.coll_start, s.coll_end = s.coll_start[:0], s.coll_end[:0]
     by_utc = match(summaries, [0, 1])
-    assert by_utc.clock.startswith("session start times (UTC")
     # the builder made the session clocks disagree by 3 ms per rank
     assert list(by_utc.offsets) == [0, -CLOCK_STEP + 3_000_000]
+    # copies of one capture: one machine, whose clock both sessions' UTC starts are on
+    assert summaries[0].host == summaries[1].host == "lizhi-Super-Server"
+    assert by_utc.clocks.links[1] == "host" and by_utc.clocks.measured
+
+
+NCCL_TREE = "nccl_tree_2nodes_6gpus_nsys2024.5"
+
+
+def _tree_reference(folder: Path) -> dict[int, dict]:
+    """Per rank of the real 2-node job, in plain SQL over each export: its rank
+    (``SLURM_PROCID`` of the capture's environment), machine, its one AllReduce kernel (start,
+    end: UTC nanoseconds, integers) and its GPU time by the sweep of ``tests.reference``
+    (communication: the kernels named ``nccl*``)."""
+    out = {}
+    for path in sorted(folder.glob("*.sqlite")):
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        (env,), = db.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE "
+                             "'%ENVIRONMENT_VARIABLE' AND value LIKE 'SLURM_PROCID=%'")
+        (host,), = db.execute("SELECT value FROM META_DATA_CAPTURE "
+                              "WHERE name = 'DEVICE_DISPLAY_NAME'")
+        (start, end), = db.execute(
+            "SELECT k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE 'nccl%'")
+        ops = []
+        for table, sql in OPS_SQL.items():
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                ops += [(a, b, n) for a, b, _pid, _dev, n in db.execute(sql) if a > 0]
+        db.close()
+        every = [(a, b) for a, b, _ in ops]
+        comm = [(a, b) for a, b, n in ops if n is not None and n.startswith("nccl")]
+        compute = [(a, b) for a, b, n in ops if n is not None and not n.startswith("nccl")]
+        span = max(b for _, b in every) - min(a for a, _ in every)
+        busy = covered(every)
+        out[int(env.split("=")[1].strip('"'))] = {
+            "export": path.name, "host": host, "start": start, "end": end,
+            "span_ns": span, "busy_ns": busy, "idle_ns": span - busy,
+            "comm_ns": covered(comm), "compute_ns": covered(compute),
+            "exposed_comm_ns": covered(comm) - both(comm, compute)}
+    return out
+
+
+def _median(values: list[int]) -> int:
+    v = sorted(values)
+    lo, hi = v[(len(v) - 1) // 2], v[len(v) // 2]
+    return lo + (hi - lo) // 2
+
+
+def test_the_real_two_node_job_against_plain_sql(fx, client):
+    """Six processes on two machines, one export each, timestamps UTC (near 1.7e18 ns), one
+    AllReduce: every per-rank figure equals the plain-SQL computation, to the nanosecond."""
+    folder = fx(NCCL_TREE)
+    want = _tree_reference(folder)
+    assert sorted(want) == list(range(6))
+    report = ranks([folder], client=client)
+    rows = by_rank(report)
+    assert sorted(rows) == list(range(6))
+    arrivals = [want[r]["start"] for r in range(6)]
+    median, last = _median(arrivals), max(arrivals)
+    slowest = arrivals.index(last)
+    for r, w in want.items():
+        row = rows[r]
+        assert Path(row["export"]).name == w["export"] and row["rank_source"] == "environment"
+        assert {c: row[c] for c in GPUS_COLUMNS[2:]} == {c: w[c] for c in GPUS_COLUMNS[2:]}
+        assert row["late_ns"] == w["start"] - median  # exact: no float64 on the way
+        assert row["wait_ns"] == max(0, min(last - w["start"], w["end"] - w["start"]))
+        assert row["clock_offset_ns"] == 0  # UTC timestamps: nothing to move
+        assert (row["matched"], row["last_at"]) == (1, int(r == slowest))
+        assert row["error"] is None
+    assert slowest == 0 and [r for r in rows if rows[r]["straggler"]] == [0]
+    # the clocks: one machine's processes share its clock; across the two machines the one
+    # AllReduce's end disagrees by the error (the smallest disagreement of a pair across)
+    hosts = sorted({w["host"] for w in want.values()})
+    assert hosts == ["ault43.cscs.ch", "ault44.cscs.ch"]
+    across = min(abs(want[a]["end"] - want[b]["end"]) for a in want for b in want
+                 if want[a]["host"] != want[b]["host"])
+    clocks = next(n for n in report.notes if n.startswith("clocks:"))
+    for h in hosts:  # named as short names (SLURMD_NODENAME and the like are)
+        assert f"share {h.split('.')[0]}'s clock (their UTC starts)" in clocks
+    assert f"by the sessions' UTC start times (error {human_ns(across)}: how far" in clocks
+    lo, hi = sorted(want[r]["start"] - median for r in (1, 2))[0], want[0]["start"] - median
+    assert report.sentences[0].startswith(
+        f"rank 0 arrives {human_ns(hi)} late at its one collective (AllReduce) of AllReduce "
+        f"stream #0 (ranks 0-5)")
+    assert report.sentences[1] == (f"ranks 0-2, all on ault43, arrive {human_ns(lo)} to "
+                                   f"{human_ns(hi)} late: the machine is late, rank 0 the last "
+                                   f"of its ranks.")
+    # rank 0 is last by more than twice the error to each other rank (none on its machine)
+    for r in range(1, 6):
+        err = 0 if want[r]["host"] == want[0]["host"] else across
+        assert last - arrivals[r] > max(1_000, 2 * err)
+
+
+def test_one_collective_with_an_unknown_clock_error_names_nobody(fx, client, tmp_path):
+    """The same job, its timestamps moved off UTC (no machine names, no UTC start times): one
+    collective cannot measure the clocks, so nobody is called last or a straggler."""
+    folder = fx(NCCL_TREE)
+    for path in sorted(folder.glob("*.sqlite")):
+        dst = tmp_path / path.name
+        shutil.copy(path, dst)
+        dst.chmod(0o644)
+        db = sqlite3.connect(dst)
+        db.execute("DELETE FROM META_DATA_CAPTURE WHERE name = 'DEVICE_DISPLAY_NAME' OR "
+                   "value LIKE 'SLURM%' OR value LIKE 'HOSTNAME%'")
+        db.execute("DELETE FROM TARGET_INFO_SESSION_START_TIME")
+        db.commit()
+        db.close()
+    report = ranks([tmp_path], client=client)
+    assert not any(r["straggler"] or r["last_at"] for r in report.rows)
+    assert any("by the end of the one collective they share (error unknown)" in n
+               for n in report.notes)
+    assert any(n.startswith("no straggler: with the clock error unknown") for n in report.notes)
+
+
+def _without_payloads(folder: Path) -> None:
+    """Drop NCCL's NVTX payloads (no communicator ids): matched by kind and stream order."""
+    for path in folder.glob("*.sqlite"):
+        db = sqlite3.connect(path)
+        db.execute("UPDATE NVTX_EVENTS SET jsonText = NULL")
+        db.commit()
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory) -> dict[str, Path]:
+    """Four ranks, rank 2 slow: as built; with each rank's stream ids its own (rank r adds
+    8 r) and no payloads; with UTC timestamps (``--ts-normalize``)."""
+    out = {}
+    for kind, extra in (("plain", {}), ("streams", {"stream_shift": 8}),
+                        ("utc", {"utc_normalized": True})):
+        out[kind] = tmp_path_factory.mktemp(f"four_{kind}")
+        build_rank_exports(fixture_path(DDP), out[kind], ranks=4, slow_rank=2, delay_ns=DELAY,
+                           clock_step_ns=CLOCK_STEP, **extra)
+    _without_payloads(out["streams"])
+    return out
+
+
+FIGURES = ("late_ns", "wait_ns", "last_at", "matched", "straggler", "busy_ns", "comm_ns")
+
+
+def test_streams_numbered_differently_in_each_process(four, client):
+    """NCCL on stream 7 and 17 in one process, 15 and 25 in the next, no communicator ids:
+    matched by kind and the order each process first used its streams, the same answer."""
+    ids = set()
+    for r in range(4):
+        db = sqlite3.connect(f"file:{four['streams'] / f'rank_{r}.sqlite'}?mode=ro", uri=True)
+        ids |= {(r, s) for s, in db.execute("SELECT DISTINCT k.streamId FROM "
+                                            "CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds n "
+                                            "ON n.id = k.shortName WHERE n.value LIKE 'nccl%'")}
+        db.close()
+    assert sorted(ids) == [(r, s + 8 * r) for r in range(4) for s in (7, 17)]
+    want = by_rank(ranks([four["plain"]], client=client))
+    report = ranks([four["streams"]], client=client)
+    got = by_rank(report)
+    for r in range(4):
+        assert {c: got[r][c] for c in FIGURES} == {c: want[r][c] for c in FIGURES}
+    assert [r for r in got if got[r]["straggler"]] == [2] and got[2]["matched"] == 230
+    assert any("per collective kind and NCCL stream, the streams numbered in the order each "
+               "process first used them" in n for n in report.notes)
+    keys = {row["key"] for row in ranks([four["streams"]], client=client,
+                                        collectives=True).rows}
+    assert keys == {"AllReduce stream #0", "AllReduce stream #1", "Broadcast stream #0"}
+
+
+def test_utc_timestamps_keep_every_nanosecond(four, client):
+    """The same ranks with UTC timestamps (about 1.7e18, past float64's exact integers): every
+    figure equal to the nanosecond."""
+    db = sqlite3.connect(f"file:{four['utc'] / 'rank_3.sqlite'}?mode=ro", uri=True)
+    (first,), = db.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    db.close()
+    assert first > 1_700_000_000 * 10**9 and float(first + 1) == float(first)
+    want = by_rank(ranks([four["plain"]], client=client))
+    report = ranks([four["utc"]], client=client)
+    got = by_rank(report)
+    for r in range(4):
+        assert {c: got[r][c] for c in FIGURES} == {c: want[r][c] for c in FIGURES}
+    assert got[2]["late_ns"] == want[2]["late_ns"] and got[2]["straggler"]
+    assert any("by the ends of the collectives they share (error 0 ns" in n
+               for n in report.notes)
+
+
+def test_tensor_parallel_groups(tmp_path, client):
+    """Eight ranks, TP groups of 4 crossed with DP pairs, rank 5 slow before each TP
+    collective: the straggler of TP group 4-7; ranks 0-3 are compared among themselves."""
+    build_rank_exports(fixture_path(DDP), tmp_path, ranks=8, slow_rank=5, delay_ns=DELAY,
+                       clock_step_ns=CLOCK_STEP, tp=4)
+    report = ranks([tmp_path], client=client)
+    rows = by_rank(report)
+    assert [r for r in rows if rows[r]["straggler"]] == [5]
+    assert rows[5]["last_at"] == 111 and rows[5]["late_ns"] == DELAY  # in its TP group
+    assert {rows[r]["rank_source"] for r in rows} == {"file name"}  # NCCL's: per group
+    for r in (4, 6, 7):  # its TP partners wait the delay at each of the 111 TP collectives
+        assert abs(rows[r]["wait_ns"] - rows[0]["wait_ns"] - 111 * DELAY) <= 0.02 * 111 * DELAY
+    for r in (0, 1, 2, 3):
+        assert rows[r]["last_at"] <= 1 and not rows[r]["straggler"]
+    groups = next(n for n in report.notes if n.startswith("collectives matched"))
+    assert "6 groups: ranks 0-3 (1 key); ranks 0, 4 (1 key); " in groups
+    assert "ranks 4-7 (1 key)" in groups
+    assert report.sentences[0].startswith("rank 5 arrives 2.000 ms late at 111 of 111")
+    assert "of communicator 00000000000003e9 (ranks 4-7)" in report.sentences[0]
+
+
+def test_a_rank_an_old_nsys_cannot_read(tmp_path, cli, client, monkeypatch):
+    """rank 3's report was recorded by nsys 2026.1: the answer has every other rank, rank 3's
+    row says why it is missing, stderr warns once, and nothing prints a traceback."""
+    build_rank_exports(fixture_path(DDP), tmp_path, ranks=4, slow_rank=1, delay_ns=DELAY,
+                       clock_step_ns=CLOCK_STEP, unreadable=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rank_0.sqlite", "rank_1.sqlite", "rank_2.sqlite", "rank_3.nsys-rep"]
+    monkeypatch.setattr("reports.ranks.cluster.CONNECT_TIMEOUT_S", 2)
+    res = cli("ranks", tmp_path, "--scheduler", client.scheduler.address, "-f", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = {r["rank"]: r for r in json.loads(res.stdout)}
+    assert sorted(rows) == [0, 1, 2, 3] and rows[3]["error"] and rows[3]["late_ns"] is None
+    assert [r for r in rows if rows[r]["straggler"]] == [1]
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("Warning: ")]
+    assert warnings == [f"Warning: rank 3 (rank_3.nsys-rep) left out: {rows[3]['error']}"]
+    assert "Traceback" not in res.stderr and "2026" in rows[3]["error"]
+
+
+def test_processes_without_collectives(fx):
+    """The real fastvideo capture: two GPU processes, no NCCL: a row each with its own GPU
+    time (the sweep of ``tests.reference``), nothing matched, and a note that says why."""
+    export = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
+    report = ranks([export])
+    db = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    ops: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for table, sql in OPS_SQL.items():
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            for a, b, pid, dev, _name in db.execute(sql):
+                if a > 0:
+                    ops.setdefault((pid, dev), []).append((a, b))
+    db.close()
+    assert sorted((r["pid"], r["device"]) for r in report.rows) == sorted(ops)
+    for row in report.rows:
+        every = ops[(row["pid"], row["device"])]
+        span = max(b for _, b in every) - min(a for a, _ in every)
+        assert (row["span_ns"], row["busy_ns"]) == (span, covered(every))
+        assert (row["matched"], row["late_ns"], row["wait_ns"], row["comm_ns"]) == (0, 0, 0, 0)
+    assert any(n.startswith("no collective kernels (NCCL or other communication) in any rank")
+               for n in report.notes)
+    assert not report.sentences
+
+
+def test_point_to_point_between_two_ranks_only(four, client, tmp_path):
+    """The broadcasts made ``SendRecv`` kernels (no payload, so no peer is named): between two
+    ranks they are matched like any collective; among four, who meets whom is unknown, so
+    they are left out, and said so."""
+    for r in range(4):
+        dst = tmp_path / f"rank_{r}.sqlite"
+        shutil.copy(four["streams"] / f"rank_{r}.sqlite", dst)
+        db = sqlite3.connect(dst)
+        db.execute("UPDATE StringIds SET value = replace(value, 'Broadcast', 'SendRecv') "
+                   "WHERE value LIKE 'ncclDevKernel_Broadcast%'")
+        db.commit()
+        db.close()
+    pair = ranks([tmp_path / "rank_0.sqlite", tmp_path / "rank_2.sqlite"], client=client)
+    keys = {r["key"] for r in ranks([tmp_path / "rank_0.sqlite", tmp_path / "rank_2.sqlite"],
+                                    client=client, collectives=True).rows}
+    assert "Send/Recv stream #0" in keys and by_rank(pair)[2]["matched"] == 230
+    report = ranks([tmp_path], client=client)
+    assert by_rank(report)[2]["matched"] == 230 - 111  # the AllReduces
+    assert any(n.startswith("Send/Recv stream #0: point-to-point kernels on more than two "
+                            "ranks, with no peer to say who meets whom: not matched")
+               for n in report.notes)
+    assert [r for r, row in by_rank(report).items() if row["straggler"]] == [2]
