@@ -9,11 +9,8 @@ from pathlib import Path
 
 import torch
 
-from nvtx_model import grid
+from nvtx_model import busy, grid
 from nvtx_model.runtime import CudaRuntime
-
-H100 = "NVIDIA H100 80GB HBM3"
-
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -41,6 +38,29 @@ class FakeCuda:
             rec(("_dump_snapshot", path))
 
         monkeypatch.setattr(memory, "_dump_snapshot", dump)
+        # torch.profiler: a stand-in that records the profiled steps; its GPU events are
+        # ``self.gpu_events`` (name, start ns, end ns), over a step of ``self.span_ns``
+        self.gpu_events: list[tuple[str, int, int]] = []
+        self.span_ns = 1_000_000
+        profiler = torch.profiler
+        monkeypatch.setattr(profiler, "supported_activities",
+                            lambda: {profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.CUDA})
+        fake = self
+
+        class Profile:
+            def __init__(self, activities):
+                rec(("profile", sorted(a.name for a in activities)))
+
+            def __enter__(self):
+                fake.clock = iter((0, fake.span_ns))
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        monkeypatch.setattr(profiler, "profile", Profile)
+        monkeypatch.setattr(busy, "perf_counter_ns", lambda: next(self.clock))
+        monkeypatch.setattr(busy, "gpu_events", lambda prof: list(self.gpu_events))
         self.runtime = CudaRuntime()
         self.runtime.device = torch.device("cpu")  # tensors stay here; device calls are mocks
         monkeypatch.setattr(grid, "resolve_runtime", lambda device: self.runtime)

@@ -51,9 +51,45 @@ def test_resolve_runtime(monkeypatch):
 def test_bench_synchronizes_after_every_phase(fake_cuda):
     (row,) = benchmark(configs(mode="train")).rows
     assert row["status"] == "ok" and row["device"] == "cuda" and row["device_name"] == H100
-    # one after building the workload, then one per phase of every (warmup + measured) step
-    assert fake_cuda.names().count("synchronize") == 1 + 4 * (1 + 2)
+    # one after building the workload, one per phase of every (warmup + measured) step, then
+    # the profiled step: one before it, its four, one after it
+    assert fake_cuda.names().count("synchronize") == 1 + 4 * (1 + 2) + 1 + 4 + 1
     assert fake_cuda.names()[-1] == "empty_cache"  # cached memory released after the config
+    assert fake_cuda.names().index("profile") == 1 + 4 * (1 + 2) + 1  # after the measured steps
+
+
+def test_the_profiled_step_says_what_bounds_it(fake_cuda):
+    # 1 ms step: two overlapping kernels over 0-150 us, a memcpy over 200-300 us -> 25% busy
+    fake_cuda.gpu_events = [("ampere_sgemm_128x64_nn", 0, 100_000),
+                            ("vectorized_elementwise_kernel", 50_000, 150_000),
+                            ("Memcpy HtoD (Pageable -> Device)", 200_000, 300_000)]
+    result = benchmark(configs(mode="train", precision="bf16"))
+    (row,) = result.rows
+    assert ("profile", ["CUDA"]) in fake_cuda.calls
+    assert (row["gpu_busy_pct"], row["kernels"], row["mean_kernel_us"], row["bound"]) == (
+        25.0, 2, 100.0, "host")
+    assert row["note"] is None
+    assert result.notes[-1] == (
+        "tiny ctx 16 b2 train bf16: the GPU is busy 25% of the step; the step is bound by the "
+        "host launching 2 kernels (mean 100.0 µs each), so bf16 or a faster GPU cannot shorten "
+        "it; CUDA graphs (--compile reduce-overhead) or a larger batch are what help")
+    # busy 80% or more: the device bounds the step, and nothing needs saying
+    fake_cuda.gpu_events = [("ampere_sgemm_128x64_nn", 100_000, 900_000)]
+    result = benchmark(configs(mode="train"))
+    assert (result.rows[0]["gpu_busy_pct"], result.rows[0]["bound"]) == (80.0, "device")
+    assert not any("is busy" in n for n in result.notes)
+
+
+def test_no_kernel_recorded_leaves_the_bound_empty_and_says_why(fake_cuda):
+    (row,) = benchmark(configs(mode="forward")).rows
+    assert row["status"] == "ok" and row["gpu_busy_pct"] is None and row["bound"] is None
+    assert row["note"] == ("gpu_busy_pct not measured: torch.profiler recorded no kernel (is "
+                           "another profiler, such as nsys, holding CUPTI?)")
+
+
+def test_bound_false_runs_no_profiled_step(fake_cuda):
+    (row,) = benchmark(configs(mode="forward"), bound=False).rows
+    assert "profile" not in fake_cuda.names() and row["bound"] is None and row["note"] is None
 
 
 def test_bench_mfu_uses_the_gpu_peak(fake_cuda):
@@ -86,7 +122,8 @@ def test_cuda_oom_becomes_a_row_and_memory_is_released(fake_cuda, monkeypatch):
     assert [r["status"] for r in rows] == ["oom", "ok"]
     assert rows[0]["note"] == ("out of memory: CUDA out of memory. Tried to allocate 2.00 GiB. "
                                "GPU 0 has a total capacity of 79.11 GiB")
-    assert fake_cuda.names().count("empty_cache") == 2 and state["n"] == 3
+    # the train config's steps: 1 warmup, 2 measured, 1 under the profiler
+    assert fake_cuda.names().count("empty_cache") == 2 and state["n"] == 4
 
 
 def test_bf16_unsupported_is_skipped(monkeypatch, tmp_path):

@@ -28,26 +28,30 @@ BENCH_TABLE = ["size", "params", "context", "batch", "mode", "precision", "atten
                "threads", "nvtx", "warmup", "steps", "adamw", "compile", "mean_s", "std_s",
                "median_s",
                "min_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "tflops", "mfu_pct",
-               "status", "note"]
+               "gpu_busy_pct", "kernels", "bound", "status", "note"]
 # Short headers for the rich table (JSON, CSV and markdown keep the column names).
 MEMORY_HEADERS = {"params_bytes": "params mem", "grads_bytes": "grads mem",
-                  "optimizer_bytes": "optimizer mem"}
+                  "optimizer_bytes": "optimizer mem", "optimizer_temp_bytes": "AdamW temp",
+                  "est_peak_at": "est. peak at"}
 MEMORY_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention",
                 "device", "threads", "nvtx", "warmup", "steps", "adamw", "compile",
                 "peak_allocated_bytes",
                 "peak_reserved_bytes", "rss_growth_bytes", "params_bytes", "grads_bytes",
-                "optimizer_bytes", "activations_est_bytes", "total_est_bytes", "snapshot",
-                "status", "note"]
+                "optimizer_bytes", "optimizer_temp_bytes", "activations_est_bytes",
+                "total_est_bytes", "est_peak_at", "snapshot", "status", "note"]
 
 # Columns that give way first in a narrow terminal (bench and memory tables).
-BENCH_DROP = ("note", "min_s", "median_s", "loss_s", "std_s", "params", "mfu_pct", "tflops",
-              "params_bytes", "grads_bytes", "optimizer_bytes", "activations_est_bytes",
+BENCH_DROP = ("note", "min_s", "median_s", "loss_s", "std_s", "kernels", "params", "mfu_pct",
+              "tflops",
+              "params_bytes", "grads_bytes", "optimizer_bytes", "optimizer_temp_bytes",
+              "activations_est_bytes", "est_peak_at",
               "adamw", "threads")
 
 PeakOpt = Annotated[Optional[float], typer.Option(
     "--peak-tflops", min=0.001,
-    help="Peak TFLOP/s of the device for the mfu_pct column (default: from a table of NVIDIA "
-         "GPUs; none for CPUs).")]
+    help="Peak TFLOP/s of the device for the mfu_pct column (default: NVIDIA's datasheet "
+         "figure for known GPUs, dense (no sparsity): the tensor-core peak for bf16, the "
+         "non-tensor-core FP32 rate for fp32, as TF32 is off; none for CPUs).")]
 SnapshotDirOpt = Annotated[Path, typer.Option(
     "--snapshot-dir", file_okay=False,
     help="CUDA: where the memory snapshot pickles go (open them at pytorch.org/memory_viz).")]
@@ -71,7 +75,9 @@ def bench(
     """Time forward, forward-backward and training steps of the Transformer LM.
 
     Warmup steps are excluded; every measured step ends with a device synchronize.
-    Rows: mean/std/median/min step time, per-phase means, TFLOP/s and MFU.
+    Rows: mean/std/median/min step time, per-phase means, TFLOP/s and MFU; on a GPU, what
+    bounds the step: one extra step under torch.profiler gives the GPU's busy share of it
+    (gpu_busy_pct), its kernels, and bound (host below 80% busy, else device).
     Configs that do not fit become oom/skipped rows; Ctrl-C keeps the rows finished so far.
 
     Examples: `nsys-mine bench --size tiny --context 64 --mode forward,train` ·
@@ -185,6 +191,8 @@ def _humanize(row: dict[str, Any]) -> dict[str, Any]:
             out[key] = f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.2f} M"
         elif key == "tflops":
             out[key] = f"{value:.3g}"
+        elif key == "gpu_busy_pct":
+            out[key] = f"{value:.0f}%"
         elif key in ("exponent", "local_exponent"):
             out[key] = f"{value:.2f}"
     return out

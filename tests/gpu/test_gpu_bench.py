@@ -148,3 +148,25 @@ def test_every_adamw_implementation_runs_and_agrees_with_the_for_loop(gpu, impl,
     for got, want in zip(two_steps(impl), two_steps("for-loop")):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     record(optimizer_s=row["optimizer_s"])
+
+
+# 2.7B training at context 128 peaks at 64 GiB (docs/GPU.md); smaller GPUs check `small` only.
+BIG_ENOUGH_FOR_2_7B = 80 * 1024**3
+
+
+def test_the_bound_column_says_what_bounds_the_step(gpu, nsys_mine, record):
+    """`small` at context 128 waits on the host issuing its kernels (the GPU busy 19% of a
+    training step on an H200, docs/GPU.md); `2.7B` in fp32 keeps the GPU busy (94%)."""
+    sizes = "small,2.7B" if gpu.total_memory_bytes >= BIG_ENOUGH_FOR_2_7B else "small"
+    rows = nsys_mine("bench", "--size", sizes, "--context", "128", "--batch", "4", "--mode",
+                     "train", "--precision", "fp32", "--device", "cuda", "--warmup", "3",
+                     "--steps", "3", "--format", "json").json()
+    by = {r["size"]: r for r in rows}
+    for size, r in by.items():
+        assert r["status"] == "ok", r["note"]
+        assert r["kernels"] > 1000 and r["mean_kernel_us"] > 0, r  # thousands per step
+        record(**{f"{size}_gpu_busy_pct": r["gpu_busy_pct"], f"{size}_kernels": r["kernels"],
+                  f"{size}_mean_kernel_us": r["mean_kernel_us"]})
+    assert by["small"]["bound"] == "host" and by["small"]["gpu_busy_pct"] < 50, by["small"]
+    if "2.7B" in by:
+        assert by["2.7B"]["bound"] == "device" and by["2.7B"]["gpu_busy_pct"] > 90, by["2.7B"]
