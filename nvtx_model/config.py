@@ -279,29 +279,50 @@ def format_bytes(n: float) -> str:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes a step needs: exact for parameters/gradients/optimizer, rough for activations."""
+    """Bytes a step needs: exact for parameters, gradients, optimizer state and AdamW's
+    temporary; an estimate for activations.
+
+    A step's peak is at one of two moments: the end of the forward pass (activations saved,
+    no gradient yet: ``zero_grad(set_to_none=True)`` freed them) or the end of the backward
+    pass and the optimizer step (every gradient, plus the temporary the foreach AdamW makes:
+    one fp32 copy of every parameter). Parameters and optimizer state are there at both."""
 
     params_bytes: int
     grads_bytes: int
     optimizer_bytes: int
     activations_bytes: int
+    optimizer_temp_bytes: int = 0
+
+    @property
+    def peak_at(self) -> str:
+        """Which moment the peak is at: ``forward end`` or ``optimizer step``."""
+        after = self.grads_bytes + self.optimizer_temp_bytes
+        if self.activations_bytes >= after:
+            return "forward end"
+        return "optimizer step" if self.optimizer_bytes else "backward end"
 
     @property
     def total_bytes(self) -> int:
-        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+        return (self.params_bytes + self.optimizer_bytes
+                + max(self.activations_bytes, self.grads_bytes + self.optimizer_temp_bytes))
 
 
 def activation_bytes(cfg: ModelConfig, batch: int, mode: str, precision: str,
                      attention: str) -> int:
-    """Rough peak bytes of activations (and autocast copies) for one step.
+    """Peak bytes of activations (and autocast copies) for one step.
 
     With a backward pass, the tensors autograd saves: per block the two RMSNorm inputs and
     outputs (fp32), q, k, v and the rotated q, k, the attention output, four d_ff-wide SwiGLU
-    tensors, and for ``naive`` attention two B*h*T^2 fp32 tensors (exp and the probabilities;
-    ``sdpa`` keeps no T^2 tensor); then the final norm, the logits, their fp32 log-softmax and
-    the logits' gradient. Under bf16 autocast matmul outputs take 2 bytes, and autocast adds
-    bf16 copies of the matmul inputs and of the weights. ``forward`` runs under
-    ``torch.no_grad()``: the peak is one block's working set plus the logits.
+    tensors, and for ``naive`` attention three B*h*T^2 tensors: the masked scores (``amax``
+    saves its input), exp and the probabilities, 12 bytes an element in fp32; under bf16
+    autocast the scores and the probabilities' copy for ``P V`` are bf16 and exp is fp32
+    (autocast runs exp in fp32): 8 bytes (``sdpa`` keeps no T^2 tensor). Then the final norm,
+    the logits, their fp32 log-softmax and the logits' gradient. Under bf16 autocast matmul
+    outputs take 2 bytes, and autocast adds bf16 copies of the matmul inputs and of the
+    weights. ``forward`` runs under ``torch.no_grad()``: the peak is one block's working set
+    (for ``naive`` the softmax's input, x - max, exp and the quotient alive at once: 16 bytes an
+    element in fp32, 12 in bf16) plus the logits. Checked on an H200 against the measured
+    peak of every preset at contexts 128 to 1024 (docs/GPU.md, tests/test_model.py).
     """
     B, T = batch, cfg.context_length
     d, f, h, L, V = cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.num_layers, cfg.vocab_size
@@ -314,7 +335,10 @@ def activation_bytes(cfg: ModelConfig, batch: int, mode: str, precision: str,
     weight_copies = (counts["attention"] + counts["ffn"] + counts["lm_head"]) * BF16 if bf16 else 0
 
     if mode == "forward":
-        attn_work = 2 * scores * FP32 if attention == "naive" else 4 * N * d * lin
+        if attention == "naive":
+            attn_work = scores * (BF16 + BF16 + FP32 + FP32 if bf16 else 4 * FP32)
+        else:
+            attn_work = 4 * N * d * lin
         ffn_work = 3 * N * f * lin
         block = 6 * N * d * FP32 + max(attn_work, ffn_work)
         return block + N * V * lin + weight_copies
@@ -327,20 +351,34 @@ def activation_bytes(cfg: ModelConfig, batch: int, mode: str, precision: str,
         + (5 * N * d * BF16 if bf16 else 0)  # autocast copies of the matmul inputs
     )
     if attention == "naive":
-        per_layer += 2 * scores * FP32 + (scores * BF16 if bf16 else 0)
+        per_layer += scores * (BF16 + FP32 + BF16 if bf16 else 3 * FP32)
     final = 2 * N * d * FP32 + N * V * (lin + FP32 + (FP32 if bf16 else 0))
     logits_grad = N * V * FP32
     return L * per_layer + final + logits_grad + weight_copies
 
 
+def optimizer_temp_bytes(cfg: ModelConfig, adamw: str) -> int:
+    """The temporary of one AdamW step: the foreach implementation (torch's choice on a GPU,
+    ``auto``) makes one fp32 tensor per parameter (sqrt of the second moment); the for-loop one
+    per parameter in turn (the largest, the embedding or the head); fused none."""
+    counts = param_counts(cfg)
+    if adamw == "fused":
+        return 0
+    if adamw == "for-loop":
+        return max(counts["embedding"], counts["lm_head"], cfg.d_ff * cfg.d_model) * FP32
+    return counts["total"] * FP32
+
+
 def memory_estimate(cfg: ModelConfig, batch: int, mode: str, precision: str,
-                    attention: str) -> MemoryEstimate:
+                    attention: str, adamw: str = DEFAULT_ADAMW) -> MemoryEstimate:
     """Parameters (fp32), gradients (fp32, with a backward pass), AdamW state (two fp32
-    moments, ``train`` only) and the activation estimate of ``activation_bytes``."""
+    moments) and its temporary (``train`` only), and the activations of ``activation_bytes``."""
     params = param_counts(cfg)["total"]
+    train = mode == "train"
     return MemoryEstimate(
         params_bytes=params * FP32,
         grads_bytes=params * FP32 if mode != "forward" else 0,
-        optimizer_bytes=2 * params * FP32 if mode == "train" else 0,
+        optimizer_bytes=2 * params * FP32 if train else 0,
         activations_bytes=activation_bytes(cfg, batch, mode, precision, attention),
+        optimizer_temp_bytes=optimizer_temp_bytes(cfg, adamw) if train else 0,
     )

@@ -80,7 +80,8 @@ def precheck(cfg: RunConfig, runtime: Runtime, memory_limit_bytes: int | None) -
         limit = None if available is None else int(available * CPU_MEMORY_SHARE)
     if limit is None:
         return None
-    need = memory_estimate(cfg.model, cfg.batch, cfg.mode, cfg.precision, cfg.attention).total_bytes
+    need = memory_estimate(cfg.model, cfg.batch, cfg.mode, cfg.precision, cfg.attention,
+                           cfg.adamw).total_bytes
     if need > limit:
         return (f"estimated footprint {need / GIB:.1f} GiB exceeds the {limit / GIB:.1f} GiB "
                 f"this run may use ({'given limit' if memory_limit_bytes else 'of MemAvailable'}); "

@@ -10,8 +10,9 @@ On CPU: the peak RSS growth of the measured step(s) over the RSS before them (Li
 reset through /proc/self/clear_refs), labelled ``cpu rss growth``; parameters and optimizer
 state allocated before the measured steps are not part of it.
 
-Both carry the breakdown of ``nvtx_model.config.memory_estimate``: parameters, gradients and
-AdamW state (exact) and activations (an estimate).
+Both carry the breakdown of ``nvtx_model.config.memory_estimate``: parameters, gradients,
+AdamW state and its temporary (exact) and activations (an estimate), the total at the moment
+the peak is (``est_peak_at``: the end of the forward pass or the optimizer step).
 """
 
 from __future__ import annotations
@@ -30,17 +31,21 @@ DEFAULT_SNAPSHOT_DIR = Path("memory_snapshots")
 MEMORY_VALUE_COLUMNS: dict[str, type] = {
     "measured": str, "peak_allocated_bytes": int, "peak_reserved_bytes": int,
     "rss_growth_bytes": int, "params_bytes": int, "grads_bytes": int, "optimizer_bytes": int,
-    "activations_est_bytes": int, "total_est_bytes": int, "snapshot": str,
+    "optimizer_temp_bytes": int, "activations_est_bytes": int, "total_est_bytes": int,
+    "est_peak_at": str, "snapshot": str,
 }
 MEMORY_COLUMN_TYPES: dict[str, type] = {**CONFIG_COLUMNS, **MEMORY_VALUE_COLUMNS, **STATUS_COLUMNS}
 MEMORY_COLUMNS = list(MEMORY_COLUMN_TYPES)
 
 
 def estimate_columns(cfg: RunConfig) -> dict[str, Any]:
-    est = memory_estimate(cfg.model, cfg.batch, cfg.mode, cfg.precision, cfg.attention)
+    est = memory_estimate(cfg.model, cfg.batch, cfg.mode, cfg.precision, cfg.attention,
+                          cfg.adamw)
     return {"params_bytes": est.params_bytes, "grads_bytes": est.grads_bytes,
-            "optimizer_bytes": est.optimizer_bytes, "activations_est_bytes": est.activations_bytes,
-            "total_est_bytes": est.total_bytes}
+            "optimizer_bytes": est.optimizer_bytes,
+            "optimizer_temp_bytes": est.optimizer_temp_bytes,
+            "activations_est_bytes": est.activations_bytes, "total_est_bytes": est.total_bytes,
+            "est_peak_at": est.peak_at}
 
 
 def snapshot_path(directory: Path, cfg: RunConfig, suffix: str = "") -> Path:
@@ -115,6 +120,11 @@ def profile_memory(
             "them (parameters and optimizer state created earlier are not in it); params, grads "
             "and optimizer bytes are exact, activations_est and total_est are estimates "
             "(formula in docs/MODEL.md)")
+    if any(r["grads_bytes"] for r in result.rows):
+        result.notes.append(
+            "total_est is params + optimizer state + the larger of activations_est (the end of "
+            "the forward pass, before any gradient) and grads + the AdamW temporary (the "
+            "optimizer step); est_peak_at says which")
     if any(r["snapshot"] for r in result.rows):
         result.notes.append("open the snapshot pickles at https://pytorch.org/memory_viz")
     return result

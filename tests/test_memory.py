@@ -43,10 +43,14 @@ def test_memory_rows_on_cpu():
         assert row["status"] == "ok" and row["measured"] == "cpu rss growth"
         assert row["params_bytes"] == 4 * params
         assert row["snapshot"] is None and row["peak_allocated_bytes"] is None
-        assert row["total_est_bytes"] == (row["params_bytes"] + row["grads_bytes"]
-                                          + row["optimizer_bytes"] + row["activations_est_bytes"])
-    assert fwd["grads_bytes"] == fwd["optimizer_bytes"] == 0
+        # the peak: the end of the forward pass, or the optimizer step (with AdamW's temporary)
+        assert row["total_est_bytes"] == row["params_bytes"] + row["optimizer_bytes"] + max(
+            row["activations_est_bytes"], row["grads_bytes"] + row["optimizer_temp_bytes"])
+    assert fwd["grads_bytes"] == fwd["optimizer_bytes"] == fwd["optimizer_temp_bytes"] == 0
+    assert fwd["est_peak_at"] == "forward end"
     assert train["grads_bytes"] == 4 * params and train["optimizer_bytes"] == 8 * params
+    assert train["optimizer_temp_bytes"] == 4 * params  # adamw auto: foreach on a GPU
+    assert train["est_peak_at"] == "forward end"  # tiny: the logits outweigh the parameters
     # a training step allocates gradients and saves activations (tens of MiB here), and the
     # measured growth is of the order of the estimate (gradients + activations)
     expected = train["grads_bytes"] + train["activations_est_bytes"]
