@@ -46,6 +46,7 @@ from nsys_parsers.attribution import (
     launching_share,
 )
 from nsys_parsers.cache import ColumnCache
+from nsys_parsers.completeness import Extents
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
 from nsys_parsers.graphs import (
@@ -106,6 +107,8 @@ class Trace:
         self._values: dict[Any, Any] = {}
         if not export.has_table(KERNEL_TABLE):  # graph launches only: no name columns
             self.notes = []
+        # where the CUDA trace ends, read beside the first answer (nsys_parsers.completeness)
+        self.extents = Extents(export, self.cache, self.reader())
 
     @property
     def cache(self) -> ColumnCache | None:

@@ -120,11 +120,8 @@ def cli():
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Report exports made by tests go to a temporary user cache, not ~/.cache; commands run
-    by tests never go to an answer server the developer may have running (`nsys-mine
-    serve`): tests/test_serve.py starts its own."""
+    """Report exports made by tests go to a temporary user cache, not ~/.cache."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
-    monkeypatch.setenv("NSYS_MINE_SERVER", "off")
 
 
 # --------------------------------------------------------------------------------------------

@@ -176,6 +176,8 @@ def report(ctx: typer.Context) -> None:
                         opener=open_session)
     from nsys_parsers.errors import BadOption
 
+    for warning in page.warnings:
+        sys.stderr.write(f"Warning: {warning}\n")
     try:
         files = write_page(page, output, fmt)
     except OSError as exc:

@@ -30,7 +30,9 @@ def export_page(session: Session, *, label: str, sidecar: dict[str, Any] | None 
     times = ("GPU kernel times (range times are CPU times)" if session.has_kernels
              else "CPU times of the NVTX ranges (no CUDA kernels)")
     lead.append(f"covers {scope}; {times}")
-    page = Page(title=f"nsys-mine report: {Path(label).name}", lead=lead)
+    warnings = session.trace_warnings
+    lead += [f"Warning: {w}" for w in warnings]
+    page = Page(title=f"nsys-mine report: {Path(label).name}", lead=lead, warnings=warnings)
     for section in SECTIONS:
         page.sections += section(ctx)
     return page

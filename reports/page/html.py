@@ -29,6 +29,8 @@ body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, 
 main { max-width: 1180px; margin: 0 auto; padding: 1.2rem 1.5rem 3rem; }
 header h1 { font-size: 1.55rem; margin: 0.3rem 0 0.4rem; overflow-wrap: anywhere; }
 .lead { color: #444; margin: 0.15rem 0; overflow-wrap: anywhere; }
+.lead.warning { color: #7a1f00; background: #fff1eb; border-left: 3px solid #d9480f;
+                padding: 0.3rem 0.6rem; margin: 0.4rem 0; }
 nav { margin: 0.8rem 0 0.4rem; padding: 0.5rem 0; border-top: 1px solid #ddd;
       border-bottom: 1px solid #ddd; font-size: 0.9rem; }
 nav a { margin-right: 1.1rem; color: #2b5797; text-decoration: none; white-space: nowrap; }
@@ -90,7 +92,8 @@ def page_html(page: Page, *, generator: str = "nsys-mine") -> str:
         "<main>",
         "<header>",
         f"<h1>{esc(page.title)}</h1>",
-        *[f'<p class="lead">{esc(line)}</p>' for line in page.lead],
+        *[f'<p class="lead{" warning" if line.startswith("Warning: ") else ""}">{esc(line)}</p>'
+          for line in page.lead],
     ]
     if page.sections:
         head.append("<nav>" + "\n".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>'

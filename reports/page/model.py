@@ -73,6 +73,9 @@ class Page:
     title: str
     lead: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
+    # what the command line says on stderr too (an export whose CUDA trace stopped early);
+    # the page says it in its lead
+    warnings: list[str] = field(default_factory=list)
 
     def figures(self) -> list[Figure]:
         return [b for s in self.sections for b in s.blocks if isinstance(b, Figure)]

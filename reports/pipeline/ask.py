@@ -138,7 +138,11 @@ def _answer(a: Analysis, sessions: list[Session], params: dict[str, Any]) -> Rep
     for s in [*sessions, *opened]:
         if s is not None and a.needs:
             s.load(*a.needs)
-    return a.finish(a.run(*sessions, **params), params)
+    report = a.finish(a.run(*sessions, **params), params)
+    said = [w for s in [*sessions, *opened] if s is not None for w in s.trace_warnings]
+    if said:
+        report.warnings = list(dict.fromkeys([*said, *report.warnings]))
+    return report
 
 
 def _ask_one(a: Analysis, paths: list[Path], options: AnalysisOptions,

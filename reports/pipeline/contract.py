@@ -223,13 +223,14 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
 
     out: dict[str, Any] = {"title": report.title or a.title or a.name,
                            "schema_version": schema_version(a)}
+    # the warnings (what the command line says on stderr) first among the notes
+    notes = list(dict.fromkeys([*report.warnings, *report.notes]))
     if report.obj is not None:
         out["object"] = json.loads(render_object(report.obj, "json").text or "{}")
-        out.update(notes=list(report.notes), exit_code=report.exit_code)
+        out.update(notes=notes, exit_code=report.exit_code)
         return out
     columns = list(report.columns)
     view = a.view_of(report, params)
-    notes = list(report.notes)
     if columns[:1] == [MULTI_COLUMN]:  # several exports: the top rows of each, as cut there
         declared = a.shaped(params)[1]
         pinned = declared.pinned if declared is not None else 0
@@ -245,9 +246,10 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
     rows = json.loads(text)
     left = len(report.rows) - len(rows)
     if left:
-        notes.insert(0, f"{len(rows):,} of {len(report.rows):,} {noun} (the top {top}{per}); "
-                        f"{left:,} left out: call again with top=0 for all of them, or "
-                        f"top=N for N{per}.")
+        notes.insert(len(report.warnings),
+                     f"{len(rows):,} of {len(report.rows):,} {noun} (the top {top}{per}); "
+                     f"{left:,} left out: call again with top=0 for all of them, or "
+                     f"top=N for N{per}.")
     own = dict(zip(map(id, report.rows), report.sentences)) \
         if len(report.sentences) == len(report.rows) else {}
     answers = [own[id(r)] for r in shown if id(r) in own] if own else \

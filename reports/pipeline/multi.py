@@ -98,5 +98,6 @@ def combine(answers: list[Answer], columns: list[str], view: View, *,
         notes.insert(0, f"the top {top_each} {view.noun} of each export; --top N shows N "
                         f"per export, --top 0 all")
     notes += list(skipped)
+    warnings = [f"{a.target.label}: {w}" for a in answers for w in a.report.warnings]
     return Report(rows=rows, columns=[MULTI_COLUMN, *columns], notes=notes,
-                  sentences=sentences)
+                  sentences=sentences, warnings=list(dict.fromkeys(warnings)))

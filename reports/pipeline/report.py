@@ -51,6 +51,7 @@ class Report:
         else:
             df = pd.DataFrame.from_records(list(self.rows), columns=self.columns)
         df.attrs["notes"] = list(self.notes)
+        df.attrs["warnings"] = list(self.warnings)
         if self.title:
             df.attrs["title"] = self.title
         return df

@@ -176,6 +176,17 @@ class Session:
         return notes
 
     @property
+    def trace_warnings(self) -> list[str]:
+        """What every answer of this export says whatever its format: that its CUDA trace
+        stopped early (``nsys_parsers.completeness``), or nothing."""
+        def make() -> list[str]:
+            from nsys_parsers.completeness import trace_cut
+
+            cut = trace_cut(self.export, found=self.trace.extents)
+            return [cut.message()] if cut is not None else []
+        return list(self._once("trace_cut", make))
+
+    @property
     def has_kernels(self) -> bool:
         """Whether the export has kernels (a kernel table, or whole-graph launches)."""
         return self.trace.has_kernels
