@@ -21,4 +21,6 @@ else
     echo "nsys not installed: tests that need it will be skipped" >&2
 fi
 rm -f "$log"
-exec .venv/bin/python -m pytest -q "$@"
+# two workers (pytest-xdist): the suite's subprocesses (nsys, Slurm, a browser, torch) wait
+# as much as they compute; NSYS_MINE_TEST_WORKERS=0 runs it in one process
+exec .venv/bin/python -m pytest -q -n "${NSYS_MINE_TEST_WORKERS:-2}" "$@"

@@ -93,11 +93,15 @@ def test_profile_infer_workload_captures_prefill_and_decode(tmp_path, cli, nsys_
 
 
 @pytest.mark.slow
-def test_profile_a_compiled_model_on_cpu(tmp_path, cli, nsys_bin):
+def test_profile_a_compiled_model_on_cpu(tmp_path, cli, nsys_bin, monkeypatch):
     """`profile --compile default` on CPU under real nsys (one block of the tiny model,
     forward only: torch.compile builds its C++ kernels in ~25 s here, cold). The model's NVTX
     ranges are still emitted (torch.compile runs them between its compiled pieces), and the
     run is named and recorded as compiled."""
+    # compile in the workload's own process, into a cache of its own: inductor's pool of
+    # compile processes lost its connection when another test compiled at the same time
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     res = cli("profile", "--size", "tiny", "--layers", "1", "--context", "16", "--batch", "2",
               "--mode", "forward", "--compile", "default", "--warmup", "1", "--steps", "2",
               "--nvtx", "fine", "--device", "cpu", "--out-dir", tmp_path, "--nsys", nsys_bin,
