@@ -103,20 +103,26 @@ def measure_time(cfg: RunConfig, runtime, instrumentation: nv.Instrumentation, r
 
 
 def bound_notes(rows: list[dict[str, Any]]) -> list[str]:
-    """One sentence per step the host bounds; one for CPU rows (the question does not apply)."""
+    """What bounds the steps the host bounds: one sentence for one such row; for several, a
+    line each and what helps once. CPU rows: one note that the question does not apply."""
+    host = [r for r in rows if r.get("bound") == gpu_busy.HOST]
     notes = []
-    for r in rows:
-        if r.get("bound") != gpu_busy.HOST:
-            continue
-        graphs = r.get("compile") in ("reduce-overhead", "max-autotune")
-        helps = ("a larger batch or model is what helps (the step already replays CUDA graphs)"
-                 if graphs else "CUDA graphs (--compile reduce-overhead) or a larger batch are "
-                 "what help")
+    for r in host:
         notes.append(
             f"{r['size']} ctx {r['context']} b{r['batch']} {r['mode']} {r['precision']}: the GPU "
             f"is busy {r['gpu_busy_pct']:.0f}% of the step; the step is bound by the host "
-            f"launching {r['kernels']:,} kernels (mean {r['mean_kernel_us']:.1f} µs each), so "
-            f"bf16 or a faster GPU cannot shorten it; {helps}")
+            f"launching {r['kernels']:,} kernel{'s' if r['kernels'] != 1 else ''} (mean "
+            f"{r['mean_kernel_us']:.1f} µs each)")
+    if host:
+        graphs = all(r.get("compile") in ("reduce-overhead", "max-autotune") for r in host)
+        helps = ("a larger batch or model is what helps (the steps already replay CUDA graphs)"
+                 if graphs else "CUDA graphs (--compile reduce-overhead) or a larger batch are "
+                 "what help")
+        if len(host) == 1:
+            notes[0] += f", so bf16 or a faster GPU cannot shorten it; {helps}"
+        else:
+            notes.append(f"the {len(host)} steps above wait on the host: bf16 or a faster GPU "
+                         f"cannot shorten them; {helps}")
     if any(r.get("device") == "cpu" and r["status"] == "ok" for r in rows):
         notes.append("gpu_busy_pct, bound: a CPU run has no GPU to wait on the host, so what "
                      "bounds the step does not apply; run on a GPU (--device cuda)")

@@ -189,3 +189,27 @@ def test_memory_oom_still_dumps_the_snapshot_and_stops_recording(fake_cuda, tmp_
     assert row["params_bytes"] > 0  # the estimate is kept
     assert fake_cuda.calls[-2:] == [("_record_memory_history", (), {"enabled": None}),
                                     ("empty_cache",)]
+
+
+def test_the_table_on_a_gpu_leads_with_what_bounds_each_step(fake_cuda, cli, monkeypatch):
+    """Through the command line at 80 columns: the busy share and the bound are kept (the
+    phases give way first); several host-bound steps get a line each and what helps once."""
+    fake_cuda.gpu_events = [("ampere_sgemm_128x64_nn", 0, 100_000),
+                            ("Memcpy HtoD (Pageable -> Device)", 200_000, 300_000)]
+    monkeypatch.setenv("COLUMNS", "80")
+    res = cli("bench", "--size", "tiny", "--vocab", "128", "--context", "16", "--batch", "2",
+              "--warmup", "1", "--steps", "2", "--device", "cuda", "--threads", "1",
+              "--mode", "forward,train")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    header = next(i for i, x in enumerate(lines) if x.startswith("size"))
+    assert "bound" in lines[header] and "busy" in lines[header - 1]
+    rows = [x.split() for x in lines[header + 2:header + 4]]
+    assert [r[:4] for r in rows] == [["tiny", "16", "forward", "fp32"],
+                                     ["tiny", "16", "train", "fp32"]]
+    assert all(r[6:8] == ["20.0", "host"] for r in rows)  # 200 of 1,000 us busy
+    text = " ".join(res.stdout.split())
+    assert ("tiny ctx 16 b2 forward fp32: the GPU is busy 20% of the step; the step is bound "
+            "by the host launching 1 kernel (mean 100.0 µs each)") in text
+    assert ("the 2 steps above wait on the host: bf16 or a faster GPU cannot shorten them; "
+            "CUDA graphs (--compile reduce-overhead) or a larger batch are what help") in text

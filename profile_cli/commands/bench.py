@@ -25,10 +25,9 @@ SETTING_COLUMNS = ("batch", "attention", "device", "threads", "nvtx", "warmup", 
 UNSAID = {"compile": "none"}
 
 BENCH_TABLE = ["size", "params", "context", "batch", "mode", "precision", "attention", "device",
-               "threads", "nvtx", "warmup", "steps", "adamw", "compile", "mean_s", "std_s",
-               "median_s",
-               "min_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "tflops", "mfu_pct",
-               "gpu_busy_pct", "kernels", "bound", "status", "note"]
+               "threads", "nvtx", "warmup", "steps", "adamw", "compile", "mean_s", "gpu_busy_pct",
+               "bound", "std_s", "median_s", "min_s", "forward_s", "loss_s", "backward_s",
+               "optimizer_s", "tflops", "mfu_pct", "kernels", "status", "note"]
 # Short headers for the rich table (JSON, CSV and markdown keep the column names).
 MEMORY_HEADERS = {"params_bytes": "params mem", "grads_bytes": "grads mem",
                   "optimizer_bytes": "optimizer mem", "optimizer_temp_bytes": "AdamW temp",
@@ -191,8 +190,6 @@ def _humanize(row: dict[str, Any]) -> dict[str, Any]:
             out[key] = f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.2f} M"
         elif key == "tflops":
             out[key] = f"{value:.3g}"
-        elif key == "gpu_busy_pct":
-            out[key] = f"{value:.0f}%"
         elif key in ("exponent", "local_exponent"):
             out[key] = f"{value:.2f}"
     return out
