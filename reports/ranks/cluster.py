@@ -95,6 +95,19 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# A Dask worker samples its threads' stacks (sys._current_frames) every 10 ms. On CPython
+# 3.11 before 3.11.9 that can deadlock against a thread being started (cpython#116969,
+# distributed#8616): a worker hung in Thread.start while opening an export. The profiles are
+# never looked at here, so the workers take none.
+NO_PROFILE_ENV = "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"
+
+
+def _no_worker_profile() -> Any:
+    import dask
+
+    return dask.config.set({"distributed.worker.profile.enabled": False})
+
+
 @contextlib.contextmanager
 def dask_client(engine: Engine, tasks: int = 1) -> Iterator[Any]:
     """A ``distributed.Client`` for ``engine`` (what it started is ended afterwards)."""
@@ -108,9 +121,10 @@ def dask_client(engine: Engine, tasks: int = 1) -> Iterator[Any]:
     if engine.scheduler == "local":
         n = engine.workers or default_workers()
         try:
-            cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                silence_logs=logging.CRITICAL)
+            with _no_worker_profile():  # the workers' nannies hand them this config
+                cluster = distributed.LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                    silence_logs=logging.CRITICAL)
         except Exception as exc:  # noqa: BLE001 - whatever stops a cluster from starting
             raise EngineError(f"the local Dask cluster did not start ({exc}); try --workers 1 "
                               f"or --scheduler tcp://HOST:8786.") from None
@@ -155,6 +169,7 @@ def _slurm_cluster(engine: Engine, tasks: int) -> Iterator[Any]:
             walltime=_walltime(engine.slurm_time), queue=engine.slurm_partition,
             job_extra_directives=extra, python=sys.executable, job_name="nsys-mine-ranks",
             log_directory=str(slurm_log_folder()),
+            job_script_prologue=[f"export {NO_PROFILE_ENV}=False"],
             scheduler_options={"dashboard_address": None})
     except Exception as exc:  # noqa: BLE001 - a bad option or no sbatch
         raise EngineError(f"the Slurm Dask cluster did not start ({exc}).") from None
