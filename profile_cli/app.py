@@ -125,6 +125,14 @@ def run_args(args: list[str]) -> int:
     except NsysMineError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
+    except (ValueError, OSError) as exc:  # a path no check foresaw (nsys_parsers.paths)
+        from nsys_parsers.paths import unusable_path
+
+        said = unusable_path(exc)
+        if said is None:
+            raise
+        sys.stderr.write(f"Error: {said}\n")
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write("Error: interrupted\n")
         return 130

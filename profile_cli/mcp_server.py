@@ -45,6 +45,7 @@ from pydantic import ConfigDict, Field, create_model
 
 from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.export import REPORT_SUFFIXES
+from nsys_parsers.paths import check_path, unusable_path
 from reports.pipeline.analysis import Analysis, Param, first_paragraph
 from reports.pipeline.options import OPTIONS, AnalysisOptions
 
@@ -92,7 +93,7 @@ class Roots:
     def path(self, given: str | os.PathLike[str], what: str = "a path") -> Path:
         """``given`` (absolute, or relative to the first root) when it lies under a root once
         symlinks are resolved; OutsideRoots otherwise."""
-        p = Path(given).expanduser()
+        p = check_path(given, what).expanduser()
         if not p.is_absolute():
             p = self.folders[0] / p
         real = p.resolve()
@@ -175,14 +176,16 @@ def _param_field(p: Param, default: Any = None) -> tuple[Any, Any]:
     return base, Field(default=default, description=text, **limits)
 
 
-def offered(params: tuple[Param, ...]) -> list[Param]:
+def offered(params: tuple[Param, ...], reach: bool = False) -> list[Param]:
     """The declarations a read-only server offers: none that writes a file or names a program
-    to run."""
-    return [p for p in params if not p.writes and not p.executes]
+    to run, and none that connects to another machine or submits jobs unless ``reach``
+    (--allow-runs)."""
+    return [p for p in params if not p.writes and not p.executes and (reach or not p.reaches)]
 
 
-def input_fields(a: Analysis) -> dict[str, tuple[Any, Any]]:
-    """The arguments of ``a``'s tool: its exports, options, parameters and ``top``."""
+def input_fields(a: Analysis, reach: bool = False) -> dict[str, tuple[Any, Any]]:
+    """The arguments of ``a``'s tool: its exports, options, parameters (those that reach
+    another machine only with ``reach``) and ``top``."""
     from profile_cli.commands.output import OUTPUT_PARAMS
     from reports.pipeline.contract import default_top
 
@@ -195,7 +198,7 @@ def input_fields(a: Analysis) -> dict[str, tuple[Any, Any]]:
     for p in offered(OPTIONS):
         if p.name in a.options:
             fields[p.name] = _param_field(p, getattr(defaults, p.name))
-    for p in offered(a.params):
+    for p in offered(a.params, reach):
         key = param_key(p)
         if key in fields:
             raise ValueError(f"{a.name}: argument {key!r} named twice (an option and a "
@@ -206,9 +209,9 @@ def input_fields(a: Analysis) -> dict[str, tuple[Any, Any]]:
     return fields
 
 
-def _annotations(title: str) -> ToolAnnotations:
+def _annotations(title: str, open_world: bool = False) -> ToolAnnotations:
     return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False,
-                           idempotent_hint=True, open_world_hint=False)
+                           idempotent_hint=True, open_world_hint=open_world)
 
 
 def _tool(name: str, description: str, fields: dict[str, tuple[Any, Any]],
@@ -292,6 +295,8 @@ class NsysMineServer:
             except NsysMineError as exc:
                 return error_result(str(exc))
             except Exception as exc:
+                if (said := unusable_path(exc)) is not None:  # a path no check foresaw
+                    return error_result(said)
                 sys.stderr.write("nsys-mine mcp: unexpected error\n")
                 traceback.print_exc(file=sys.stderr)
                 return error_result(f"internal error ({type(exc).__name__}) in nsys-mine; "
@@ -303,13 +308,15 @@ class NsysMineServer:
     def analysis_tool(self, a: Analysis) -> Tool:
         from reports.pipeline.contract import envelope_schema
 
-        fields = input_fields(a)
+        reach = self.config.allow_runs  # ranks --scheduler and Slurm: --allow-runs only
+        fields = input_fields(a, reach)
 
         async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
             return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots))
 
+        open_world = reach and any(p.reaches for p in a.params)
         return _tool(a.name, a.help.strip(), fields, envelope_schema(a), call,
-                     _annotations(a.summary))
+                     _annotations(a.summary, open_world))
 
     def answer(self, a: Analysis, kwargs: dict[str, Any], roots: Roots) -> dict[str, Any]:
         """``a``'s answer to a tool call's arguments (``reports.pipeline.ask``, as the command
@@ -328,7 +335,7 @@ class NsysMineServer:
             sources = []
         options = replace(AnalysisOptions(**a.defaults), **_values(
             [p for p in offered(OPTIONS) if p.name in a.options], args, roots, key=_name))
-        params = _values(offered(a.params), args, roots, key=param_key)
+        params = _values(offered(a.params, self.config.allow_runs), args, roots, key=param_key)
 
         def targets(paths: list[Path]) -> list[ExportTarget]:
             found = export_targets(paths)  # a sweep folder's exports must be inside too

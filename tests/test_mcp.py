@@ -58,6 +58,12 @@ class World:
         self.escape = self.root / "escape.sqlite"
         self.escape.symlink_to(self.outside)
         self.pages = tmp / "pages"
+        # a Dask scheduler's address that nothing may connect to without --allow-runs
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.listener.setblocking(False)
+        self.scheduler = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
         self.env = {"NSYS_MINE_CACHE_DIR": os.environ.get("NSYS_MINE_CACHE_DIR",
                                                           str(tmp / "columns")),
                     "XDG_CACHE_HOME": str(tmp / "xdg"), "PATH": os.environ["PATH"],
@@ -100,6 +106,7 @@ async def common_calls(s: ClientSession, w: World) -> dict[str, Any]:
     await call("after_outside", "info", export=w.fx(T4))
     await call("no_table", "kernels", exports=[w.fx(NVTX_ONLY)])
     await call("no_range", "dominant", exports=[w.fx(DLPROF)], range=["no such range"])
+    await call("reach", "ranks", exports=[w.fx(DDP)], scheduler=w.scheduler)
     await call("malformed", "kernels", exports=[w.fx(T4)], bogus=1)
     await call("bad_type", "gaps", export=w.fx(DDP), top="many")
     await call("after_malformed", "gaps", export=w.fx(DDP), top=3)
@@ -127,7 +134,9 @@ async def stdio_session(w: World) -> dict[str, Any]:
             await s.initialize()
             out["client_root"] = await s.call_tool("info", {"export": w.fx(T4)})
             out["client_root_outside"] = await s.call_tool("info", {"export": str(w.outside)})
-            out["run_tools"] = {t.name for t in (await s.list_tools()).tools}
+            tools = (await s.list_tools()).tools
+            out["run_tools"] = {t.name for t in tools}
+            out["allow_ranks"] = next(t for t in tools if t.name == "ranks")
             out["bench_help"] = await s.call_tool("bench", {"args": ["--help"]})
     return out
 
@@ -330,6 +339,23 @@ def test_allow_runs_offers_the_commands_that_run_programs(stdio):
     assert bench["exit_code"] == 0 and "Usage: nsys-mine bench" in bench["stdout"]
 
 
+def test_read_only_reaches_no_other_machine(answers, stdio, world):
+    """Without --allow-runs the ranks tool has no --scheduler or Slurm argument (a call that
+    names one is refused before anything runs) and nothing connected to the listening
+    address; with it, they are offered and the tool says it reaches out (openWorldHint)."""
+    ranks = next(t for t in answers["tools"] if t.name == "ranks")
+    assert not {"scheduler", "slurm_partition", "slurm_arg"} & set(ranks.input_schema["properties"])
+    assert ranks.annotations.open_world_hint is False and ranks.annotations.read_only_hint
+    res = answers["reach"]
+    assert res.is_error and "validation error" in res.content[0].text
+    assert "scheduler" in res.content[0].text
+    with pytest.raises(BlockingIOError):  # no connection is waiting
+        world.listener.accept()
+    allowed = stdio["allow_ranks"]
+    assert {"scheduler", "slurm_partition", "slurm_arg"} <= set(allowed.input_schema["properties"])
+    assert allowed.annotations.open_world_hint is True
+
+
 def test_the_http_server_listens_on_loopback(http):
     assert "http://127.0.0.1:" in http["log"].read_text()
 
@@ -383,7 +409,8 @@ def test_a_question_asked_again_is_the_kept_answer(world, tmp_path):
 def test_every_tool_argument_is_made_from_a_declaration():
     """The tools' arguments are the declarations' (``reports.pipeline.options.Param``): the
     analysis options a tool's analysis honours, its own parameters and ``top``, each with the
-    declaration's help; none that writes a file or names a program to run (``--nsys``)."""
+    declaration's help; none that writes a file, names a program to run (``--nsys``) or
+    reaches another machine (``ranks --scheduler``: only with --allow-runs)."""
     from profile_cli.commands.output import OUTPUT_PARAMS
     from profile_cli.mcp_server import input_fields, param_key
     from reports.pipeline.options import OPTIONS
@@ -392,7 +419,8 @@ def test_every_tool_argument_is_made_from_a_declaration():
     for a in all_analyses():
         declared = [p for p in OPTIONS if p.name in a.options and not p.executes]
         keyed = {p.name: p for p in declared}
-        keyed.update({param_key(p): p for p in a.params if not p.writes and not p.executes})
+        keyed.update({param_key(p): p for p in a.params
+                      if not p.writes and not p.executes and not p.reaches})
         keyed["top"] = next(p for p in OUTPUT_PARAMS if p.name == "top")
         fields = input_fields(a)
         exports = {"export": a.input_name, "exports": "exports", "job": "exports"}.get(a.inputs)

@@ -28,6 +28,7 @@ whose annotation is a declaration made at run time, which Typer reads from the f
 
 import functools
 import inspect
+import os
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -36,6 +37,11 @@ from typing import Annotated, Any, Callable, List, Optional
 import typer
 import typer.core
 import typer.main
+
+try:  # Typer 0.2x has its own path type (its vendored click); older ones use click's
+    from typer.models import TyperPath
+except ImportError:  # pragma: no cover
+    from click import Path as TyperPath  # type: ignore[assignment]
 
 from reports.pipeline.options import Param
 
@@ -228,6 +234,19 @@ def choice(values: tuple[str, ...] | list[str], metavar: str | None = None
     return {"callback": check, "metavar": metavar or "|".join(allowed)}
 
 
+class CheckedPath(TyperPath):
+    """Typer's path type, after ``nsys_parsers.paths.check_path``: a path no file system can
+    hold is one ``Error:`` line, not the ValueError or OSError of Typer's own ``stat``."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from nsys_parsers.paths import check_path
+
+        if isinstance(value, (str, os.PathLike)):
+            flag = f"{param.opts[0]}" if param is not None and param.opts else "a path"
+            check_path(value, flag)
+        return super().convert(value, param, ctx)
+
+
 def param_type(p: Param) -> Any:
     """The Typer declaration of a ``Param``: ``Annotated[type, typer.Option(...)]`` (or
     ``typer.Argument`` for an argument)."""
@@ -249,7 +268,7 @@ def param_type(p: Param) -> Any:
     if p.panel:
         extra["rich_help_panel"] = p.panel
     if p.type is Path:
-        extra["dir_okay"] = False
+        extra["click_type"] = CheckedPath(dir_okay=False, path_type=Path)
     if p.required or p.default is None:
         extra["show_default"] = False
     return Annotated[base, typer.Option(*p.flags, help=p.help, **extra)]

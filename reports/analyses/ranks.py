@@ -158,7 +158,7 @@ ANALYSIS = Analysis(
         Param("scheduler", ("--scheduler",), "Where the exports are mined: local (a Dask "
               "cluster of worker processes here), slurm (workers as Slurm jobs, through "
               "dask-jobqueue), or the address of a running Dask scheduler (tcp://host:8786).",
-              default="local", metavar="local|slurm|ADDRESS", panel="Engine"),
+              default="local", metavar="local|slurm|ADDRESS", panel="Engine", reaches=True),
         Param("workers", ("--workers",), "Worker processes (local: default one per core; "
               "slurm: jobs, default one per export up to 16).", type=int, minimum=1,
               metavar="N", panel="Engine"),
@@ -166,14 +166,14 @@ ANALYSIS = Analysis(
               "bytes, earliest and latest arrival, skew, the last rank, the others' wait) "
               "instead of one per rank.", type=bool, default=False),
         Param("slurm_partition", ("--slurm-partition",), "Slurm partition of the worker "
-              "jobs.", metavar="NAME", panel="Engine"),
+              "jobs.", metavar="NAME", panel="Engine", reaches=True),
         Param("slurm_time", ("--slurm-time",), "Time limit of each worker job (minutes, or "
-              "HH:MM:SS; default 1 hour).", metavar="TIME", panel="Engine"),
+              "HH:MM:SS; default 1 hour).", metavar="TIME", panel="Engine", reaches=True),
         Param("slurm_mem", ("--slurm-mem",), "Memory of each worker job (e.g. 8GB; default "
-              "4GB).", metavar="SIZE", panel="Engine"),
+              "4GB).", metavar="SIZE", panel="Engine", reaches=True),
         Param("slurm_arg", ("--slurm-arg",), "Extra sbatch option for the worker jobs, "
               "KEY=VALUE (repeatable), e.g. account=myproj.", multiple=True,
-              metavar="KEY=VALUE", panel="Engine"),
+              metavar="KEY=VALUE", panel="Engine", reaches=True),
     ),
     shape=lambda params: ((COLLECTIVE_COLUMNS, COLLECTIVE_VIEW) if params.get("collectives")
                           else (RANKS_COLUMNS, RANKS_VIEW)),

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
+from nsys_parsers.paths import check_path
 from reports.pipeline.analysis import Analysis
 from reports.pipeline.multi import ExportTarget, ask_each, combine, file_targets
 from reports.pipeline.options import AnalysisOptions
@@ -66,7 +67,10 @@ def question(analysis: Analysis | str, sources: Sequence[str | os.PathLike[str]]
     options = replace(options or AnalysisOptions(**a.defaults),
                       **{k: v for k, v in kwargs.items() if k in fields})
     given = {**(params or {}), **{k: v for k, v in kwargs.items() if k not in fields}}
-    paths = [Path(s) for s in sources]
+    paths = [check_path(s, "the export") for s in sources]
+    for p in a.params:  # the parameters that are exports: checked as paths before any use
+        if p.export and given.get(p.name) is not None:
+            given[p.name] = check_path(given[p.name], f"--{p.name.replace('_', '-')}")
     if a.inputs == "export":  # the exports after the first: its export arguments, in order
         for p in a.params:
             if p.export and p.argument and len(paths) > 1 and given.get(p.name) is None:
@@ -156,7 +160,8 @@ def _ask_one(a: Analysis, paths: list[Path], options: AnalysisOptions,
         sessions = [stack.enter_context(opener(p, options)) for p in paths[:1]]
         for p in a.params:
             if p.export and params.get(p.name) is not None:
-                params[p.name] = stack.enter_context(opener(Path(params[p.name]), options))
+                path = check_path(params[p.name], f"--{p.name.replace('_', '-')}")
+                params[p.name] = stack.enter_context(opener(path, options))
         report = _answer(a, sessions, params)
     report.notes = notes + report.notes
     return report

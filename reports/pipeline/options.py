@@ -42,6 +42,9 @@ class Param:
     required: bool = False
     writes: bool = False  # a file the analysis writes (check --junit): not for read-only callers
     executes: bool = False  # a program to run (--nsys): not for callers that may not run one
+    # connects to another machine or submits jobs (ranks --scheduler, --slurm-*): only for
+    # callers that may (an MCP server started with --allow-runs)
+    reaches: bool = False
     export: bool = False  # an export the pipeline opens too: ``run`` gets its Session
 
 
