@@ -30,6 +30,12 @@ def session_start_utc(export: Export) -> int | None:
     return int(row[0]) if row and row[0] is not None else None
 
 
+def on_utc_clock(t: int, utc: int | None) -> bool:
+    """Whether the timestamp ``t`` counts UTC nanoseconds (an export made with
+    ``--ts-normalize``) rather than from the session's start: near the epoch's nanoseconds."""
+    return utc is not None and t >= utc // 2
+
+
 CAPTURE_HOST = Query(
     "capture_host", f"SELECT value FROM {CAPTURE_TABLE} WHERE name = 'DEVICE_DISPLAY_NAME' "
                     f"LIMIT 1",

@@ -25,15 +25,15 @@ integer nanoseconds.
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from nsys_parsers.capture import capture_environment, session_start_utc
+from nsys_parsers.capture import capture_environment, on_utc_clock, session_start_utc
 from nsys_parsers.export import Export
+from nsys_parsers.meta import install_dir_version
 from nsys_parsers.queries import Query
 from nsys_parsers.schema import (
     KERNEL_TABLE,
@@ -51,7 +51,6 @@ MIN_TAIL_SHARE = 0.10
 CACHE_ITEM = "trace_extent"
 SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
 RANGES, LAUNCHES = "ranges", "launches"
-_VERSION = re.compile(r"(20\d\d\.\d+(?:\.\d+)?)")
 
 
 def _extent(name: str, table: str) -> Query:
@@ -78,9 +77,9 @@ LAUNCHES_AFTER = Query(
           AND (s.value LIKE 'cudaLaunchKernel%' OR s.value LIKE 'cuLaunchKernel%')""",
     needs={RUNTIME_TABLE: ("start", "end", "nameId"), STRINGS_TABLE: ("id", "value")},
     purpose="kernel launches after the last kernel")
-SYSTEM_VALUES = Query(
-    "system_values", f"SELECT name, value FROM {SYSTEM_ENV} WHERE name IN (?, ?)",
-    needs={SYSTEM_ENV: ("name", "value")}, purpose="the recording nsys and the driver's CUDA")
+DRIVER_CUDA = Query(
+    "driver_cuda", f"SELECT value FROM {SYSTEM_ENV} WHERE name = 'CudaDriverVersion'",
+    needs={SYSTEM_ENV: ("name", "value")}, purpose="the CUDA version the driver supports")
 
 
 @dataclass(frozen=True)
@@ -199,7 +198,7 @@ def trace_cut(export: Export, cache: Any = None, found: Extents | None = None
         return None
     sign, stops, goes_on, count = cut
     utc = session_start_utc(export)
-    origin = utc if utc is not None and stops >= utc else 0  # UTC-normalized timestamps
+    origin = utc if utc is not None and on_utc_clock(stops, utc) else 0
     return TraceCut(sign=sign, stops_ns=stops - origin, goes_on_ns=goes_on, span_ns=span,
                     count=count, **versions(export))
 
@@ -207,14 +206,12 @@ def trace_cut(export: Export, cache: Any = None, found: Extents | None = None
 def versions(export: Export) -> dict[str, str | None]:
     """The recording nsys (its install directory), the driver's CUDA and the program's
     CUDA_VERSION, where the export records them."""
-    nsys = driver = None
+    driver = None
     if export.has_column(SYSTEM_ENV, "name") and export.has_column(SYSTEM_ENV, "value"):
-        for name, value in export.db.execute(SYSTEM_VALUES.sql(export),
-                                             ("TargetInstallDir", "CudaDriverVersion")):
-            if name == "TargetInstallDir" and (m := _VERSION.search(str(value or ""))):
-                nsys = m.group(1)
-            elif name == "CudaDriverVersion" and str(value or "").isdigit():
+        for (value,) in export.db.execute(DRIVER_CUDA.sql(export)):
+            if str(value or "").isdigit():
                 v = int(value)
                 driver = f"{v // 1000}.{v % 1000 // 10}"
     env, _ = capture_environment(export)
-    return {"nsys": nsys, "driver_cuda": driver, "program_cuda": env.get("CUDA_VERSION")}
+    return {"nsys": install_dir_version(export.db, export), "driver_cuda": driver,
+            "program_cuda": env.get("CUDA_VERSION")}

@@ -50,17 +50,26 @@ def _kv(conn: sqlite3.Connection, table: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in rows if v is not None}
 
 
+def install_dir_version(conn: sqlite3.Connection, schema: Schema) -> str | None:
+    """The version of the nsys that recorded the capture, from its install directory
+    (``TargetInstallDir``), or None."""
+    if schema.has_column("TARGET_INFO_SYSTEM_ENV", "value"):
+        for (value,) in conn.execute(Q_SYSTEM_ENV):
+            m = _VERSION_IN_PATH.search(str(value)) or _BARE_VERSION.search(str(value))
+            if m:
+                return m.group(1)
+    return None
+
+
 def probe_versions(conn: sqlite3.Connection, schema: Schema) -> tuple[str, str | None, str]:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         if schema.has_column(table, "name") and schema.has_column(table, "value"):
             kv = _kv(conn, table)
             if kv.get("EXPORT_PRODUCT_VERSION"):
                 return kv["EXPORT_PRODUCT_VERSION"], kv.get("EXPORT_SCHEMA_VERSION"), table
-    if schema.has_column("TARGET_INFO_SYSTEM_ENV", "value"):
-        for (value,) in conn.execute(Q_SYSTEM_ENV):
-            m = _VERSION_IN_PATH.search(str(value)) or _BARE_VERSION.search(str(value))
-            if m:
-                return m.group(1), None, "TARGET_INFO_SYSTEM_ENV (capture install dir)"
+    recorded = install_dir_version(conn, schema)
+    if recorded is not None:
+        return recorded, None, "TARGET_INFO_SYSTEM_ENV (capture install dir)"
     if schema.has_column("StringIds", "value"):
         for (value,) in conn.execute(Q_STRING_PATHS):
             m = _VERSION_IN_PATH.search(str(value))

@@ -9,8 +9,9 @@ Below ``HOST_BOUND_BELOW_PCT`` the GPU waited on the host for the rest: a faster
 larger GPU) cannot make the step faster; fewer launches (CUDA graphs, ``torch.compile``) or more
 work per launch (a larger batch or model) can.
 
-Plain integers: nanoseconds from the profiler's events; no torch import at module level beyond
-what ``profile_step`` needs.
+Plain integers: nanoseconds from the profiler's events, their union by
+``nsys_parsers.intervals.union_length`` (as the export answers take it); torch is imported by
+``profile_step`` only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from nsys_parsers.intervals import union_length
 
 # A step whose GPU is busy less than this share of it is bound by the host issuing its work.
 HOST_BOUND_BELOW_PCT = 80.0
@@ -52,28 +57,19 @@ class Busy:
                 "mean_kernel_us": self.mean_kernel_us, "bound": self.bound}
 
 
-def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    """Length of the union of half-open ``[start, end)`` intervals (any order, overlaps)."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
-
-
 def busy_from_events(events: Iterable[tuple[str, int, int]], span_ns: int) -> Busy:
     """``events``: the GPU's (name, start_ns, end_ns), kernels, memcpy and memset alike."""
-    spans, kernels, kernel_ns = [], 0, 0
+    starts, ends, kernels, kernel_ns = [], [], 0, 0
     for name, start, end in events:
-        spans.append((start, end))
+        starts.append(start)
+        ends.append(end)
         if not name.startswith(NOT_KERNELS):
             kernels += 1
             kernel_ns += end - start
-    return Busy(span_ns=span_ns, busy_ns=union_ns(spans), kernels=kernels, kernel_ns=kernel_ns)
+    busy = int(union_length(np.zeros(len(starts), dtype=np.int64),
+                            np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
+                            1)[0])
+    return Busy(span_ns=span_ns, busy_ns=busy, kernels=kernels, kernel_ns=kernel_ns)
 
 
 def gpu_events(prof: Any) -> list[tuple[str, int, int]]:

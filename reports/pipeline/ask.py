@@ -160,8 +160,7 @@ def _ask_one(a: Analysis, paths: list[Path], options: AnalysisOptions,
         sessions = [stack.enter_context(opener(p, options)) for p in paths[:1]]
         for p in a.params:
             if p.export and params.get(p.name) is not None:
-                path = check_path(params[p.name], f"--{p.name.replace('_', '-')}")
-                params[p.name] = stack.enter_context(opener(path, options))
+                params[p.name] = stack.enter_context(opener(Path(params[p.name]), options))
         report = _answer(a, sessions, params)
     report.notes = notes + report.notes
     return report

@@ -35,7 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.capture import capture_environment, capture_host, session_start_utc
+from nsys_parsers.capture import (
+    capture_environment,
+    capture_host,
+    on_utc_clock,
+    session_start_utc,
+)
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped
 from nsys_parsers.nccl import ITEMS_READ as NCCL_ITEMS
@@ -182,7 +187,7 @@ def summarize_session(s: Session, step_range: str | None = None) -> list[RankSum
     env, args = capture_environment(s.export)
     host = capture_host(s.export, env)
     first = int(s.kernels.start.min()) if s.kernels is not None and len(s.kernels) else 0
-    utc_clock = utc is not None and first >= utc // 2  # timestamps near the epoch's ns
+    utc_clock = on_utc_clock(first, utc)
     path = s.export.source
     label = path.name
     rows = [r for r in gpus.rows if r["pid"] is not None and r["pid"] >= 0]
