@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from nsys_parsers import cancel
 from nsys_parsers.arrays import factorize
 from nsys_parsers.sqlite_file import connect_readonly
 
@@ -98,7 +99,9 @@ class Reader:
         return conn
 
     def submit(self, job: Callable[[sqlite3.Connection], Any]) -> Future:
-        return self._pool.submit(lambda: job(self._conn()))
+        """Run ``job(connection)`` on a reader thread, in the caller's question's scope (a
+        cancelled question's jobs stop: ``nsys_parsers.cancel``)."""
+        return self._pool.submit(cancel.in_scope(lambda: job(self._conn())))
 
     def int_columns(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]]
                     ) -> IntColumns:
@@ -117,7 +120,7 @@ class Reader:
                                        for _, b in zip(range(ahead + 1), todo))
         try:
             while pending:
-                got = pending.popleft().result()
+                got = _result(pending.popleft())
                 yield got
                 del got
                 following = next(todo, None)
@@ -146,6 +149,17 @@ class Reader:
             self._conns.clear()
 
 
+def _result(future: Future) -> Any:
+    """A chunk's result, waited for a little at a time: a cancelled question stops waiting
+    (its jobs not started are dropped as the reader closes)."""
+    while True:
+        cancel.check()
+        try:
+            return future.result(timeout=0.25)
+        except TimeoutError:
+            continue
+
+
 class IntColumns:
     """Integer columns being read in chunks; ``result()`` joins them."""
 
@@ -156,7 +170,7 @@ class IntColumns:
     def result(self) -> list[np.ndarray]:
         """The columns, each joined once (several columns' readers may ask)."""
         if self._joined is None:
-            parts = [f.result() for f in self._futures]
+            parts = [_result(f) for f in self._futures]
             self._joined = ([np.concatenate([p[i] for p in parts]) for i in range(self._ncols)]
                             if parts else
                             [np.zeros(0, dtype=np.int64) for _ in range(self._ncols)])
@@ -173,7 +187,7 @@ class TextColumn:
         index: dict[str, int] = {}
         codes = []
         for f in self._futures:
-            c, values = f.result()
+            c, values = _result(f)
             remap = np.array([index.setdefault(v, len(index)) for v in values],
                              dtype=np.int64)
             codes.append(remap[c] if c.size else c)

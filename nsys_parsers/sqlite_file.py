@@ -73,9 +73,12 @@ def check_sqlite_header(path: Path) -> None:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection (``file:...?mode=ro``) that decodes text leniently."""
+    """A read-only connection (``file:...?mode=ro``) that decodes text leniently, whose
+    statements a cancelled question interrupts (``nsys_parsers.cancel``)."""
+    from nsys_parsers.cancel import Connection
+
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=Connection)
     conn.text_factory = decode_text
     return conn
 

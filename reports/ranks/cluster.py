@@ -155,7 +155,7 @@ def _slurm_cluster(engine: Engine, tasks: int) -> Iterator[Any]:
     """Dask workers as Slurm jobs (dask-jobqueue), one single-threaded worker per job, as
     many jobs as ``workers`` (default: one per export, at most ``SLURM_JOBS``). The jobs run
     this Python (its environment must be on a filesystem the nodes share, as for sweeps)."""
-    SLURMCluster = _import_slurm_cluster()
+    SLURMCluster = import_slurm_cluster()
     extra = []
     for arg in engine.slurm_args:
         key, eq, value = str(arg).partition("=")
@@ -180,7 +180,7 @@ def _slurm_cluster(engine: Engine, tasks: int) -> Iterator[Any]:
         cluster.close()
 
 
-def _import_slurm_cluster() -> Any:
+def import_slurm_cluster() -> Any:
     """dask_jobqueue's SLURMCluster. Importing dask_jobqueue sets a SIGINT handler of its own
     (``sys.exit``, in its runner module): the process's handler is put back, so that Ctrl-C
     stays a KeyboardInterrupt everywhere else."""
