@@ -12,9 +12,11 @@ also ``profile``, ``sweep`` and ``bench`` (the command line, run as a child proc
 argument is made from a declaration (``reports.pipeline.options.Param``).
 
 Every answer goes through ``reports.pipeline.ask`` (every hook but ``outputs``: a read-only
-server writes no gate files) on a worker thread, one question at a time; the last exports
-asked about stay loaded and the last answers kept between questions (``reports.Memo``,
-``--keep-open``). A path must lie, symlinks resolved, under a root: ``--root`` (default: the
+server writes no gate files) on one of the server's worker threads (``--calls``, one per core
+by default): calls run side by side, and a call whose client cancelled it or went away is
+stopped (``nsys_parsers.cancel``). The last exports asked about stay loaded and the last
+answers kept between questions (``reports.Memo``, ``--keep-open``; one export's load serves
+one call at a time). A path must lie, symlinks resolved, under a root: ``--root`` (default: the
 working directory) or, over stdio, a root the client declares (MCP roots). Declarations that
 write files (``Param.writes``) or name a program to run (``Param.executes``: ``--nsys``) are
 not offered. An error is a tool result whose text is the command line's ``Error: ...``
@@ -32,6 +34,7 @@ import os
 import sys
 import traceback
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
@@ -43,6 +46,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, Field, create_model
 
+from nsys_parsers import cancel
 from nsys_parsers.errors import BadOption, NsysMineError
 from nsys_parsers.export import REPORT_SUFFIXES
 from nsys_parsers.paths import check_path, unusable_path
@@ -157,9 +161,12 @@ def _param_field(p: Param, default: Any = None) -> tuple[Any, Any]:
     base: Any = str if p.type is Path else p.type
     if p.choices:
         base = Literal[p.choices]
+    limits: dict[str, Any] = {}
+    if is_range(p) and not p.multiple:  # one name, as a list of one like every `range`
+        return Optional[list[base]], Field(default=None, max_length=1, description=(
+            " ".join(p.help.split()) + " (a list of one name)"))
     if p.multiple:
         base = list[base]
-    limits: dict[str, Any] = {}
     if p.minimum is not None:
         limits["ge"] = p.minimum
     if p.maximum is not None:
@@ -187,7 +194,7 @@ def input_fields(a: Analysis, reach: bool = False) -> dict[str, tuple[Any, Any]]
     """The arguments of ``a``'s tool: its exports, options, parameters (those that reach
     another machine only with ``reach``) and ``top``."""
     from profile_cli.commands.output import OUTPUT_PARAMS
-    from reports.pipeline.contract import default_top
+    from reports.pipeline.contract import answers_object, default_top
 
     fields: dict[str, tuple[Any, Any]] = {}
     if a.inputs == "export":
@@ -206,7 +213,45 @@ def input_fields(a: Analysis, reach: bool = False) -> dict[str, tuple[Any, Any]]
         fields[key] = _param_field(p)
     (top,) = [p for p in OUTPUT_PARAMS if p.name == "top"]
     fields["top"] = _param_field(top, default_top(a))
+    if not answers_object(a):
+        fields["offset"] = (int, Field(default=0, ge=0, description=(
+            "The first row of the page (an answer of more than about 1 MB comes in pages: "
+            "call again with the answer's next_offset).")))
     return fields
+
+
+def answer_help(a: Analysis) -> str:
+    """What the tool's answer holds, in which order, and how it pages (the description's
+    last paragraph)."""
+    from reports.pipeline.contract import answers_object, default_top
+
+    if answers_object(a):
+        return "Answer: one object (`object`), every field of the command's --format json."
+    view = a.view
+    rank = [f"`{c}`" for c in (view.rank_by if view is not None else ())]
+    default = default_top(a)
+    text = (f"Answer: the top {default} rows by default (top=0: all)." if default else
+            "Answer: every row by default (top=N: the first N).")
+    if rank:
+        by = rank[0] + "".join(f" (where that is 0 in every row: {c})" for c in rank[1:2])
+        text += (f" top=N ranks the rows highest first on {by}, as `nsys-mine {a.name} --top "
+                 f"N`; top=0 gives every row in the command's own order (its --format json "
+                 f"without --top), which need not be that ranking: the first N rows of top=0 "
+                 f"are not always the top N.")
+    else:
+        text += " Rows come in the command's order whatever top is."
+    if view is not None and view.pinned:
+        text += (" The whole export's row is `total_rows` (one per export), shown whatever "
+                 "top is; `rows` holds the top N others (of each export, for several).")
+    return text + (" An answer of more than about 1 MB comes in pages: call again with "
+                   "offset=next_offset until next_offset is null; the pages' rows together "
+                   "are the command's rows in its order.")
+
+
+def is_range(p: Param) -> bool:
+    """A parameter that names NVTX ranges (``--range``, ``--vs-range``): a list of names in
+    every tool, one name at most where the command takes one."""
+    return any(f in ("--range", "--vs-range") for f in p.flags)
 
 
 def _annotations(title: str, open_world: bool = False) -> ToolAnnotations:
@@ -248,6 +293,21 @@ class ServerConfig:
     transport: str = "stdio"  # or "http"
     allow_runs: bool = False
     keep_open: int = 2  # exports kept loaded between questions (reports.Memo)
+    calls: int = 0  # calls answered side by side (0: one per core, at least 2)
+
+    def __post_init__(self) -> None:
+        if self.calls <= 0:
+            self.calls = default_calls()
+
+
+def default_calls() -> int:
+    """One worker per core this process may use, at least two (a quick question beside a
+    slow one)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(2, cores)
 
 
 class NsysMineServer:
@@ -257,7 +317,11 @@ class NsysMineServer:
         from reports.pipeline.memo import Memo
 
         self.config = config
-        self._lock: Any = None  # an anyio.Lock, made in the server's event loop
+        # calls run side by side on these threads (each call's SQLite reads on the reader
+        # threads of its export); one export's load serves one call at a time (the memo)
+        self._pool = ThreadPoolExecutor(max_workers=config.calls,
+                                        thread_name_prefix="nsys-mine-call")
+        self._running: set[cancel.Stop] = set()
         # the last exports asked about stay loaded, the last answers kept
         self.memo = Memo(exports=config.keep_open, answers=32 if config.keep_open else 0)
 
@@ -278,31 +342,54 @@ class NsysMineServer:
             log.warning("could not list the client's roots: %r", exc)
         return roots
 
-    async def run(self, ctx: Context[Any, Any] | None, work: Callable[[Roots], dict[str, Any]],
-                  *, one_at_a_time: bool = True) -> CallToolResult:
-        """``work(roots)`` on a worker thread (questions one at a time: they share the
-        process's memory and cores, and the memo); NsysMineError -> an error result with its
-        message; anything else -> logged with its traceback, one line to the client."""
-        import anyio.to_thread  # with the [mcp] extra (imported here: that extra's own
-                                # package, mcp, is what a machine without it misses first)
+    async def run(self, ctx: Context[Any, Any] | None,
+                  work: Callable[[Roots], dict[str, Any]]) -> CallToolResult:
+        """``work(roots)`` on one of the server's workers, side by side with other calls
+        (``--calls``); NsysMineError -> an error result with its message; anything else ->
+        logged with its traceback, one line to the client. A call its client cancelled (or
+        left) is stopped: its SQLite statements interrupted, its waits ended, its child
+        processes ended (``nsys_parsers.cancel``); the worker is then free."""
+        import asyncio
 
-        if self._lock is None:
-            self._lock = anyio.Lock()
+        import anyio  # with the [mcp] extra
+
         roots = await self.roots(ctx)
-        async with self._lock if one_at_a_time else contextlib.nullcontext():
-            try:
-                data = await anyio.to_thread.run_sync(work, roots)
-            except NsysMineError as exc:
-                return error_result(str(exc))
-            except Exception as exc:
-                if (said := unusable_path(exc)) is not None:  # a path no check foresaw
-                    return error_result(said)
-                sys.stderr.write("nsys-mine mcp: unexpected error\n")
-                traceback.print_exc(file=sys.stderr)
-                return error_result(f"internal error ({type(exc).__name__}) in nsys-mine; "
-                                    f"the server's stderr has the traceback. Please report "
-                                    f"it with the export's `nsys-mine info`.")
+        stop = cancel.Stop()
+
+        def job() -> dict[str, Any]:
+            with cancel.scope(stop):
+                stop.check()  # cancelled while it waited for a worker
+                return work(roots)
+
+        future = self._pool.submit(job)
+        self._running.add(stop)
+        try:
+            data = await asyncio.wrap_future(future)
+        except anyio.get_cancelled_exc_class():
+            stop.cancel()  # the client cancelled the call or went away: nobody waits
+            raise
+        except NsysMineError as exc:
+            return error_result(str(exc))
+        except Exception as exc:
+            if stop.is_set():  # an interrupted statement, say
+                return error_result(str(cancel.Cancelled("the call was cancelled.")))
+            if (said := unusable_path(exc)) is not None:  # a path no check foresaw
+                return error_result(said)
+            sys.stderr.write("nsys-mine mcp: unexpected error\n")
+            traceback.print_exception(exc, file=sys.stderr)
+            return error_result(f"internal error ({type(exc).__name__}) in nsys-mine; "
+                                f"the server's stderr has the traceback. Please report "
+                                f"it with the export's `nsys-mine info`.")
+        finally:
+            self._running.discard(stop)
         return result(data)
+
+    def close(self) -> None:
+        """Stop the calls still running, and close what the memo keeps."""
+        for stop in list(self._running):
+            stop.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.memo.close()
 
     # analyses
     def analysis_tool(self, a: Analysis) -> Tool:
@@ -315,7 +402,8 @@ class NsysMineServer:
             return await self.run(ctx, lambda roots: self.answer(a, kwargs, roots))
 
         open_world = reach and any(p.reaches for p in a.params)
-        return _tool(a.name, a.help.strip(), fields, envelope_schema(a), call,
+        return _tool(a.name, f"{a.help.strip()}\n\n{answer_help(a)}", fields,
+                     envelope_schema(a), call,
                      _annotations(a.summary, open_world))
 
     def answer(self, a: Analysis, kwargs: dict[str, Any], roots: Roots) -> dict[str, Any]:
@@ -327,6 +415,7 @@ class NsysMineServer:
 
         args = dict(kwargs)
         top = int(args.pop("top"))
+        offset = int(args.pop("offset", 0))
         if a.inputs == "export":
             sources = [roots.path(args.pop(a.input_name), "an export")]
         elif a.inputs in ("exports", "job"):
@@ -346,7 +435,7 @@ class NsysMineServer:
         # outputs: the files a gate writes (JUnit XML, the GitHub step summary): not here
         report = self.memo.ask(replace(a, outputs=None), sources, options, params,
                                targets=targets)
-        return envelope(a, report, a.fill(params), top)
+        return envelope(a, report, a.fill(params), top, offset)
 
     # report
     def report_tool(self) -> Tool:
@@ -448,8 +537,7 @@ class NsysMineServer:
 
         async def call(ctx: Context[Any, Any] | None = None, **kwargs: Any) -> CallToolResult:
             return await self.run(ctx, lambda roots: run_command(
-                command, kwargs["args"], kwargs["timeout_s"], roots.folders[0]),
-                one_at_a_time=False)
+                command, kwargs["args"], kwargs["timeout_s"], roots.folders[0]))
 
         annotations = ToolAnnotations(title=f"Run nsys-mine {command}", read_only_hint=False,
                                       destructive_hint=False, idempotent_hint=False,
@@ -495,6 +583,8 @@ def _values(params: list[Param], args: dict[str, Any], roots: Roots,
         if key(p) not in args:
             continue
         value = args.pop(key(p))
+        if is_range(p) and not p.multiple and value is not None:
+            value = value[0] if value else None  # a list of one name
         if p.type is Path and value is not None:
             value = roots.path(value, "a file")
         out[p.name] = tuple(value) if p.multiple and value is not None else value
@@ -550,7 +640,12 @@ def run_command(command: str, args: list[str], timeout_s: int, cwd: Path) -> dic
     from profile_cli.runs.process import run_with_timeout
 
     argv = [sys.executable, "-c", "from profile_cli.app import main; main()", command, *args]
-    outcome = run_with_timeout(argv, timeout_s, cwd=str(cwd))
+    stop = cancel.current()
+    try:
+        outcome = run_with_timeout(argv, timeout_s, cwd=str(cwd),
+                                   stop=stop.event if stop is not None else None)
+    except KeyboardInterrupt:  # what a set stop raises: the call was cancelled
+        raise cancel.Cancelled("the run was cancelled; its processes were ended.") from None
     return {"exit_code": outcome.returncode, "timed_out": outcome.timed_out,
             "wall_s": round(outcome.wall_s, 3), "stdout": outcome.stdout[-20_000:],
             "stderr": outcome.stderr[-8_000:]}
@@ -581,14 +676,21 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
-          allow_runs: bool, keep_open: int = 2) -> None:
+          allow_runs: bool, keep_open: int = 2, calls: int = 0) -> None:
     """Run the server until its client goes (stdio) or it is stopped (HTTP)."""
     from nsys_parsers.nsys_tool import user_cache_dir
 
     folders = root_folders(roots)
     config = ServerConfig(roots=folders, pages=(pages or user_cache_dir() / "pages").resolve(),
                           transport="http" if http else "stdio", allow_runs=allow_runs,
-                          keep_open=keep_open)
+                          keep_open=keep_open, calls=calls)
+    if allow_runs:
+        # dask_jobqueue sets a signal handler as it is imported, which only the main thread
+        # may: imported here, so that `ranks` with Slurm can run on a worker thread
+        from reports.ranks.cluster import import_slurm_cluster
+
+        with contextlib.suppress(NsysMineError):
+            import_slurm_cluster()
     # a gate's files are never written here: not even the GitHub step summary
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
@@ -605,6 +707,9 @@ def serve(roots: list[Path] | None, http: str | None, pages: Path | None,
             sys.stderr.write(f"nsys-mine mcp: listening on {host}, not a loopback address: "
                              f"anyone who reaches it can read the exports under {listed}.\n")
         sys.stderr.write(f"nsys-mine mcp: http://{host}:{port}/mcp (roots: {listed})\n")
-        server.run("streamable-http", host=host, port=port)
+        # stateless: each call is its own exchange, so a client that goes away (its POST
+        # closed) cancels its call; nothing of a session is needed (the client's roots do
+        # not count over HTTP, and the server sends no requests or notifications of its own)
+        server.run("streamable-http", host=host, port=port, stateless_http=True)
     finally:
-        tools.memo.close()
+        tools.close()

@@ -179,11 +179,37 @@ def test_the_command_line_json_validates(args):
     jsonschema.validate(json.loads(res.stdout), schema(name))
 
 
+def command_line_order(pages: list[dict]) -> list[dict]:
+    """The rows of an answer's pages in the command line's order: each export's whole-export
+    row (``total_rows``) before that export's other rows."""
+    totals = pages[0].get("total_rows", [])
+    rows = [r for page in pages for r in page["rows"]]
+    if not totals:
+        return rows
+    if "config" not in totals[0]:
+        return [*totals, *rows]
+    out = []
+    for total in totals:
+        out += [total, *[r for r in rows if r["config"] == total["config"]]]
+    return out
+
+
+def all_pages(a, report, params, top, page_bytes=contract.PAGE_BYTES) -> list[dict]:
+    pages = [contract.envelope(a, report, params, top, 0, page_bytes)]
+    while pages[-1]["next_offset"] is not None:
+        assert len(pages) < 1000
+        pages.append(contract.envelope(a, report, params, top, pages[-1]["next_offset"],
+                                       page_bytes))
+    return pages
+
+
 @pytest.mark.parametrize("top", [0, 3])
 def test_the_envelope_has_the_rows_of_the_command_line(top):
-    """Single and several exports, all rows and the top 3 (of each export)."""
+    """Single and several exports, all rows and the top 3 (of each export); the whole
+    export's row in its own field; in pages of at most 30 kB, rows kept as columns too."""
     one = [fixture_path("dlprof_pytorch_rtx2070s_nsys2022.1.sqlite")]
     two = [*one, fixture_path("vecadd_t4_nsys2022.4.sqlite")]
+    paged = 0
     for name, sources, flags in (("kernels", one, []), ("dominant", one, []),
                                  ("kernels", two, []), ("dominant", two, []),
                                  ("ranges", one, ["--instances"])):  # rows kept as columns
@@ -193,12 +219,38 @@ def test_the_envelope_has_the_rows_of_the_command_line(top):
                                                                else [])
         res = run_cli(*args)
         assert res.exit_code == 0, res.stderr
-        out = contract.envelope(a, ask(a, sources, None, params), params, top)
-        assert out["rows"] == json.loads(res.stdout) and out["rows"]
+        cli = json.loads(res.stdout)
+        report = ask(a, sources, None, params)
+        out = contract.envelope(a, report, params, top)
+        assert command_line_order([out]) == cli and out["rows"], name
+        assert out["next_offset"] is None and out["offset"] == 0
         jsonschema.validate(out, contract.envelope_schema(a))
-        assert out["rows_total"] == len(json.loads(run_cli(name, *sources, *flags, "-f",
-                                                           "json").stdout))
-        assert out["rows_left_out"] == out["rows_total"] - len(out["rows"])
+        everything = json.loads(run_cli(name, *sources, *flags, "-f", "json").stdout)
+        totals = len(out.get("total_rows", []))
+        assert totals == (len(sources) if name == "dominant" else 0)
+        assert out["rows_total"] == len(everything) - totals
+        if top:  # N rows (of each export), the whole-export rows besides
+            assert len(out["rows"]) <= top * len(sources)
+        assert out["rows_left_out"] == len(everything) - len(cli)
         if out["rows_left_out"]:
             assert "top=0" in out["notes"][0]
         assert set(out["units"]) <= set(out["columns"])
+        pages = all_pages(a, report, params, top, page_bytes=20_000)
+        paged += len(pages) > 1
+        assert command_line_order(pages) == cli
+        for page in pages:
+            jsonschema.validate(page, contract.envelope_schema(a))
+            text = json.dumps(page, separators=(",", ":"))
+            assert len(text) + len(json.dumps(text)) <= 20_000 or len(page["rows"]) == 1
+        if len(pages) > 1:
+            assert f"offset={pages[1]['offset']}" in pages[0]["notes"][-1]
+    assert paged >= (0 if top else 3)  # all rows: answers of several pages were tried
+
+
+def test_an_offset_past_the_end_is_an_error_that_says_the_range():
+    a = get("kernels")
+    params = a.fill({})
+    report = ask(a, [fixture_path("vecadd_t4_nsys2022.4.sqlite")], None, params)
+    n = contract.envelope(a, report, params, 0)["rows_total"]
+    with pytest.raises(contract.PastTheEnd, match=f"the answer has {n} rows"):
+        contract.envelope(a, report, params, 0, n)

@@ -222,6 +222,7 @@ def ok(result: Any) -> dict[str, Any]:
 # -- the tools ------------------------------------------------------------------------------
 
 def test_every_analysis_is_a_tool_and_nothing_runs_a_program(answers):
+    from profile_cli.mcp_server import answer_help
     from reports.pipeline.contract import envelope_schema
     from reports.pipeline.registry import all_analyses
 
@@ -229,21 +230,28 @@ def test_every_analysis_is_a_tool_and_nothing_runs_a_program(answers):
     assert set(tools) == {a.name for a in all_analyses()} | {"report", "list_exports"}
     for a in all_analyses():
         t = tools[a.name]
-        assert t.description == a.help.strip()
+        assert t.description == f"{a.help.strip()}\n\n{answer_help(a)}"
         assert t.output_schema == envelope_schema(a)
         assert t.annotations.read_only_hint is True
         assert "top" in t.input_schema["properties"]
     assert "junit" not in tools["check"].input_schema["properties"]  # writes a file
     assert "nsys" not in tools["kernels"].input_schema["properties"]  # runs a program
     assert set(tools["diff"].input_schema["required"]) == {"base", "cand"}
-    assert tools["dominant"].input_schema["properties"]["range"]["type"] == "array"
+    # `range` is a list of names everywhere: of one name where the command takes one
+    for name, most in (("dominant", None), ("kernels", 1), ("compare", 1)):
+        ranges = tools[name].input_schema["properties"]["range"]
+        arrays = [s for s in ranges.get("anyOf", [ranges]) if s.get("type") == "array"]
+        assert len(arrays) == 1 and arrays[0]["items"]["type"] == "string", name
+        assert arrays[0].get("maxItems") == most, name
 
 
 def test_rows_are_the_command_lines(answers, world):
     dominant = ok(answers["dominant"])
-    assert dominant["rows"] == cli_rows("dominant", world.fx(DLPROF))
-    assert dominant["rows"][0]["range"] is None  # the whole export first
-    assert dominant["rows"][0]["total_ns"] == 51840 and dominant["rows"][0]["instances"] == 6
+    # the whole export's row in its own field, then the top 20 others: the command's rows
+    (whole,) = dominant["total_rows"]
+    assert [whole, *dominant["rows"]] == cli_rows("dominant", world.fx(DLPROF))
+    assert whole["range"] is None and len(dominant["rows"]) == dominant["rows_total"] == 9
+    assert whole["total_ns"] == 51840 and whole["instances"] == 6
     assert dominant["units"]["share_pct"] == "%"
     gaps = ok(answers["gaps"])
     assert gaps["rows"] == cli_rows("gaps", world.fx(DDP))
@@ -267,9 +275,11 @@ def test_a_long_answer_says_what_was_left_out(answers, world):
 def test_a_gate_verdict_is_a_field_not_an_error(answers, world):
     diff = ok(answers["diff"])
     assert diff["exit_code"] == 3  # --fail-on regression, and it regressed
-    assert diff["rows"] == cli_rows("diff", world.fx(FASTVIDEO), world.slow, "--scope",
-                                    SLOW_RANGE, "--fail-on", "regression")
-    assert diff["rows"][0]["verdict"] == "regression"
+    (overall,) = diff["total_rows"]  # the overall row, in its own field
+    assert [overall, *diff["rows"]] == cli_rows("diff", world.fx(FASTVIDEO), world.slow,
+                                                "--scope", SLOW_RANGE, "--fail-on",
+                                                "regression")
+    assert overall["level"] == "overall" and overall["verdict"] == "regression"
 
 
 def test_errors_are_the_command_lines_and_the_server_goes_on(answers, world):
@@ -393,11 +403,15 @@ def test_a_question_asked_again_is_the_kept_answer(world, tmp_path):
                              export if a.inputs == "export" else [export]})
                 return tools.run(None, lambda roots: tools.answer(a, args, roots))
 
-            first = [(await ask_one(n)).structured_content["rows"] for n in questions]
-            again = [(await ask_one(n)).structured_content["rows"] for n in questions]
+            def rows(answer: Any) -> list[dict[str, Any]]:
+                data = answer.structured_content
+                return [*data.get("total_rows", []), *data["rows"]]
+
+            first = [rows(await ask_one(n)) for n in questions]
+            again = [rows(await ask_one(n)) for n in questions]
             return tools, first, again
         finally:
-            tools.memo.close()
+            tools.close()
 
     tools, first, again = anyio.run(session)
     assert again == first and tools.memo.recalled == len(questions)
@@ -409,10 +423,12 @@ def test_a_question_asked_again_is_the_kept_answer(world, tmp_path):
 def test_every_tool_argument_is_made_from_a_declaration():
     """The tools' arguments are the declarations' (``reports.pipeline.options.Param``): the
     analysis options a tool's analysis honours, its own parameters and ``top``, each with the
-    declaration's help; none that writes a file, names a program to run (``--nsys``) or
+    declaration's help, and ``offset`` (the page) for the answers of rows; none that writes a
+    file, names a program to run (``--nsys``) or
     reaches another machine (``ranks --scheduler``: only with --allow-runs)."""
     from profile_cli.commands.output import OUTPUT_PARAMS
     from profile_cli.mcp_server import input_fields, param_key
+    from reports.pipeline.contract import answers_object
     from reports.pipeline.options import OPTIONS
     from reports.pipeline.registry import all_analyses
 
@@ -424,7 +440,8 @@ def test_every_tool_argument_is_made_from_a_declaration():
         keyed["top"] = next(p for p in OUTPUT_PARAMS if p.name == "top")
         fields = input_fields(a)
         exports = {"export": a.input_name, "exports": "exports", "job": "exports"}.get(a.inputs)
-        assert set(fields) == set(keyed) | ({exports} if exports else set()), a.name
+        paging = set() if answers_object(a) else {"offset"}
+        assert set(fields) == set(keyed) | ({exports} if exports else set()) | paging, a.name
         for key, p in keyed.items():
             assert fields[key][1].description.startswith(" ".join(p.help.split())), (a.name, key)
         assert "nsys" not in fields and "junit" not in fields, a.name

@@ -39,6 +39,11 @@ def mcp(
         help="Keep the last N exports asked about loaded between questions, and the last "
              "answers: the next question about one answers from memory (about the size of "
              "its cache; 0: open each export per question).")] = 2,
+    calls: Annotated[int, typer.Option(
+        "--calls", metavar="N", min=0,
+        help="Answer up to N calls side by side (0: one per core, at least 2); more wait "
+             "their turn. A call its client cancels, or whose client goes away, is stopped "
+             "and makes room at once.")] = 0,
 ) -> None:
     """Serve the analyses to coding agents over the Model Context Protocol (stdio).
 
@@ -56,7 +61,7 @@ def mcp(
             raise
         raise McpNotInstalled(f"the MCP server needs the `mcp` package ({exc.name} is not "
                               f"installed): pip install 'nsys-mine[mcp]'.") from None
-    serve(root, http, pages, allow_runs, keep_open)
+    serve(root, http, pages, allow_runs, keep_open, calls)
 
 
 def register(app: typer.Typer) -> None:

@@ -22,9 +22,11 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nsys_parsers.errors import BadOption
 from reports.pipeline.analysis import Analysis
 from reports.pipeline.report import MULTI_COLUMN, Report
 
@@ -214,15 +216,32 @@ def default_top(a: Analysis) -> int:
     return 0 if a.default_top == 0 else DEFAULT_TOP
 
 
-def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> dict[str, Any]:
-    """The answer as data: exactly the rows ``nsys-mine NAME ... --format json --top TOP``
-    writes (``top`` 0: all, as without --top), in its order, with how many there are in all,
-    the notes, the one-line answers of the rows shown, the units of the columns and the
-    command's exit code (a gate's verdict: ``check``, ``diff --fail-on``)."""
+ENVELOPE_VERSION = 2  # the shape of ``envelope`` (docs/AGENTS.md: its changelog)
+PAGE_BYTES = 1_000_000  # an answer's JSON twice (text and structured content), at most
+_CHUNK = 512  # rows rendered at a time while a page fills
+
+
+class PastTheEnd(BadOption):
+    """An ``offset`` past the last row of an answer."""
+
+
+def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int, offset: int = 0,
+             page_bytes: int = PAGE_BYTES) -> dict[str, Any]:
+    """The answer as data: the rows ``nsys-mine NAME ... --format json --top TOP`` writes
+    (``top`` 0: all, as without --top), in its order, a page at a time, with how many there
+    are in all, the notes, the one-line answers of the rows shown, the units of the columns
+    and the command's exit code (a gate's verdict: ``check``, ``diff --fail-on``).
+
+    The rows every answer shows first whatever ``top`` (the whole export's row of
+    ``dominant`` and ``diff``: ``View.pinned``) are ``total_rows``; ``rows`` are the others,
+    the top ``top`` (of each export, for several). A page holds the rows from ``offset`` that
+    fit ``page_bytes`` with the answer's JSON counted twice (as a tool result carries it);
+    ``next_offset`` is where the next page starts (None: this is the last)."""
     from reports.render import render_object, render_rows, top_rows
 
     out: dict[str, Any] = {"title": report.title or a.title or a.name,
-                           "schema_version": schema_version(a)}
+                           "schema_version": schema_version(a),
+                           "envelope_version": ENVELOPE_VERSION}
     # the warnings (what the command line says on stderr) first among the notes
     notes = list(dict.fromkeys([*report.warnings, *report.notes]))
     if report.obj is not None:
@@ -231,34 +250,114 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int) -> d
         return out
     columns = list(report.columns)
     view = a.view_of(report, params)
+    declared = a.shaped(params)[1]
+    pinned = declared.pinned if declared is not None else 0
+    shown: Sequence[dict[str, Any]]
+    body: Sequence[dict[str, Any]]
     if columns[:1] == [MULTI_COLUMN]:  # several exports: the top rows of each, as cut there
-        declared = a.shaped(params)[1]
-        pinned = declared.pinned if declared is not None else 0
-        shown = _top_each(list(report.rows), pinned, top) if top else list(report.rows)
-        noun = "rows"
-        per = " of each export"
+        shown = _top_each(list(report.rows), pinned, top) if top else report.rows
+        total, body = _split_each(shown, pinned)
+        noun, per = "rows", " of each export"
     else:
-        shown, _ = top_rows(report.rows, view, top) if top and view is not None else (
-            list(report.rows), None)
-        noun = getattr(view, "noun", None) or "rows"
-        per = ""
-    text = render_rows(shown, columns, "json", view=view).as_text() or "[]"
-    rows = json.loads(text)
-    left = len(report.rows) - len(rows)
+        shown = top_rows(report.rows, view, top)[0] if top and view is not None \
+            else report.rows
+        total, body = list(shown[:pinned]), _Tail(shown, pinned)
+        noun, per = getattr(view, "noun", None) or "rows", ""
+    left = len(report.rows) - len(shown)
     if left:
         notes.insert(len(report.warnings),
-                     f"{len(rows):,} of {len(report.rows):,} {noun} (the top {top}{per}); "
-                     f"{left:,} left out: call again with top=0 for all of them, or "
-                     f"top=N for N{per}.")
+                     f"{len(shown) - len(total):,} of {len(report.rows) - len(total):,} "
+                     f"{noun} (the top {top}{per}); {left:,} left out: call again with top=0 "
+                     f"for all of them, or top=N for N{per}.")
+    if offset and offset >= len(body):
+        raise PastTheEnd(f"offset {offset:,}: the answer has {len(body):,} rows (offsets "
+                         f"0 to {max(len(body) - 1, 0):,}); give a smaller offset, or 0.")
+    # one-line answers: those of the rows shown where there is one per row, else all of them
+    # (with the first page)
+    aligned = len(report.sentences) == len(report.rows)
     own = dict(zip(map(id, report.rows), report.sentences)) \
-        if len(report.sentences) == len(report.rows) else {}
-    answers = [own[id(r)] for r in shown if id(r) in own] if own else \
-        list(report.sentences)[:len(rows) if left else None]
-    out.update(columns=columns,
-               units={c: u for c in columns for u in [column_unit(c)] if u},
-               rows=rows, rows_total=len(report.rows), rows_left_out=left, notes=notes,
-               answers=answers, exit_code=report.exit_code)
+        if aligned and isinstance(report.rows, list) else {}
+    by_index = aligned and not own and shown is report.rows and not isinstance(body, list)
+
+    def said(i: int, row: dict[str, Any]) -> str | None:
+        """The answer of ``row``, the ``i``-th of ``body``."""
+        return own.get(id(row)) if own else report.sentences[i + pinned] if by_index else None
+
+    def render(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return json.loads(render_rows(list(rows), columns, "json", view=view).as_text() or "[]")
+
+    out.update(columns=columns, units={c: u for c in columns for u in [column_unit(c)] if u})
+    if pinned:
+        out["total_rows"] = render(total)
+    first = [s for r in total for s in [own.get(id(r))] if s] if aligned else \
+        [] if offset else list(report.sentences)[:len(shown) if left else None]
+    out.update(rows=[], rows_total=len(report.rows) - len(total), rows_left_out=left,
+               offset=offset, next_offset=None, notes=notes, answers=first,
+               exit_code=report.exit_code)
+    room = page_bytes - _cost(out) - 400  # the page's note
+    rows: list[dict[str, Any]] = []
+    answers: list[str] = []
+    at = offset
+    while at < len(body) and room > 0:
+        chunk = body[at:at + _CHUNK]
+        for i, (row, data) in enumerate(zip(chunk, render(chunk))):
+            sentence = said(at + i, row)
+            cost = _cost(data) + 2 + (_cost(sentence) + 2 if sentence else 0)
+            if cost > room and rows:
+                room = 0
+                break
+            room -= cost
+            rows.append(data)
+            if sentence:
+                answers.append(sentence)
+        else:
+            at += len(chunk)
+            continue
+        break
+    end = offset + len(rows)
+    out["rows"] = rows
+    out["answers"] = [*out["answers"], *answers]
+    if end < len(body):
+        out["next_offset"] = end
+        out["notes"] = [*notes, f"rows {offset:,} to {end - 1:,} of {len(body):,} (one "
+                                f"message holds at most about {page_bytes // 1000:,} kB): call "
+                                f"again with offset={end} for the next rows."]
     return out
+
+
+class _Tail(Sequence[dict[str, Any]]):
+    """``rows[start:]`` without copying them (rows kept as columns stay columns)."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], start: int) -> None:
+        self._rows, self._start = rows, min(start, len(rows))
+
+    def __len__(self) -> int:
+        return len(self._rows) - self._start
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            lo, hi, _ = i.indices(len(self))
+            return self._rows[self._start + lo:self._start + hi]
+        return self._rows[self._start + i]
+
+
+def _split_each(rows: Sequence[dict[str, Any]], pinned: int
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the first ``pinned`` rows of each export's block, the others), in order."""
+    head: list[dict[str, Any]] = []
+    body: list[dict[str, Any]] = []
+    for _, block in itertools.groupby(rows, key=lambda r: r.get(MULTI_COLUMN)):
+        rows_of = list(block)
+        head += rows_of[:pinned]
+        body += rows_of[pinned:]
+    return head, body
+
+
+def _cost(value: Any) -> int:
+    """Bytes of ``value`` in a tool result: its JSON (structured content) and the same JSON
+    as a string in the text block (quoted again), non-ASCII escaped as the worst case."""
+    text = json.dumps(value, separators=(",", ":"))
+    return len(text) + len(json.dumps(text)) - 2
 
 
 def _top_each(rows: list[dict[str, Any]], pinned: int, top: int) -> list[dict[str, Any]]:
@@ -276,6 +375,8 @@ def envelope_schema(a: Analysis) -> dict[str, Any]:
     strings = {"type": "array", "items": {"type": "string"}}
     props: dict[str, Any] = {"title": {"type": "string"},
                              "schema_version": {"type": "string", "const": schema_version(a)},
+                             "envelope_version": {"type": "integer",
+                                                  "const": ENVELOPE_VERSION},
                              "notes": strings,
                              "exit_code": {"type": "integer", "description": (
                                  "the command's exit code: 0, or 3 for a failed gate")}}
@@ -283,10 +384,20 @@ def envelope_schema(a: Analysis) -> dict[str, Any]:
         props["object"] = answer_schema(a)
         required = ["object", "notes", "exit_code"]
     else:
+        pinned = a.view.pinned if a.view is not None else 0
         props.update(columns=strings, units={
             "type": "object", "additionalProperties": {"type": "string"}},
             rows=answer_schema(a),
-            rows_total={"type": "integer", "description": "rows of the whole answer (top=0)"},
-            rows_left_out={"type": "integer"}, answers=strings)
-        required = ["rows", "rows_total", "rows_left_out", "notes", "exit_code"]
+            rows_total={"type": "integer", "description": (
+                "rows of the whole answer (top=0), the total rows not counted")},
+            rows_left_out={"type": "integer", "description": "rows the top=N cut left out"},
+            offset={"type": "integer", "description": "the first row of this page"},
+            next_offset={"type": ["integer", "null"], "description": (
+                "call again with offset=next_offset for the next page; null: the last")},
+            answers=strings)
+        if pinned:
+            props["total_rows"] = {**answer_schema(a), "description": (
+                "the whole export's row (one per export), shown whatever top is")}
+        required = ["rows", "rows_total", "rows_left_out", "offset", "next_offset", "notes",
+                    "exit_code"]
     return {"type": "object", "properties": props, "required": required}
