@@ -2,7 +2,8 @@
 line and to the MCP server's tools (a real server and the SDK's client), an answer or an
 ``Error:`` line that says what is wrong, never a traceback or "internal error", and the
 server goes on. (Paths that name the root folder itself are left out of the tools' fuzz: a
-folder of exports is a job, and its page is a real answer.)"""
+folder of exports is a job, and its page is a real answer.) Then every other argument of
+every tool, drawn from its input schema and from anything at all."""
 
 from __future__ import annotations
 
@@ -120,3 +121,98 @@ def test_a_path_to_any_tool_is_an_error_result_and_the_server_goes_on(paths, tmp
             (tool, args, text)
     last = results[-1]
     assert not last.is_error and last.structured_content["object"]["kernel_count"] == 200
+
+
+# -- every argument of every tool ------------------------------------------------------------
+
+EXPORT_KEYS = ("export", "exports", "base", "cand", "other")
+ANY_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**15, 10**15), st.floats(allow_nan=False,
+                                                                       allow_infinity=False),
+    st.text(max_size=30), st.lists(st.text(max_size=10), max_size=3),
+    st.sampled_from(["", "\x00", "-1", "0", "auto", "forward pass", "a" * 300, "*", "..",
+                     "measure"]))
+
+
+def plausible(schema: dict[str, Any]) -> Any:
+    """Values of the type a property declares (enums: their values; numbers near and past
+    their bounds), which pass the SDK's validation and reach the analysis."""
+    options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    s = options[0] if options else schema
+    if "enum" in s:
+        return st.sampled_from(s["enum"])
+    kind = s.get("type")
+    if kind == "integer":
+        lo = s.get("minimum", -10**6)
+        return st.integers(lo, lo + 10**6) | st.just(lo)
+    if kind == "number":
+        return st.floats(s.get("minimum", -1e9), 1e9, allow_nan=False)
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "array":
+        return st.lists(plausible(s.get("items", {"type": "string"})), max_size=s.get(
+            "maxItems", 3))
+    return st.text(max_size=20) | st.sampled_from(["forward pass", "measure", "gemm", "0"])
+
+
+DLPROF = "dlprof_pytorch_rtx2070s_nsys2022.1.sqlite"  # NVTX ranges: every analysis answers
+
+
+def test_any_argument_to_any_tool_is_an_answer_or_an_error_that_says_what(tmp_path):
+    """One server, 150 calls drawn by hypothesis: any tool but `ranks` (whose arguments
+    start Dask clusters) on an export with NVTX ranges, with up to three of its other
+    arguments, each well typed (enums, numbers near and past their bounds, range names) or
+    anything at all. A call is an answer, an `Error:` result, or the SDK's validation error
+    naming the argument; never "internal error"; and the server still answers at the end."""
+    from contextlib import asynccontextmanager
+
+    fixture_path(DLPROF)
+    good = str(FIXTURES.resolve() / DLPROF)
+    env = {"NSYS_MINE_CACHE_DIR": os.environ["NSYS_MINE_CACHE_DIR"], "PATH": os.environ["PATH"],
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    params = StdioServerParameters(
+        command=str(SERVER), args=["mcp", "--root", str(FIXTURES.resolve()), "--pages",
+                                   str(tmp_path / "pages")], env=env, cwd=str(tmp_path))
+
+    @asynccontextmanager
+    async def session():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                yield s
+
+    outcomes: dict[str, int] = {"answer": 0, "error": 0, "validation": 0}
+    with anyio.from_thread.start_blocking_portal() as portal:
+        with portal.wrap_async_context_manager(session()) as s:
+            tools = [t for t in portal.call(s.list_tools).tools if t.name != "ranks"]
+
+            @settings(max_examples=150, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=list(HealthCheck))
+            @given(data=st.data())
+            def call(data: Any) -> None:
+                tool = data.draw(st.sampled_from(tools))
+                props = tool.input_schema.get("properties", {})
+                args: dict[str, Any] = {k: ([good] if k == "exports" else good)
+                                        for k in EXPORT_KEYS if k in props}
+                others = sorted(k for k in props if k not in EXPORT_KEYS)
+                for key in data.draw(st.lists(st.sampled_from(others), max_size=3,
+                                              unique=True)) if others else []:
+                    args[key] = data.draw(st.one_of(plausible(props[key]), ANY_VALUE))
+                res = portal.call(s.call_tool, tool.name, args)
+                text = res.content[0].text if res.content else ""
+                if not res.is_error:
+                    outcomes["answer"] += 1
+                elif text.startswith("Error: "):
+                    outcomes["error"] += 1
+                else:
+                    assert text.startswith(f"Error executing tool {tool.name}:") and \
+                        "validation error" in text, (tool.name, args, text)
+                    outcomes["validation"] += 1
+                assert "internal error" not in text and "Traceback" not in text, \
+                    (tool.name, args, text)
+
+            call()
+            last = portal.call(s.call_tool, "info", {"export": good})
+    assert not last.is_error and last.structured_content["object"]["nsys_version"]
+    # the fuzz reaches the analyses and their own checks, not only the SDK's validation
+    assert min(outcomes.values()) >= 10, outcomes
