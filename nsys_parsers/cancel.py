@@ -83,12 +83,12 @@ def scope(stop: Stop) -> Iterator[Stop]:
         stop.release()
 
 
-def current() -> Stop | None:
+def current_stop() -> Stop | None:
     """The current question's ``Stop`` (None outside a scope)."""
     return _current.get()
 
 
-def check() -> None:
+def stop_if_cancelled() -> None:
     """Cancelled when the current question was cancelled (a no-op outside a scope)."""
     stop = _current.get()
     if stop is not None:

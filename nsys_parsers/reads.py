@@ -153,7 +153,7 @@ def _result(future: Future) -> Any:
     """A chunk's result, waited for a little at a time: a cancelled question stops waiting
     (its jobs not started are dropped as the reader closes)."""
     while True:
-        cancel.check()
+        cancel.stop_if_cancelled()
         try:
             return future.result(timeout=0.25)
         except TimeoutError:

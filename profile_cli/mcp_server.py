@@ -640,7 +640,7 @@ def run_command(command: str, args: list[str], timeout_s: int, cwd: Path) -> dic
     from profile_cli.runs.process import run_with_timeout
 
     argv = [sys.executable, "-c", "from profile_cli.app import main; main()", command, *args]
-    stop = cancel.current()
+    stop = cancel.current_stop()
     try:
         outcome = run_with_timeout(argv, timeout_s, cwd=str(cwd),
                                    stop=stop.event if stop is not None else None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -27,8 +28,6 @@ anyio = pytest.importorskip("anyio")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-
-from tests.test_mcp import free_port  # noqa: E402
 
 SERVER = Path(sys.executable).parent / "nsys-mine"
 DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
@@ -149,14 +148,18 @@ def test_a_cancelled_call_stops_and_frees_its_worker(big, tmp_path):
     no_traceback(log)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def http_server(args: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen,
                                                                        str]:
     port = free_port()
     with open(log, "wb") as sink:
         proc = subprocess.Popen([str(SERVER), *args, "--http", f"127.0.0.1:{port}"], env=env,
                                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    import socket
-
     deadline = time.monotonic() + 60
     while True:
         with socket.socket() as sock:

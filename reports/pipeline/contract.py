@@ -22,7 +22,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +237,7 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int, offs
     the top ``top`` (of each export, for several). A page holds the rows from ``offset`` that
     fit ``page_bytes`` with the answer's JSON counted twice (as a tool result carries it);
     ``next_offset`` is where the next page starts (None: this is the last)."""
-    from reports.render import render_object, render_rows, top_rows
+    from reports.render import render_object, render_rows
 
     out: dict[str, Any] = {"title": report.title or a.title or a.name,
                            "schema_version": schema_version(a),
@@ -252,17 +252,9 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int, offs
     view = a.view_of(report, params)
     declared = a.shaped(params)[1]
     pinned = declared.pinned if declared is not None else 0
-    shown: Sequence[dict[str, Any]]
-    body: Sequence[dict[str, Any]]
-    if columns[:1] == [MULTI_COLUMN]:  # several exports: the top rows of each, as cut there
-        shown = _top_each(list(report.rows), pinned, top) if top else report.rows
-        total, body = _split_each(shown, pinned)
-        noun, per = "rows", " of each export"
-    else:
-        shown = top_rows(report.rows, view, top)[0] if top and view is not None \
-            else report.rows
-        total, body = list(shown[:pinned]), _Tail(shown, pinned)
-        noun, per = getattr(view, "noun", None) or "rows", ""
+    shown, total, body = _cut(report, view, pinned, top)
+    noun, per = ("rows", " of each export") if columns[:1] == [MULTI_COLUMN] else (
+        getattr(view, "noun", None) or "rows", "")
     left = len(report.rows) - len(shown)
     if left:
         notes.insert(len(report.warnings),
@@ -294,26 +286,7 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int, offs
     out.update(rows=[], rows_total=len(report.rows) - len(total), rows_left_out=left,
                offset=offset, next_offset=None, notes=notes, answers=first,
                exit_code=report.exit_code)
-    room = page_bytes - _cost(out) - 400  # the page's note
-    rows: list[dict[str, Any]] = []
-    answers: list[str] = []
-    at = offset
-    while at < len(body) and room > 0:
-        chunk = body[at:at + _CHUNK]
-        for i, (row, data) in enumerate(zip(chunk, render(chunk))):
-            sentence = said(at + i, row)
-            cost = _cost(data) + 2 + (_cost(sentence) + 2 if sentence else 0)
-            if cost > room and rows:
-                room = 0
-                break
-            room -= cost
-            rows.append(data)
-            if sentence:
-                answers.append(sentence)
-        else:
-            at += len(chunk)
-            continue
-        break
+    rows, answers = _page(body, offset, page_bytes - _cost(out) - 400, render, said)
     end = offset + len(rows)
     out["rows"] = rows
     out["answers"] = [*out["answers"], *answers]
@@ -323,6 +296,45 @@ def envelope(a: Analysis, report: Report, params: dict[str, Any], top: int, offs
                                 f"message holds at most about {page_bytes // 1000:,} kB): call "
                                 f"again with offset={end} for the next rows."]
     return out
+
+
+Rows = Sequence[dict[str, Any]]
+
+
+def _cut(report: Report, view: Any, pinned: int, top: int
+         ) -> tuple[Rows, list[dict[str, Any]], Rows]:
+    """(the rows ``--top TOP`` shows, the first ``pinned`` of each export's, the others)."""
+    from reports.render import top_rows
+
+    if report.columns[:1] == [MULTI_COLUMN]:  # several exports: the top rows of each
+        shown: Rows = _top_each(list(report.rows), pinned, top) if top else report.rows
+        total, body = _split_each(shown, pinned)
+        return shown, total, body
+    shown = top_rows(report.rows, view, top)[0] if top and view is not None else report.rows
+    return shown, list(shown[:pinned]), _Tail(shown, pinned)
+
+
+def _page(body: Rows, offset: int, room: int, render: Callable[[Rows], list[dict[str, Any]]],
+          said: Callable[[int, dict[str, Any]], str | None]
+          ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of ``body`` from ``offset`` (as JSON values) and their one-line answers that
+    fit ``room`` bytes (``_cost``); at least one row."""
+    rows: list[dict[str, Any]] = []
+    answers: list[str] = []
+    at = offset
+    while at < len(body):
+        chunk = body[at:at + _CHUNK]
+        for i, (row, data) in enumerate(zip(chunk, render(chunk))):
+            sentence = said(at + i, row)
+            cost = _cost(data) + 2 + (_cost(sentence) + 2 if sentence else 0)
+            if cost > room and rows:
+                return rows, answers
+            room -= cost
+            rows.append(data)
+            if sentence:
+                answers.append(sentence)
+        at += len(chunk)
+    return rows, answers
 
 
 class _Tail(Sequence[dict[str, Any]]):

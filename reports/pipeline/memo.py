@@ -115,7 +115,7 @@ class Memo:
             return
         if not held:
             while not gate.acquire(timeout=0.25):  # another question is reading it
-                cancel.check()
+                cancel.stop_if_cancelled()
         held.add(id(gate))
         try:
             with self._lock:
