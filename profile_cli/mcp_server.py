@@ -69,8 +69,9 @@ list_exports (what is there), info (what an export holds), then dominant (which 
 dominates each NVTX range), kernels, ranges, gpus (busy/idle/communication per device), gaps \
 (idle GPU time and its cause), launches, diff (run-to-run with verdicts). Answers are the top \
 rows (top=20 unless said; top=0 gives all) with notes that explain the numbers; durations are \
-in nanoseconds (_ns), shares in percent (_pct). Paths are absolute or relative to the first \
-root; only files under the server's roots can be read."""
+in nanoseconds (_ns), shares in percent (_pct). An answer of more than about 1 MB comes in \
+pages: call again with offset=next_offset until it is null. Paths are absolute or relative to \
+the first root; only files under the server's roots can be read."""
 
 EXPORT_HELP = "An nsys export (.sqlite, or .nsys-rep/.qdrep): absolute, or relative to the " \
               "first root."
