@@ -48,7 +48,8 @@ def mcp(
     """Serve the analyses to coding agents over the Model Context Protocol (stdio).
 
     One tool per analysis (same name, options and answers: the rows of `--format json`, the
-    top 20 by default), plus `report` and `list_exports`. The server only reads exports under
+    top 20 by default, in pages of at most about 1 MB), plus `report` and `list_exports`.
+    Calls run side by side (--calls); one the client cancels stops. The server only reads exports under
     its roots; errors are the `Error:` lines of the command line. docs/AGENTS.md shows how to
     add it to Claude Code, Cursor and VS Code.
 
