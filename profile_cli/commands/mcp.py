@@ -49,9 +49,9 @@ def mcp(
 
     One tool per analysis (same name, options and answers: the rows of `--format json`, the
     top 20 by default, in pages of at most about 1 MB), plus `report` and `list_exports`.
-    Calls run side by side (--calls); one the client cancels stops. The server only reads exports under
-    its roots; errors are the `Error:` lines of the command line. docs/AGENTS.md shows how to
-    add it to Claude Code, Cursor and VS Code.
+    Calls run side by side (--calls); one the client cancels stops. The server only reads
+    exports under its roots; errors are the `Error:` lines of the command line.
+    docs/AGENTS.md shows how to add it to Claude Code, Cursor and VS Code.
 
     Examples: `nsys-mine mcp --root ~/profiles` · `nsys-mine mcp --http 127.0.0.1:8765`
     """
