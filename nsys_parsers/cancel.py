@@ -25,6 +25,10 @@ from nsys_parsers.errors import NsysMineError
 T = TypeVar("T")
 
 
+CANCELLED = ("the question was cancelled (its client cancelled it or went away); ask again "
+             "for its answer.")
+
+
 class Cancelled(NsysMineError):
     """The question was cancelled before it was answered."""
 
@@ -52,8 +56,7 @@ class Stop:
 
     def check(self) -> None:
         if self.event.is_set():
-            raise Cancelled("the question was cancelled (its client cancelled it or went "
-                            "away); ask again for its answer.")
+            raise Cancelled(CANCELLED)
 
     def register(self, conn: sqlite3.Connection) -> None:
         with self._lock:

@@ -302,13 +302,11 @@ class ServerConfig:
 
 
 def default_calls() -> int:
-    """One worker per core this process may use, at least two (a quick question beside a
-    slow one)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(2, cores)
+    """One call per core this process may use (as many as a local ranks cluster's workers),
+    at least two (a quick question beside a slow one)."""
+    from reports.ranks.cluster import default_workers
+
+    return max(2, default_workers())
 
 
 class NsysMineServer:
@@ -373,7 +371,7 @@ class NsysMineServer:
             return error_result(str(exc))
         except Exception as exc:
             if stop.is_set():  # an interrupted statement, say
-                return error_result(str(cancel.Cancelled("the call was cancelled.")))
+                return error_result(cancel.CANCELLED)
             if (said := unusable_path(exc)) is not None:  # a path no check foresaw
                 return error_result(said)
             sys.stderr.write("nsys-mine mcp: unexpected error\n")
