@@ -7,9 +7,14 @@ broken nsys install cannot pass CI silently.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -238,3 +243,40 @@ def cpu_profile(nsys_bin, tmp_path_factory) -> Path:
     assert res.exit_code == 0, res.stderr
     (out / "profile_answer.json").write_text(res.stdout)
     return out / "tiny_ctx32_b4_train_fp32_naive_nvtx-fine_w1s3.sqlite"
+
+
+# -- a server process of the tests' own, on a free loopback port -------------------------------
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def listening(argv: list[str], port: int, log: Path, env: dict[str, str],
+              cwd: str | None = None) -> Iterator[subprocess.Popen]:
+    """``argv`` started (its output into ``log``) and waited for until it listens on
+    ``port`` (60 s at most, else the test fails with the log's end); ended by its PID
+    afterwards."""
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{argv[0]} did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()  # by its PID: only the process this helper started
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)

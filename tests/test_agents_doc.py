@@ -14,16 +14,13 @@ import json
 import os
 import re
 import shlex
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT, fixture_path
+from tests.conftest import FIXTURES, ROOT, fixture_path, free_port, listening
 
 pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -99,12 +96,6 @@ async def over_http(url: str) -> dict[str, Any]:
             return await use(s)
 
 
-def free_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return str(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def doc() -> str:
     fixture_path(EXAMPLE_EXPORT)  # skips cleanly without the shared fixtures
@@ -155,30 +146,12 @@ def test_the_http_set_up_serves_the_url_the_clients_are_given(doc, tmp_path):
     assert len(claude) == 1 and shlex.split(claude[0])[-1] in urls
     assert urls == {f"http://127.0.0.1:{PORT}/mcp"}, urls
     assert '"url": "http://127.0.0.1:8765/mcp"' in section(doc, "VS Code")
-    port = free_port()
+    port = str(free_port())
     argv = [a.replace(PORT, port) for a in shlex.split(line)]
     log = tmp_path / "server.log"
-    with open(log, "wb") as sink:  # default root: the working directory
-        proc = subprocess.Popen(argv, env=env(), cwd=str(FIXTURES.resolve()), stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", int(port))) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the HTTP server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        url = next(iter(urls)).replace(PORT, port)
-        got = anyio.run(over_http, url)
-    finally:
-        proc.terminate()  # by its PID: the server this test started
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    # default root: the working directory
+    with listening(argv, int(port), log, env(), cwd=str(FIXTURES.resolve())):
+        got = anyio.run(over_http, next(iter(urls)).replace(PORT, port))
     assert EXAMPLE_EXPORT in got["listed"]
     assert "Traceback" not in log.read_text(errors="replace")
 

@@ -10,15 +10,13 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT, fixture_path, run_cli
+from tests.conftest import FIXTURES, ROOT, fixture_path, free_port, listening, run_cli
 from tests.synth import slowed_copy
 
 pytest.importorskip("mcp")
@@ -141,12 +139,6 @@ async def stdio_session(w: World) -> dict[str, Any]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def http_session(url: str, w: World) -> dict[str, Any]:
     async with streamable_http_client(url) as (read, write):
         # over HTTP the client's roots do not widen what the server reads
@@ -170,29 +162,11 @@ def stdio(world) -> dict[str, Any]:
 def http(world, tmp_path_factory) -> dict[str, Any]:
     port = free_port()
     log = tmp_path_factory.mktemp("http-log") / "server.log"
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen([str(SERVER), *world.args(), "--http", f"127.0.0.1:{port}"],
-                                env=world.env, cwd=str(world.root), stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the HTTP server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
+    with listening([str(SERVER), *world.args(), "--http", f"127.0.0.1:{port}"], port, log,
+                   world.env, cwd=str(world.root)):
         out = anyio.run(http_session, f"http://127.0.0.1:{port}/mcp", world)
-        out["log"] = log
-        yield out
-    finally:
-        proc.terminate()  # by its PID: only the server this fixture started
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    out["log"] = log
+    return out
 
 
 @pytest.fixture(params=["stdio", "http"])

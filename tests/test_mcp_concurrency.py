@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, fixture_path, run_cli
+from tests.conftest import FIXTURES, fixture_path, free_port, listening, run_cli
 
 pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -148,38 +146,6 @@ def test_a_cancelled_call_stops_and_frees_its_worker(big, tmp_path):
     no_traceback(log)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def http_server(args: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen,
-                                                                       str]:
-    port = free_port()
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen([str(SERVER), *args, "--http", f"127.0.0.1:{port}"], env=env,
-                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while True:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}/mcp"
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the HTTP server did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()  # by its PID: the server this test started
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=15)
-
-
 def test_over_http_a_client_that_leaves_frees_the_server_and_pages_fit(big, tmp_path):
     """Streamable HTTP with the client's default limits, one call at a time: client A asks `info`,
     then the cold `ranges` of the 100x export, and leaves after 1 s; client B's `info` (A's
@@ -188,8 +154,8 @@ def test_over_http_a_client_that_leaves_frees_the_server_and_pages_fit(big, tmp_
     under the client's 1 MiB event limit, the pages' rows the command line's, in its order.
     The server's log holds no traceback."""
     log = tmp_path / "server.log"
-    proc, url = http_server(server_args(big, tmp_path, "--calls", "1"),
-                            server_env(tmp_path), log)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
     fastvideo = str(FIXTURES.resolve() / FASTVIDEO)
 
     info = {"export": str(FIXTURES.resolve() / T4)}
@@ -222,11 +188,10 @@ def test_over_http_a_client_that_leaves_frees_the_server_and_pages_fit(big, tmp_
                     assert len(out["pages"]) < 100
         return out
 
-    try:
+    with listening([str(SERVER), *server_args(big, tmp_path, "--calls", "1"), "--http",
+                    f"127.0.0.1:{port}"], port, log, server_env(tmp_path)):
         left = anyio.run(client_a)
         out = anyio.run(client_b)
-    finally:
-        stop(proc)
     assert left
     print(f"info after A left: {out['info_s']:.3f} s")
     assert not out["info"].is_error and out["info_s"] < 1.0, out["info_s"]
