@@ -117,15 +117,17 @@ def union(a: RangeNames, b: RangeNames) -> RangeNames:
 
 
 def range_names(ranges, range_codes: np.ndarray, dom_codes: np.ndarray,
-                resolved: list[str]) -> RangeNames:
+                resolved: list[str], owned: bool = False) -> RangeNames:
     """The names of ``ranges`` (a Ranges as read, in table order) from the key code of each
     range (-1: not resolved) and of each domain-create row, and the keys' display names:
-    non-default domains prefixed, equal names merged."""
+    non-default domains prefixed, equal names merged. ``owned``: ``range_codes`` is the
+    caller's to change (else it is copied before it changes: it may be a cached item)."""
     names, final = _with_domains(ranges, resolved, range_codes, dom_codes)
     valid = final >= 0
     if not valid.all():
         sub_names, sub_codes = unique_names(names, final[valid])
-        final = final.copy()
+        if final is range_codes and not owned:
+            final = final.copy()
         final[valid] = sub_codes
         names = sub_names
     else:
@@ -136,7 +138,10 @@ def range_names(ranges, range_codes: np.ndarray, dom_codes: np.ndarray,
 def _with_domains(ranges, resolved: list[str], codes: np.ndarray, dom_codes: np.ndarray
                   ) -> tuple[list[str], np.ndarray]:
     """Prefix names of ranges in non-default domains with ``domain:``."""
-    if not (ranges.domains.shape[0] > 0 and bool((ranges.domain != 0).any())):
+    if ranges.domains.shape[0] == 0:
+        return list(resolved), codes
+    domain = ranges.domain
+    if not bool((domain != 0).any()):
         return list(resolved), codes
     # (domainId, process) -> domain name; nsys takes the first creation of each pair.
     order = np.argsort(ranges.domains[:, 3], kind="stable")
@@ -150,7 +155,7 @@ def _with_domains(ranges, resolved: list[str], codes: np.ndarray, dom_codes: np.
     domain_of = np.full(len(ranges), -1, dtype=np.int64)
     pidkey = global_pid(ranges.tid)
     for (did, pk), j in seen.items():
-        domain_of[(ranges.domain == did) & (pidkey == pk)] = j
+        domain_of[(domain == did) & (pidkey == pk)] = j
     base = len(resolved) + 1
     combo = np.where(codes >= 0, (domain_of + 1) * base + codes, -1)
     uniq_c, inv = np.unique(combo, return_inverse=True)

@@ -32,9 +32,15 @@ class Ranges(Rows):
     cross_thread: np.ndarray  # bool: a start/end range that ended on another thread
     unclosed: np.ndarray  # bool
     rowid: np.ndarray  # NVTX_EVENTS rowid, to fetch names by
-    domain: np.ndarray  # domain id (0: the default domain)
+    flags: np.ndarray  # the packed flags as read (the resolver's array: no copy)
     domains: np.ndarray  # NvtxDomainCreate rows: (rowid, domain id, process key, start)
     WHOLE = ("domains",)  # a table of its own: not taken with the ranges
+
+    @property
+    def domain(self) -> np.ndarray:
+        """Each range's domain id (0: the default domain), computed when asked: an int64
+        per range held for the few questions that read it cost 8 bytes a range."""
+        return self.flags >> 9
 
 
 def is_domain_row(flags: np.ndarray) -> np.ndarray:
@@ -69,4 +75,4 @@ def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.
     pushpop = (etype == NVTX_PUSHPOP) | (etype == NVTXT_PUSHPOP)
     cross = ((flags >> 8) & 1).astype(bool) & ~pushpop
     return Ranges(start=start, end=end, tid=tid, pushpop=pushpop, cross_thread=cross,
-                  unclosed=unclosed, rowid=rowid, domain=flags >> 9, domains=domains)
+                  unclosed=unclosed, rowid=rowid, flags=flags, domains=domains)

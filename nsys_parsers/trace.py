@@ -105,6 +105,7 @@ class Trace:
         self.resolver = Resolver(export, ColumnCache.for_export(export) if cache else None,
                                  self.reader, self.sources, self)
         self._values: dict[Any, Any] = {}
+        self.loaded: set[str] = set()  # the column groups loaded
         if not export.has_table(KERNEL_TABLE):  # graph launches only: no name columns
             self.notes = []
         # where the CUDA trace ends, read beside the first answer (nsys_parsers.completeness)
@@ -222,6 +223,7 @@ class Trace:
         if "nvtx.names" in names and self._complete_names():
             names = tuple(n for n in names if n != "nvtx.names")
         self.resolver.get(*names)
+        self.loaded |= {g for g in groups if g in GROUPS}
 
     def reader(self) -> Reader:
         if self._reader is None:
@@ -438,7 +440,7 @@ class Trace:
         dpos = np.searchsorted(rid, ranges.domains[:, 0])
         dom_codes = (codes[np.minimum(dpos, max(rid.size - 1, 0))] if rid.size
                      else np.zeros(0, dtype=np.int64))
-        return range_names(ranges, range_codes, dom_codes, self._resolve(keys))
+        return range_names(ranges, range_codes, dom_codes, self._resolve(keys), owned=True)
 
     def _keys_by_rowid(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(rowids, key code of each, distinct keys) of NVTX rows, sought in chunks on the

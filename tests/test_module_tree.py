@@ -22,7 +22,7 @@ def _ranges(rows: list[tuple[int, int, int, bool]]) -> Ranges:
     return Ranges(start=a[:, 0], end=a[:, 1], tid=a[:, 2],
                   pushpop=np.array([r[3] for r in rows], dtype=bool),
                   cross_thread=np.zeros(n, dtype=bool), unclosed=np.zeros(n, dtype=bool),
-                  rowid=np.arange(n, dtype=np.int64), domain=np.zeros(n, dtype=np.int64),
+                  rowid=np.arange(n, dtype=np.int64), flags=np.zeros(n, dtype=np.int64),
                   domains=np.zeros((0, 4), dtype=np.int64))
 
 
