@@ -43,6 +43,10 @@ class BadOption(NsysMineError):
     """An option value is invalid (unknown format, bad TOML rules file, ...)."""
 
 
+class OverBudget(NsysMineError):
+    """An answer would need more memory than the budget (``nsys_parsers.budget``)."""
+
+
 def closest_names(name: str, choices: list[str] | tuple[str, ...], n: int = 5) -> list[str]:
     """The choices closest to ``name`` (difflib), else those containing it: for hints."""
     import difflib

@@ -141,6 +141,7 @@ def _answer(a: Analysis, sessions: list[Session], params: dict[str, Any]) -> Rep
     opened = [params[p.name] for p in a.params if p.export]
     for s in [*sessions, *opened]:
         if s is not None and a.needs:
+            s.expect(f"`{a.name}`", a.bytes_per_row)
             s.load(*a.needs)
     report = a.finish(a.run(*sessions, **params), params)
     said = [w for s in [*sessions, *opened] if s is not None for w in s.trace_warnings]

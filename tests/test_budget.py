@@ -1,0 +1,101 @@
+"""The memory budget: an answer whose estimate is over it stops before reading, and says how
+much it needs (nsys_parsers.budget). The counts in the message are checked against plain SQL
+on a real export; the estimate against the declared bytes per row."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+from nsys_parsers.budget import BASE_BYTES, MB, Budget, available_bytes, budget
+from nsys_parsers.errors import BadOption, OverBudget
+
+DDP = "cs336_lizhieffe_ddp53_profile.sqlite"
+
+
+def _rows(path, table: str) -> int:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        lo, hi = db.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    return 0 if lo is None else hi - lo + 1
+
+
+def _need_mb(path, per_row: int, *tables: str) -> int:
+    rows = sum(_rows(path, t) for t in tables)
+    return -(-(BASE_BYTES + per_row * rows) // MB)
+
+
+def test_over_budget_says_what_it_needs_and_reads_nothing(cli, fx, monkeypatch):
+    from reports.analyses.nvtx_kernels import ANALYSIS
+
+    path = fx(DDP)
+    need = _need_mb(path, ANALYSIS.bytes_per_row, "CUPTI_ACTIVITY_KIND_KERNEL",
+                    "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", str(need - 1))
+    r = cli("nvtx-kernels", path)
+    assert r.exit_code == 1 and r.stdout == ""
+    kernels = _rows(path, "CUPTI_ACTIVITY_KIND_KERNEL")
+    calls = _rows(path, "CUPTI_ACTIVITY_KIND_RUNTIME")
+    nvtx = _rows(path, "NVTX_EVENTS")
+    assert (kernels, calls, nvtx) == (4652, 24203, 778)
+    assert r.stderr.startswith(
+        f"Error: {path.name}: `nvtx-kernels` needs about {need:,} MB of memory "
+        f"({kernels:,} kernels, {calls:,} API calls, {nvtx:,} NVTX rows), more than the "
+        f"budget of {need - 1:,} MB (NSYS_MINE_MEMORY_MB={need - 1}). "
+        f"Set NSYS_MINE_MEMORY_MB={need} on a machine that has it")
+    assert "Traceback" not in r.stderr
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", str(need))  # exactly enough: answered
+    r = cli("nvtx-kernels", path, "--format", "csv")
+    assert r.exit_code == 0 and r.stdout.startswith("range,")
+
+
+def test_each_command_counts_the_tables_it_reads(cli, fx, monkeypatch):
+    path = fx(DDP)
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")
+    r = cli("kernels", path)  # the kernel table only
+    assert r.exit_code == 1
+    assert re.search(r"needs about [\d,]+ MB of memory \(4,652 kernels\)", r.stderr)
+    r = cli("kernels", path, "--within", "distributed_training")  # within: launches, ranges
+    assert "(4,652 kernels, 24,203 API calls, 778 NVTX rows)" in r.stderr
+    r = cli("info", path)  # reads no table: never checked
+    assert r.exit_code == 0
+
+
+def test_no_check_and_a_bad_budget(cli, fx, monkeypatch):
+    path = fx(DDP)
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "0")
+    assert cli("kernels", path, "--format", "csv").exit_code == 0
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "lots")
+    r = cli("kernels", path)
+    assert r.exit_code == 1 and r.stderr.startswith(
+        "Error: NSYS_MINE_MEMORY_MB='lots': give the megabytes an answer may use")
+    with pytest.raises(BadOption):
+        budget({"NSYS_MINE_MEMORY_MB": "-5"})
+    assert budget({"NSYS_MINE_MEMORY_MB": "2048"}) == Budget(2048 * MB, "NSYS_MINE_MEMORY_MB=2048")
+
+
+def test_the_python_api_raises_a_typed_error(fx, monkeypatch):
+    import reports
+
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")
+    with pytest.raises(OverBudget, match="`dominant` needs about"):
+        reports.ask("dominant", [fx(DDP)])
+
+
+def test_default_budget_is_what_is_available(tmp_path):
+    """MemAvailable, or the cgroup's room when it is smaller (a CI runner's container)."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/meminfo").write_text(
+        "MemTotal:       24000000 kB\nMemFree:  1000 kB\nMemAvailable:   20000000 kB\n")
+    assert available_bytes(tmp_path) == 20000000 * 1024
+    (tmp_path / "proc/self/cgroup").write_text("0::/runner/job\n")
+    group = tmp_path / "sys/fs/cgroup/runner/job"
+    group.mkdir(parents=True)
+    (group / "memory.max").write_text("max\n")
+    (group / "memory.current").write_text("1000\n")
+    assert available_bytes(tmp_path) == 20000000 * 1024
+    (group / "memory.max").write_text(f"{7 * 1024 * MB}\n")  # a 7 GB runner, 1 GB in use
+    (group / "memory.current").write_text(f"{1024 * MB}\n")
+    assert available_bytes(tmp_path) == 6 * 1024 * MB
+    assert available_bytes(tmp_path / "nowhere") == 0
