@@ -45,6 +45,7 @@ from nsys_parsers.attribution import (
     innermost,
     launching_share,
 )
+from nsys_parsers.budget import check_need
 from nsys_parsers.cache import ColumnCache
 from nsys_parsers.completeness import Extents
 from nsys_parsers.errors import BadOption
@@ -106,6 +107,9 @@ class Trace:
                                  self.reader, self.sources, self)
         self._values: dict[Any, Any] = {}
         self.loaded: set[str] = set()  # the column groups loaded
+        # the question being answered and its bytes per row of the tables it reads: every
+        # load of tables not read yet is checked against the memory budget first
+        self.expected: tuple[str, int] | None = None
         if not export.has_table(KERNEL_TABLE):  # graph launches only: no name columns
             self.notes = []
         # where the CUDA trace ends, read beside the first answer (nsys_parsers.completeness)
@@ -220,6 +224,10 @@ class Trace:
     def load(self, *groups: str) -> None:
         """Resolve the items of ``groups`` (of tables the export has), all at once."""
         names = self.items_of(*groups)
+        more = {g for g in groups if g in GROUPS} - self.loaded
+        if self.expected is not None and more:
+            what, per_row = self.expected
+            check_need(self.export, self.loaded | more, per_row, what)
         if "nvtx.names" in names and self._complete_names():
             names = tuple(n for n in names if n != "nvtx.names")
         self.resolver.get(*names)

@@ -140,9 +140,10 @@ def _answer(a: Analysis, sessions: list[Session], params: dict[str, Any]) -> Rep
     params = a.fill(params)
     opened = [params[p.name] for p in a.params if p.export]
     for s in [*sessions, *opened]:
-        if s is not None and a.needs:
+        if s is not None:
             s.expect(f"`{a.name}`", a.bytes_per_row)
-            s.load(*a.needs)
+            if a.needs:
+                s.load(*a.needs)
     report = a.finish(a.run(*sessions, **params), params)
     said = [w for s in [*sessions, *opened] if s is not None for w in s.trace_warnings]
     if said:

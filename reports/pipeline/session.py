@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers import budget
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.errors import RangeNotFound
@@ -77,7 +76,6 @@ class Session:
         # what is computed once: views of the loaded values ("view." keys, made again when
         # more columns are loaded), the within window, pairs, the merge decision, filters
         self._memo: dict[Any, Any] = {}
-        self._expected: tuple[str, int] | None = None
 
     @property
     def within(self) -> str | None:
@@ -97,10 +95,10 @@ class Session:
 
     # -- loading -------------------------------------------------------------------------
     def expect(self, what: str, bytes_per_row: int) -> None:
-        """Check every load of this session that reads the export against the memory
-        budget (``nsys_parsers.budget``), for ``what`` (the question, in its message) at
-        ``bytes_per_row`` of the tables read."""
-        self._expected = (what, bytes_per_row)
+        """Check every load that reads the export from now on against the memory budget
+        (``nsys_parsers.budget``), for ``what`` (the question, in its message) at
+        ``bytes_per_row`` of the tables read: ``Trace.expected``."""
+        self.trace.expected = (what, bytes_per_row)
 
     def load(self, *groups: str) -> None:
         """Load column groups (``nsys_parsers.trace.GROUPS``) with what the options need:
@@ -112,9 +110,6 @@ class Session:
             want |= {"kernels", "launches"}
         if "launches" in want:
             want.add("kernels")
-        if self._expected is not None and not want <= self.trace.loaded:
-            what, per_row = self._expected
-            budget.check_need(self.export, self.trace.loaded | want, per_row, what)
         self.trace.load(*sorted(want))
         for key in [k for k in self._memo if str(k).startswith("view.")]:
             del self._memo[key]  # made again with the new columns
