@@ -45,7 +45,9 @@ def new_app(modules: tuple[str, ...] = COMMAND_MODULES, command: str | None = No
     app = typer.Typer(
         name="nsys-mine",
         help="Mine Nsight Systems exports of PyTorch models: which CUDA kernel dominates, "
-             "and where.",
+             "and where.\n\nAn answer whose memory estimate is over `NSYS_MINE_MEMORY_MB` "
+             "(default: the memory available; 0: no check) stops before reading the export "
+             "and says how much it needs.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

@@ -99,3 +99,37 @@ def test_default_budget_is_what_is_available(tmp_path):
     (group / "memory.current").write_text(f"{1024 * MB}\n")
     assert available_bytes(tmp_path) == 6 * 1024 * MB
     assert available_bytes(tmp_path / "nowhere") == 0
+
+
+def test_an_agent_gets_the_same_error_as_a_result(fx, tmp_path, monkeypatch, cli):
+    """Through a real MCP client: the server's answer over budget is an error result, word
+    for word the command line's, and the server goes on."""
+    import os
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mcp")
+    anyio = pytest.importorskip("anyio")
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    path = fx(DDP)
+    env = {"NSYS_MINE_CACHE_DIR": str(tmp_path / "columns"), "PATH": os.environ["PATH"],
+           "XDG_CACHE_HOME": str(tmp_path / "xdg"), "NSYS_MINE_MEMORY_MB": "1"}
+    server = StdioServerParameters(command=str(Path(sys.executable).parent / "nsys-mine"),
+                                   args=["mcp", "--root", str(path.parent)], env=env)
+
+    async def calls() -> tuple:
+        async with stdio_client(server) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                over = await s.call_tool("nvtx-kernels", {"export": str(path)})
+                info = await s.call_tool("info", {"export": str(path)})
+                return over, info
+
+    over, info = anyio.run(calls)
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")
+    assert over.is_error
+    assert over.content[0].text == cli("nvtx-kernels", path).stderr.strip()
+    assert "needs about" in over.content[0].text
+    assert not info.is_error
