@@ -107,8 +107,8 @@ class Trace:
                                  self.reader, self.sources, self)
         self._values: dict[Any, Any] = {}
         self.loaded: set[str] = set()  # the column groups loaded
-        # the question being answered and its bytes per row of the tables it reads: every
-        # load of tables not read yet is checked against the memory budget first
+        # the question being answered and its bytes per row of the tables it reads: its
+        # first load of tables not read yet is checked against the memory budget first
         self.expected: tuple[str, int] | None = None
         if not export.has_table(KERNEL_TABLE):  # graph launches only: no name columns
             self.notes = []
@@ -227,6 +227,7 @@ class Trace:
         more = {g for g in groups if g in GROUPS} - self.loaded
         if self.expected is not None and more:
             what, per_row = self.expected
+            self.expected = None  # once a question: its bytes per row are of its first load
             check_need(self.export, self.loaded | more, per_row, what)
         if "nvtx.names" in names and self._complete_names():
             names = tuple(n for n in names if n != "nvtx.names")

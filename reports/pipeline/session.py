@@ -95,9 +95,10 @@ class Session:
 
     # -- loading -------------------------------------------------------------------------
     def expect(self, what: str, bytes_per_row: int) -> None:
-        """Check every load that reads the export from now on against the memory budget
+        """Check the next load that reads the export against the memory budget
         (``nsys_parsers.budget``), for ``what`` (the question, in its message) at
-        ``bytes_per_row`` of the tables read: ``Trace.expected``."""
+        ``bytes_per_row`` of the tables it reads: ``Trace.expected``. The analysis's bytes
+        per row are measured on that first load's tables (what it loads later is in them)."""
         self.trace.expected = (what, bytes_per_row)
 
     def load(self, *groups: str) -> None:
