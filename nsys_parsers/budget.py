@@ -23,7 +23,7 @@ from nsys_parsers.reads import rowid_span
 
 ENV = "NSYS_MINE_MEMORY_MB"
 MB = 1 << 20
-BASE_BYTES = 120 * MB  # Python, numpy and the command line before any column (measured: 95-115)
+BASE_BYTES = 64 * MB  # Python, numpy and the command line before any column
 # The tables behind each column group (nsys_parsers.trace.GROUPS): the launch join reads the
 # API calls, the kernels' launches and ids the kernel table.
 GROUP_TABLES = {
