@@ -104,7 +104,7 @@ def need_bytes(rows: dict[str, int], bytes_per_row: int) -> int:
 
 
 def check_need(export: Export, groups: set[str] | frozenset[str], bytes_per_row: int,
-          what: str, limit: Budget | None = None) -> None:
+               what: str, limit: Budget | None = None) -> None:
     """Raise OverBudget when ``what`` (e.g. "`nvtx-kernels`") of ``export``, reading the
     tables of ``groups``, needs more than the budget."""
     limit = budget() if limit is None else limit

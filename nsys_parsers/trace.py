@@ -224,7 +224,8 @@ class Trace:
     def load(self, *groups: str) -> None:
         """Resolve the items of ``groups`` (of tables the export has), all at once."""
         names = self.items_of(*groups)
-        more = {g for g in groups if g in GROUPS} - self.loaded
+        asked = {g for g in groups if g in GROUPS}
+        more = asked - self.loaded
         if self.expected is not None and more:
             what, per_row = self.expected
             self.expected = None  # once a question: its bytes per row are of its first load
@@ -232,7 +233,7 @@ class Trace:
         if "nvtx.names" in names and self._complete_names():
             names = tuple(n for n in names if n != "nvtx.names")
         self.resolver.get(*names)
-        self.loaded |= {g for g in groups if g in GROUPS}
+        self.loaded |= asked
 
     def reader(self) -> Reader:
         if self._reader is None:

@@ -133,3 +133,18 @@ def test_an_agent_gets_the_same_error_as_a_result(fx, tmp_path, monkeypatch, cli
     assert over.content[0].text == cli("nvtx-kernels", path).stderr.strip()
     assert "needs about" in over.content[0].text
     assert not info.is_error
+
+
+def test_a_question_leaves_no_check_behind(fx, monkeypatch):
+    """The check belongs to a question: a question that loads nothing new does not leave it
+    to a later load of the session outside any question."""
+    from reports import Session, answer
+
+    with Session(fx(DDP)) as s:
+        answer(s, "kernels")  # loads the kernels: checked (the default budget is ample)
+        monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")
+        assert answer(s, "kernels").rows  # nothing new to load: not checked, answered
+        s.load("ranges")  # outside a question: never checked
+        assert s.ranges is not None and len(s.ranges) > 0
+        with pytest.raises(OverBudget, match="`gaps` needs about"):
+            answer(s, "gaps")  # a question's first new load is

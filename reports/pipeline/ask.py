@@ -139,13 +139,17 @@ def _answer(a: Analysis, sessions: list[Session], params: dict[str, Any]) -> Rep
         sessions = []
     params = a.fill(params)
     opened = [params[p.name] for p in a.params if p.export]
-    for s in [*sessions, *opened]:
-        if s is not None:
+    live = [s for s in [*sessions, *opened] if s is not None]
+    try:
+        for s in live:
             s.expect(f"`{a.name}`", a.bytes_per_row)
             if a.needs:
                 s.load(*a.needs)
-    report = a.finish(a.run(*sessions, **params), params)
-    said = [w for s in [*sessions, *opened] if s is not None for w in s.trace_warnings]
+        report = a.finish(a.run(*sessions, **params), params)
+    finally:  # a question that loaded nothing new leaves no expectation to the next load
+        for s in live:
+            s.expect(None)
+    said = [w for s in live for w in s.trace_warnings]
     if said:
         report.warnings = list(dict.fromkeys([*said, *report.warnings]))
     return report

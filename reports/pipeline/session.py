@@ -94,12 +94,13 @@ class Session:
             self.export.close()
 
     # -- loading -------------------------------------------------------------------------
-    def expect(self, what: str, bytes_per_row: int) -> None:
+    def expect(self, what: str | None, bytes_per_row: int = 0) -> None:
         """Check the next load that reads the export against the memory budget
         (``nsys_parsers.budget``), for ``what`` (the question, in its message) at
         ``bytes_per_row`` of the tables it reads: ``Trace.expected``. The analysis's bytes
-        per row are measured on that first load's tables (what it loads later is in them)."""
-        self.trace.expected = (what, bytes_per_row)
+        per row are measured on that first load's tables (what it loads later is in them).
+        ``None``: no check (the question is over)."""
+        self.trace.expected = None if what is None else (what, bytes_per_row)
 
     def load(self, *groups: str) -> None:
         """Load column groups (``nsys_parsers.trace.GROUPS``) with what the options need:
