@@ -24,17 +24,10 @@ from nsys_parsers.reads import rowid_span
 ENV = "NSYS_MINE_MEMORY_MB"
 MB = 1 << 20
 BASE_BYTES = 64 * MB  # Python, numpy and the command line before any column
-# The tables behind each column group (nsys_parsers.trace.GROUPS): the launch join reads the
-# API calls, the kernels' launches and ids the kernel table.
-GROUP_TABLES = {
-    "kernels": ("kernel", "graph"), "kernel_ids": ("kernel",), "kernel_places": ("kernel",),
-    "launch_ids": ("kernel",), "launches": ("kernel", "graph", "api"), "graphs": ("graph",),
-    "ranges": ("nvtx",), "names": ("nvtx",), "memops": ("memcpy", "memset"), "api": ("api",),
-    "graph_capture": ("gnode", "gevent"),
-}
-NOUNS = {"nvtx": "NVTX rows", "kernel": "kernels", "api": "API calls", "memcpy": "memcpys",
-         "memset": "memsets", "graph": "graph launches", "gnode": "graph nodes",
-         "gevent": "graph events"}
+# What a table's rows are called in the message, in the order the message names them.
+NOUNS = {"kernel": "kernels", "graph": "graph launches", "api": "API calls",
+         "memcpy": "memcpys", "memset": "memsets", "nvtx": "NVTX rows", "gnode": "graph nodes",
+         "gevent": "graph events", "nccl": "NCCL rows"}
 
 
 @dataclass(frozen=True)
@@ -86,10 +79,11 @@ def available_bytes(root: Path = Path("/")) -> int:
     return free
 
 
-def table_rows(export: Export, groups: set[str] | frozenset[str]) -> dict[str, int]:
-    """The rows (by rowid span: one b-tree seek each end) of each table behind ``groups``."""
+def table_rows(export: Export, tables: set[str]) -> dict[str, int]:
+    """The rows (by rowid span: one b-tree seek each end) of each of ``tables`` (row source
+    prefixes: ``Resolver.tables_of``), in the order of ``NOUNS``."""
     rows: dict[str, int] = {}
-    for prefix in dict.fromkeys(p for g in sorted(groups) for p in GROUP_TABLES.get(g, ())):
+    for prefix in sorted(tables, key=list(NOUNS).index):
         n = 0
         for source in Q.SOURCES[prefix](export):
             span = rowid_span(export.db, source.table)
@@ -103,14 +97,14 @@ def need_bytes(rows: dict[str, int], bytes_per_row: int) -> int:
     return BASE_BYTES + bytes_per_row * sum(rows.values())
 
 
-def check_need(export: Export, groups: set[str] | frozenset[str], bytes_per_row: int,
-               what: str, limit: Budget | None = None) -> None:
-    """Raise OverBudget when ``what`` (e.g. "`nvtx-kernels`") of ``export``, reading the
-    tables of ``groups``, needs more than the budget."""
+def check_need(export: Export, tables: set[str], bytes_per_row: int, what: str,
+               limit: Budget | None = None) -> None:
+    """Raise OverBudget when ``what`` (e.g. "`nvtx-kernels`") of ``export``, reading
+    ``tables``, needs more than the budget."""
     limit = budget() if limit is None else limit
     if not limit.limited or bytes_per_row <= 0:
         return
-    rows = table_rows(export, groups)
+    rows = table_rows(export, tables)
     need = need_bytes(rows, bytes_per_row)
     if need <= limit.bytes:
         return

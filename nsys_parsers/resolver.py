@@ -161,21 +161,29 @@ class Resolver:
             if stream is not None:
                 stream.abort()  # given up before the end: no item (after commit: nothing)
 
-    def _plan(self, names: tuple[str, ...] | list[str], raw: list[str], derive: list[Derived],
-              seen: set[str]) -> None:
-        """What to read and what to derive (inputs before what is made of them)."""
+    def tables_of(self, names: Sequence[str]) -> set[str]:
+        """The tables (row source prefixes) the items ``names`` are read or derived from,
+        whether held or not: what holding them takes memory for."""
+        raw: list[str] = []
+        self._plan(names, raw, [], set(), every=True)
+        return {COLUMNS[n].source for n in raw}
+
+    def _plan(self, names: Sequence[str], raw: list[str], derive: list[Derived],
+              seen: set[str], every: bool = False) -> None:
+        """What to read and what to derive (inputs before what is made of them); ``every``:
+        as if nothing were held."""
         for name in names:
             if name in seen:
                 continue
             seen.add(name)
-            if self.held(name):
+            if not every and self.held(name):
                 continue
             spec = ITEMS[name]
             if isinstance(spec, Column):
                 raw.append(name)
                 continue
             assert isinstance(spec, Derived), f"{name} is put by its owner, not resolved"
-            self._plan(spec.inputs_for(self._context), raw, derive, seen)
+            self._plan(spec.inputs_for(self._context), raw, derive, seen, every)
             if spec not in derive:
                 derive.append(spec)
 

@@ -229,7 +229,8 @@ class Trace:
         if self.expected is not None and more:
             what, per_row = self.expected
             self.expected = None  # once a question: its bytes per row are of its first load
-            check_need(self.export, self.loaded | more, per_row, what)
+            tables = self.resolver.tables_of(self.items_of(*(self.loaded | more)))
+            check_need(self.export, tables, per_row, what)
         if "nvtx.names" in names and self._complete_names():
             names = tuple(n for n in names if n != "nvtx.names")
         self.resolver.get(*names)
