@@ -355,12 +355,25 @@ class Session:
 
     def instances_of(self, range_name: str) -> np.ndarray:
         """Indices (into ``ranges``) of the shown instances of ``range_name``."""
-        self.need_ranges(range_name)
-        mask = self.names().code == self.range_code(range_name)
-        shown = self.shown()
-        if shown is not None:
-            mask &= shown
-        return np.flatnonzero(mask)
+        code = self.range_code(range_name)
+        names, order, bounds = self._instances_by_code()
+        return order[bounds[code]:bounds[code + 1]]
+
+    def _instances_by_code(self) -> tuple[RangeNames, np.ndarray, np.ndarray]:
+        """The shown ranges in order of name code, then index, and where each code's run
+        begins: every name's instances from one sort (``diff`` asks for each name)."""
+        names = self.names()
+        def make() -> tuple[RangeNames, np.ndarray, np.ndarray]:
+            code = names.code
+            shown = self.shown()
+            keep = code >= 0 if shown is None else (code >= 0) & shown
+            idx = np.flatnonzero(keep)
+            if idx.size < 2**31:  # held for the question: 4 bytes a range
+                idx = idx.astype(np.int32)
+            order = idx[np.argsort(code[idx], kind="stable")]
+            bounds = np.searchsorted(code[order], np.arange(len(names.names) + 1))
+            return names, order, bounds
+        return self._once(("instances", id(names)), make)
 
     def kernels_in(self, range_name: str | None) -> np.ndarray:
         """Indices of the kernels launched inside (shown instances of) ``range_name``, each
@@ -389,13 +402,16 @@ class Session:
         an instance without kernels). ``innermost``: the range's own time."""
         k = self.kernels
         assert k is not None
+        # every range's GPU time, kept for the next name (``diff`` asks for each) under the
+        # last attribution asked only: a range's int64 each, not one per attribution
         inst = self.instances_of(range_name)
-        pos = np.full(len(self.ranges or ()), -1, dtype=np.int64)
-        pos[inst] = np.arange(inst.size)
-        p = self.pairs(attribution)
-        sel = pos[p.range_idx] >= 0
-        return np.bincount(pos[p.range_idx[sel]], weights=k.duration[p.kernel_idx[sel]],
-                           minlength=inst.size).astype(np.int64)
+        held = self._memo.get("range gpu ns")
+        if held is None or held[0] != attribution:
+            p = self.pairs(attribution)
+            held = (attribution, np.bincount(p.range_idx, weights=k.duration[p.kernel_idx],
+                                             minlength=len(self.ranges or ())).astype(np.int64))
+            self._memo["range gpu ns"] = held
+        return held[1][inst]
 
     def instance_cpu_ns(self, range_name: str) -> np.ndarray:
         """CPU duration of each shown instance of ``range_name``."""
