@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from nsys_parsers.cache import ColumnCache, Item
+from nsys_parsers.cache import ColumnCache, Item, let_go
 from nsys_parsers.items import (
     ALWAYS,
     ASKED,
@@ -141,7 +141,10 @@ class Resolver:
         if all(self.held(n) for n in names):
             arrays = [self._arrays[n] for n in names]
             for a in range(0, arrays[0].size, rows):
-                yield {n: values[a:a + rows] for n, values in zip(names, arrays)}
+                chunk = {n: values[a:a + rows] for n, values in zip(names, arrays)}
+                yield chunk
+                for view in chunk.values():
+                    let_go(view)  # a mapped item's pages passed: out of the process's RSS
             return
         stored = [n for n in names if ITEMS[n].store != NEVER]
         stream = self.cache.stream(stored) if self.cache is not None and stored else None

@@ -295,3 +295,39 @@ def test_no_cache_on_the_command_line_writes_nothing(cli, cache_dir, export_copy
     on = cli("nvtx-kernels", str(export_copy), "-f", "csv")
     warm = cli("nvtx-kernels", str(export_copy), "-f", "csv")
     assert on.stdout == off.stdout == warm.stdout and items(cache_dir)
+
+
+def _mapped_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+            inside = len(head) >= 6 and head[5] == str(path)
+        elif inside and head and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+def test_a_mapped_item_passed_leaves_the_processs_memory(tmp_path):
+    """``let_go``: the pages of a mapped item read past no longer count in the process's
+    resident memory, its values read again are the same, and an array in memory is left
+    alone (MADV_DONTNEED on anonymous memory would zero it)."""
+    from nsys_parsers.cache import let_go
+
+    values = np.arange(4 << 20, dtype=np.int64)  # 32 MiB
+    path = tmp_path / "item.npy"
+    np.save(path, values)
+    mapped = np.load(path, mmap_mode="r")
+    expected = int(values.sum())
+    assert int(mapped.sum()) == expected
+    assert _mapped_kib(path) >= 30 * 1024
+    let_go(mapped[: values.size // 2])  # the first half passed
+    assert 14 * 1024 <= _mapped_kib(path) <= 18 * 1024 + 8
+    let_go(mapped)
+    assert _mapped_kib(path) <= 8  # at most the header's and an edge's page
+    assert int(mapped.sum()) == expected  # mapped again from the page cache
+    held = values.copy()
+    let_go(held)
+    assert int(held.sum()) == expected
