@@ -26,6 +26,7 @@ import json
 import mmap
 import os
 import shutil
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -243,6 +244,33 @@ class ColumnCache:
         and never held whole; they are items once ``Stream.commit`` names them."""
         return Stream(self, names)
 
+    def column_file(self, name: str, rows: int) -> ColumnFile | None:
+        """A file a raw column of at most ``rows`` values is read straight into (chunk by
+        chunk, ``ColumnFile.write``), mapped once read and an item once named: the column
+        is never held in the process's memory (None: it would not fit the cache, or the
+        folder cannot be written; read it into memory then)."""
+        if rows * 8 > self.limit:
+            return None
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            return ColumnFile(self, name, rows)
+        except OSError:
+            return None
+
+    def name_files(self, entries: dict[str, dict[str, Any]], token: str) -> None:
+        """Name finished column files in the manifest, on the writer thread after the
+        writes before (a failure only means those items are not kept)."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="nsys-mine-cache")
+
+        def commit() -> None:
+            try:
+                self._commit(entries, token)
+            except OSError:
+                for entry in entries.values():
+                    (self.dir / entry["file"]).unlink(missing_ok=True)
+        self._pending.append(self._writer.submit(commit))
+
     def _touch(self) -> None:
         try:
             os.utime(self.dir)
@@ -317,6 +345,77 @@ class Stream:
             fh.close()
             (self.cache.dir / self._file(name)).unlink(missing_ok=True)
         self._files = {}
+
+
+class ColumnFile:
+    """A raw int64 column written where it belongs in its ``.npy`` file as its chunks are
+    read (``write``, from the reader threads: ``os.pwrite`` at the chunk's row; the space
+    reserved first, so that a full disk fails here, not later), its checksum summed chunk
+    by chunk (sums and XORs of 64-bit words do not depend on their order), then ``finish``ed:
+    the header says how many rows it holds, and the file is mapped read-only. The pages it
+    was written through stay in the page cache, never in the process's memory (issue 52).
+    A failed write marks it ``failed``: the reader then reads the column into memory."""
+
+    def __init__(self, cache: ColumnCache, name: str, rows: int):
+        self.cache, self.name, self.rows = cache, name, rows
+        self.token = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.file = f"{name}.{self.token}.npy"
+        self.failed = False
+        self._sums = [0, 0]
+        self._lock = threading.Lock()
+        self._header = len(_npy_header(rows))
+        self._fd = os.open(cache.dir / self.file, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if rows and hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(self._fd, 0, self._header + rows * 8)
+        except OSError:
+            self.discard()
+            raise
+
+    def write(self, at: int, part: np.ndarray, *, moved: bool = False) -> None:
+        """Rows ``at``... of the column (``moved``: rows already counted, moved down)."""
+        if self.failed:
+            return
+        data = np.ascontiguousarray(part, dtype="<i8")
+        try:
+            os.pwrite(self._fd, data.tobytes(), self._header + at * 8)
+        except OSError:
+            self.failed = True
+            return
+        if not moved:
+            total, xor = digest(data)
+            with self._lock:
+                self._sums = [(self._sums[0] + total) % 2**64, self._sums[1] ^ xor]
+
+    def read(self, at: int, n: int) -> np.ndarray:
+        data = os.pread(self._fd, n * 8, self._header + at * 8)
+        return np.frombuffer(data, dtype="<i8")
+
+    def finish(self, rows: int) -> tuple[np.ndarray, dict[str, Any]] | None:
+        """The column of its first ``rows`` rows, mapped, and its manifest entry (None: a
+        write failed; the file is gone)."""
+        try:
+            if self.failed:
+                raise OSError("a write failed")
+            header = _npy_header(rows)
+            if len(header) != self._header:  # pragma: no cover - numpy pads to 64
+                raise OSError("the .npy header does not fit its room")
+            os.pwrite(self._fd, header, 0)
+            os.ftruncate(self._fd, self._header + rows * 8)
+            os.close(self._fd)
+            self._fd = -1
+            array = np.load(self.cache.dir / self.file, mmap_mode="r", allow_pickle=False)
+        except OSError:
+            self.discard()
+            return None
+        return array, {"file": self.file, "dtype": "<i8", "shape": [rows],
+                       "digest": list(self._sums), "meta": {}}
+
+    def discard(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        (self.cache.dir / self.file).unlink(missing_ok=True)
 
 
 def _npy_header(rows: int) -> bytes:

@@ -103,12 +103,13 @@ class Reader:
         cancelled question's jobs stop: ``nsys_parsers.cancel``)."""
         return self._pool.submit(cancel.in_scope(lambda: job(self._conn())))
 
-    def int_columns(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]]
-                    ) -> IntColumns:
+    def int_columns(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]],
+                    files: Sequence[Any] | None = None) -> IntColumns:
         """Start reading integer ``columns`` of ``sql`` (with ``:lo``/``:hi`` rowid bounds)
-        chunk by chunk."""
+        chunk by chunk; ``files``: per column, the cache file (``cache.ColumnFile``) it is
+        read straight into, or None (into memory)."""
         query = json_columns_sql(sql, columns)
-        return IntColumns(self, query, chunks, len(columns))
+        return IntColumns(self, query, chunks, len(columns), files)
 
     def int_chunks(self, sql: str, columns: Sequence[str], chunks: list[dict[str, int]],
                    ahead: int = STREAM_AHEAD) -> Iterator[list[np.ndarray]]:
@@ -165,25 +166,42 @@ class IntColumns:
     place in the columns and let go there: the columns are held once, never beside their
     chunks (chunks read ahead of a busy caller pile up otherwise: 0.77 GB of them at the
     peak of a cold ``nvtx-kernels`` on 20 M NVTX ranges). A chunk's place is its rowid
-    bounds; ``result()`` closes the gaps that rows the query left out leave."""
+    bounds; ``result()`` closes the gaps that rows the query left out leave.
 
-    def __init__(self, reader: Reader, query: str, chunks: list[dict[str, int]], ncols: int):
+    A column given a cache file (``cache.ColumnFile``) is written there instead and comes
+    back mapped: it never takes the process's memory. A file that fails (a full disk) is
+    read again into memory."""
+
+    def __init__(self, reader: Reader, query: str, chunks: list[dict[str, int]], ncols: int,
+                 files: Sequence[Any] | None = None):
         starts = np.cumsum([0] + [b["hi"] - b["lo"] for b in chunks])
+        self._reader, self._query, self._chunks = reader, query, chunks
         self._starts = starts.tolist()
-        self._cols = [np.empty(int(starts[-1]), dtype=np.int64) for _ in range(ncols)]
-        self._futures = [reader.submit(self._fill_job(query, b, int(at), int(end)))
-                         for b, at, end in zip(chunks, starts, starts[1:])]
+        self._files = list(files) if files is not None else [None] * ncols
+        self._cols: list[np.ndarray | None] = [
+            np.empty(int(starts[-1]), dtype=np.int64) if f is None else None
+            for f in self._files]
+        self._futures = self._submit()
         self._joined: list[np.ndarray] | None = None
+        self.filed: list[dict[str, Any] | None] = [None] * ncols  # manifest entries
 
-    def _fill_job(self, query: str, bounds: dict[str, int], at: int, end: int
+    def _submit(self) -> list[Future]:
+        return [self._reader.submit(self._fill_job(b, int(at), int(end)))
+                for b, at, end in zip(self._chunks, self._starts, self._starts[1:])]
+
+    def _fill_job(self, bounds: dict[str, int], at: int, end: int
                   ) -> Callable[[sqlite3.Connection], int]:
         def fill(conn: sqlite3.Connection) -> int:
             n = 0
-            for col, text in zip(self._cols, conn.execute(query, bounds).fetchone()):
+            for i, text in enumerate(conn.execute(self._query, bounds).fetchone()):
                 part = ints_from_json(text)
                 n = part.size
                 assert at + n <= end, "a rowid chunk gave more rows than its rowids"
-                col[at:at + n] = part
+                col, file = self._cols[i], self._files[i]
+                if col is not None:
+                    col[at:at + n] = part
+                elif file is not None:
+                    file.write(at, part)
             return n
         return fill
 
@@ -191,16 +209,42 @@ class IntColumns:
         """The columns (several columns' readers may ask: read once)."""
         if self._joined is None:
             counts = [_result(f) for f in self._futures]
+            if any(f is not None and f.failed for f in self._files):
+                self._read_into_memory()
+                counts = [_result(f) for f in self._futures]
             pos = 0
             for at, n in zip(self._starts, counts):
                 if at != pos:  # rows left out before: move this chunk down (overlap-safe)
-                    for col in self._cols:
-                        col[pos:pos + n] = col[at:at + n]
+                    for col, file in zip(self._cols, self._files):
+                        if col is not None:
+                            col[pos:pos + n] = col[at:at + n]
+                        elif file is not None:
+                            file.write(pos, file.read(at, n).copy(), moved=True)
                 pos += n
-            # the end left untouched is never resident
-            self._joined = [c[:pos] for c in self._cols] if pos < self._starts[-1] \
-                else self._cols
+            joined = []
+            for i, (col, file) in enumerate(zip(self._cols, self._files)):
+                done = file.finish(pos) if file is not None and col is None else None
+                if done is not None:
+                    joined.append(done[0])
+                    self.filed[i] = done[1]
+                    continue
+                if col is None:  # the file failed at its end: read again, into memory
+                    self._read_into_memory()
+                    return self.result()
+                # the end left untouched is never resident
+                joined.append(col[:pos] if pos < self._starts[-1] else col)
+            self._joined = joined
         return self._joined
+
+    def _read_into_memory(self) -> None:
+        """Read every column again, into memory (a cache file failed)."""
+        for file in self._files:
+            if file is not None:
+                file.discard()
+        self._files = [None] * len(self._files)
+        self._cols = [np.empty(int(self._starts[-1]), dtype=np.int64) for _ in self._files]
+        self.filed = [None] * len(self._files)
+        self._futures = self._submit()
 
 
 class TextColumn:

@@ -21,6 +21,8 @@ next question finds them there, and memory never holds the whole table.
 
 from __future__ import annotations
 
+import os
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -103,17 +105,25 @@ class Resolver:
         derive: list[Derived] = []
         self._plan(names, raw, derive, set())
         made: dict[str, Item] = {}
+        filed: dict[str, dict[str, Any]] = {}
         self._start([n for n in raw if n not in self._started])  # those started ahead: awaited
         for name in raw:
-            self._hold(name, self._started.pop(name).result(), made)
+            pending = self._started.pop(name)
+            self._hold(name, pending.result(), made)
+            if pending.entry is not None:
+                filed[name] = pending.entry
         for d in derive:
             for name, value in d.make(self._context).items():
                 self._hold(name, value, made)
-        stored = {n: item for n, item in made.items()
-                  if ITEMS[n].store == ALWAYS or (ITEMS[n].store == ASKED and n in asked)}
+        stored = {n: item for n, item in made.items() if n not in filed and (
+            ITEMS[n].store == ALWAYS or (ITEMS[n].store == ASKED and n in asked))}
         self.drop(*(n for n in made if n not in asked and ITEMS[n].store != ALWAYS))
         if self.cache is not None:
+            if filed:
+                self.cache.name_files(filed, f"{os.getpid()}-{time.monotonic_ns()}")
             self.cache.put(stored, background=True)
+        for array in self._arrays.values():
+            let_go(array)  # mapped pages read to make these: out of the process's memory
 
     def put(self, name: str, value: Made) -> None:
         """Hold a value computed outside ``get`` (names sought by rowid) and store it."""
@@ -210,12 +220,25 @@ class Resolver:
                             source.sql(self.export, [key]), alias(key), chunks), 0))
                 if ints:
                     keys = [COLUMNS[n].key for n in ints]
+                    files = self._files(ints, chunks) if len(self._sources(prefix)) == 1 \
+                        else None
                     job = self._reader().int_columns(source.sql(self.export, keys),
-                                                     [alias(k) for k in keys], chunks)
+                                                     [alias(k) for k in keys], chunks, files)
                     for i, name in enumerate(ints):
                         parts[name].append((job, i))
             for name, got in parts.items():
                 self._started[name] = _Pending(got, COLUMNS[name].text)
+
+    def _files(self, names: list[str], chunks: list[dict[str, int]]) -> list[Any] | None:
+        """Per integer column read, the cache file it is read straight into (columns always
+        stored, of a table read from one source), or None; None for all: no cache, none
+        stored."""
+        if self.cache is None:
+            return None
+        rows = sum(b["hi"] - b["lo"] for b in chunks)
+        files = [self.cache.column_file(n, rows) if ITEMS[n].store == ALWAYS else None
+                 for n in names]
+        return files if any(f is not None for f in files) else None
 
     def _hold(self, name: str, value: Made, made: dict[str, Item]) -> None:
         array, strings = value if isinstance(value, tuple) else (value, None)
@@ -232,6 +255,7 @@ class _Pending:
 
     def __init__(self, parts: list[tuple[IntColumns | TextColumn, int]], text: bool):
         self.parts, self.text = parts, text
+        self.entry: dict[str, Any] | None = None  # read into a cache file: its entry
 
     def result(self) -> Made:
         if self.text:
@@ -245,6 +269,10 @@ class _Pending:
         for job, i in self.parts:
             assert isinstance(job, IntColumns)
             arrays.append(job.result()[i])
+        if len(self.parts) == 1:
+            job, i = self.parts[0]
+            assert isinstance(job, IntColumns)
+            self.entry = job.filed[i]
         if not arrays:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]

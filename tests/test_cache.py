@@ -331,3 +331,64 @@ def test_a_mapped_item_passed_leaves_the_processs_memory(tmp_path):
     held = values.copy()
     let_go(held)
     assert int(held.sum()) == expected
+
+
+SAXPY = "pipit_saxpy_mpi_a100_nsys2022.2.sqlite"  # an NVTX row the query leaves out (type 39)
+
+
+@pytest.mark.parametrize("name", [FASTVIDEO, SAXPY])
+def test_cold_columns_are_read_into_the_cache_not_into_memory(cache_dir, fx, name):
+    """A cold question writes the columns it reads (those always cached) straight into
+    their cache files, chunk by chunk, and answers from them mapped: the same values as
+    plain SQL (rows the query leaves out closed up), items the next question finds, and
+    the same answer as without a cache."""
+    import sqlite3
+
+    path = fx(name)
+    with Session(path) as s:
+        cold = answer(s, "ranges").rows
+        arrays = {n: s.trace.resolver.array(f"nvtx.{n}") for n in ("start", "rowid")}
+        assert all(isinstance(a, np.memmap) and Path(a.filename).parent.parent == cache_dir
+                   for a in arrays.values())
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    want = db.execute("SELECT rowid, start FROM NVTX_EVENTS WHERE eventType IN "
+                      "(59, 60, 70, 71, 75)").fetchall()
+    db.close()
+    got = sorted(zip(arrays["rowid"].tolist(), arrays["start"].tolist()))
+    assert got == sorted(want)
+    stored = json.loads(next(cache_dir.glob(f"*/{MANIFEST}")).read_text())["items"]
+    assert {"nvtx.start", "nvtx.end", "nvtx.tid", "nvtx.flags", "nvtx.rowid"} <= set(stored)
+    with Session(path, cache=False) as s:
+        assert answer(s, "ranges").rows == cold
+    with Session(path) as s:  # from the cache: the files' checksums hold
+        assert answer(s, "ranges").rows == cold
+        assert s.trace.resolver.cache.get("nvtx.start") is not None
+
+
+@pytest.mark.parametrize("fail", ["reserve", "write"])
+def test_a_column_file_that_fails_is_read_into_memory(cache_dir, export_copy, monkeypatch,
+                                                       fail):
+    """A full disk (the space cannot be reserved, or a write fails): the column is read into
+    memory instead, the answer is the same, and no item is left of the failed file."""
+    import nsys_parsers.cache as cache_module
+
+    with Session(export_copy, cache=False) as s:
+        expected = answer(s, "nvtx-kernels").rows
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    real_os = cache_module.os
+    fake = type("FakeOs", (), {})()
+    for attr in dir(real_os):
+        if not attr.startswith("__"):
+            setattr(fake, attr, getattr(real_os, attr))
+    setattr(fake, "posix_fallocate" if fail == "reserve" else "pwrite", refuse)
+    monkeypatch.setattr(cache_module, "os", fake)
+    with Session(export_copy) as s:
+        assert answer(s, "nvtx-kernels").rows == expected
+        assert not isinstance(s.trace.resolver.array("nvtx.start"), np.memmap)
+    monkeypatch.setattr(cache_module, "os", real_os)
+    entry = next(cache_dir.glob("*/"))
+    stored = json.loads((entry / MANIFEST).read_text())["items"]
+    named = {e["file"] for e in stored.values()}
+    assert {p.name for p in entry.glob("nvtx.start.*")} <= named  # no file left behind

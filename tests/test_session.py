@@ -52,8 +52,9 @@ def test_a_session_reads_each_column_once(fx, monkeypatch):
     it once (here without a cache), then every answer comes from what the session holds."""
     reads: list[str] = []
     int_columns, text_column = Reader.int_columns, Reader.text_column
-    monkeypatch.setattr(Reader, "int_columns", lambda self, sql, cols, chunks: (
-        reads.append(sql.split("FROM ")[1].split()[0]), int_columns(self, sql, cols, chunks))[1])
+    monkeypatch.setattr(Reader, "int_columns", lambda self, sql, cols, chunks, files=None: (
+        reads.append(sql.split("FROM ")[1].split()[0]),
+        int_columns(self, sql, cols, chunks, files))[1])
     monkeypatch.setattr(Reader, "text_column", lambda self, sql, col, chunks: (
         reads.append("names"), text_column(self, sql, col, chunks))[1])
     with Session(fx(DLPROF), cache=False) as s:
