@@ -134,13 +134,7 @@ class Reader:
     def text_column(self, sql: str, column: str, chunks: list[dict[str, int]]) -> TextColumn:
         """Start reading one text column (NULL read as '') chunk by chunk."""
         query = json_columns_sql(sql, [f"ifnull({column}, '')"])
-
-        def job(bounds: dict[str, int]) -> Callable[[sqlite3.Connection], Any]:
-            def run(conn: sqlite3.Connection) -> tuple[np.ndarray, list[str]]:
-                values = json.loads(conn.execute(query, bounds).fetchone()[0])
-                return factorize(values) if values else (np.zeros(0, dtype=np.int64), [])
-            return run
-        return TextColumn([self.submit(job(b)) for b in chunks])
+        return TextColumn(self, query, chunks)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -248,20 +242,43 @@ class IntColumns:
 
 
 class TextColumn:
-    """A text column being read in chunks; ``result()`` is (code per row, distinct values)."""
+    """A text column being read in chunks; ``result()`` is (code per row, distinct values).
+    Each reader thread writes its chunk's codes (of the chunk's own distinct values) into
+    their place in one array, as ``IntColumns`` does; ``result()`` maps them to the codes of
+    the whole column in place: the column's codes are held once (not per chunk, then
+    remapped, then joined: three times)."""
 
-    def __init__(self, futures: list[Future]):
-        self._futures = futures
+    def __init__(self, reader: Reader, query: str, chunks: list[dict[str, int]]):
+        starts = np.cumsum([0] + [b["hi"] - b["lo"] for b in chunks])
+        self._starts = starts.tolist()
+        self._codes = np.empty(int(starts[-1]), dtype=np.int64)
+        self._futures = [reader.submit(self._fill_job(query, b, int(at), int(end)))
+                         for b, at, end in zip(chunks, starts, starts[1:])]
+
+    def _fill_job(self, query: str, bounds: dict[str, int], at: int, end: int
+                  ) -> Callable[[sqlite3.Connection], tuple[int, list[str]]]:
+        def fill(conn: sqlite3.Connection) -> tuple[int, list[str]]:
+            values = json.loads(conn.execute(query, bounds).fetchone()[0])
+            if not values:
+                return 0, []
+            codes, distinct = factorize(values)
+            del values
+            assert at + codes.size <= end, "a rowid chunk gave more rows than its rowids"
+            self._codes[at:at + codes.size] = codes
+            return codes.size, distinct
+        return fill
 
     def result(self) -> tuple[np.ndarray, list[str]]:
         index: dict[str, int] = {}
-        codes = []
-        for f in self._futures:
-            c, values = _result(f)
+        pos = 0
+        for f, at in zip(self._futures, self._starts):
+            n, values = _result(f)
             remap = np.array([index.setdefault(v, len(index)) for v in values],
                              dtype=np.int64)
-            codes.append(remap[c] if c.size else c)
-        return (np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)), list(index)
+            if n:
+                self._codes[pos:pos + n] = remap[self._codes[at:at + n]]
+            pos += n
+        return self._codes[:pos], list(index)
 
 
 def strings_by_id(conn: sqlite3.Connection, sql: str, ids: Sequence[int] | np.ndarray,
