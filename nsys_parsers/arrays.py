@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import fields, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -132,3 +133,19 @@ def distinct_count(gid: np.ndarray, member: np.ndarray, ngroups: int) -> np.ndar
     """Number of distinct ``member`` values (>= 0) per group."""
     g, _ = distinct_pairs(gid, member, ngroups)
     return np.bincount(g, minlength=ngroups).astype(np.int64)
+
+
+def let_go(view: np.ndarray) -> None:
+    """Drop the pages of a mapped item's bytes under ``view`` from this process's memory
+    (``madvise(MADV_DONTNEED)``): they stay in the page cache, and a later read maps them
+    again. An item is mapped read-only and never written in place, so nothing is lost; its
+    pages no longer count in the process's resident memory once read past (a checksum, a
+    stream's chunk). Arrays in memory and views of less than a page: nothing."""
+    mm = getattr(view, "_mmap", None)
+    if not isinstance(view, np.memmap) or not isinstance(mm, mmap.mmap) or view.nbytes == 0:
+        return
+    start = view.ctypes.data - np.frombuffer(mm, dtype=np.uint8).ctypes.data
+    page = mmap.PAGESIZE
+    lo, hi = -(-start // page) * page, (start + view.nbytes) // page * page
+    if hi > lo:
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.arrays import let_go, sorted_unique
 from nsys_parsers.errors import BadOption
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.ranges import Ranges
@@ -73,6 +73,8 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     tids = sorted_unique(l_tid)
     lo_t = int(min(l_start.min(), ranges.start.min()))
     hi_t = int(max(kernels.launch_end[k_has].max(), ranges.end.max()))
+    let_go(ranges.start)  # read through; each chunk maps its own part again below
+    let_go(ranges.end)
     span = hi_t - lo_t + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
@@ -84,6 +86,9 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     chunk = chunk or CHUNK
     for a in range(0, len(ranges), chunk):
         b = min(a + chunk, len(ranges))
+        if a:  # the chunk before passed: its mapped pages out of the process's memory
+            for column in (ranges.tid, ranges.start, ranges.end):
+                let_go(column[a - chunk:a])
         r_tid = ranges.tid[a:b]
         r_pos = np.minimum(np.searchsorted(tids, r_tid), tids.size - 1)
         use = np.flatnonzero((tids[r_pos] == r_tid) & ~ranges.cross_thread[a:b])
@@ -114,7 +119,10 @@ def launching_share(kernels: Kernels, ranges: Ranges, sample: int = 2048) -> flo
     if n == 0:
         return 0.0
     pick = sorted_unique(np.linspace(0, n - 1, num=min(sample, n)).astype(np.int64))
-    return sorted_unique(pairs(kernels, ranges.take(pick)).range_idx).size / pick.size
+    few = ranges.take(pick)
+    for column in (ranges.start, ranges.end, ranges.tid, ranges.flags, ranges.rowid):
+        let_go(column)  # the kernel mapped up to 16 pages around each row taken
+    return sorted_unique(pairs(kernels, few).range_idx).size / pick.size
 
 
 def innermost(p: Pairs, ranges: Ranges) -> Pairs:

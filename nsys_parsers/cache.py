@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import mmap
 import os
 import shutil
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from nsys_parsers.arrays import let_go
 from nsys_parsers.nsys_tool import user_cache_dir
 from nsys_parsers.schema import Schema
 
@@ -58,22 +58,6 @@ def cache_limit_bytes() -> int:
     except ValueError:
         mb = DEFAULT_MAX_MB
     return max(0, int(mb * 2**20))
-
-
-def let_go(view: np.ndarray) -> None:
-    """Drop the pages of a mapped item's bytes under ``view`` from this process's memory
-    (``madvise(MADV_DONTNEED)``): they stay in the page cache, and a later read maps them
-    again. An item is mapped read-only and never written in place, so nothing is lost; its
-    pages no longer count in the process's resident memory once read past (a checksum, a
-    stream's chunk). Arrays in memory and views of less than a page: nothing."""
-    mm = getattr(view, "_mmap", None)
-    if not isinstance(view, np.memmap) or not isinstance(mm, mmap.mmap) or view.nbytes == 0:
-        return
-    start = view.ctypes.data - np.frombuffer(mm, dtype=np.uint8).ctypes.data
-    page = mmap.PAGESIZE
-    lo, hi = -(-start // page) * page, (start + view.nbytes) // page * page
-    if hi > lo:
-        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def export_key(path: Path, schema: Schema) -> dict[str, Any]:

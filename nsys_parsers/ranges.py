@@ -43,6 +43,28 @@ class Ranges(Rows):
         return self.flags >> 9
 
 
+# Rows per step of the flags' masks: their int64 temporaries stay a few MB (whole, they
+# took 24 bytes a range at once: 460 MiB at 20 M ranges).
+FLAG_STEP = 1 << 20
+
+
+def _masks(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(domain-create row, push/pop, start/end ended on another thread) of NVTX rows, from
+    their packed flags, a step of FLAG_STEP rows at a time."""
+    n = flags.size
+    is_domain, pushpop, cross = (np.empty(n, dtype=bool) for _ in range(3))
+    for a in range(0, n, FLAG_STEP):
+        f = flags[a:a + FLAG_STEP]
+        etype = f & 0xFF
+        pp = pushpop[a:a + FLAG_STEP]
+        np.equal(etype, NVTX_DOMAIN_CREATE, out=is_domain[a:a + FLAG_STEP])
+        np.equal(etype, NVTX_PUSHPOP, out=pp)
+        pp |= etype == NVTXT_PUSHPOP
+        np.not_equal((f >> 8) & 1, 0, out=cross[a:a + FLAG_STEP])
+        cross[a:a + FLAG_STEP] &= ~pp
+    return is_domain, pushpop, cross
+
+
 def is_domain_row(flags: np.ndarray) -> np.ndarray:
     """Which NVTX rows read (by their flags) are domain-create rows, not ranges."""
     return (flags & 0xFF) == NVTX_DOMAIN_CREATE
@@ -61,18 +83,17 @@ def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.
                  rowid: np.ndarray, capture_end: int) -> Ranges:
     """Ranges from the NVTX rows read (range and domain-create rows, in table order; ``end``
     is -1 where a range was never closed)."""
-    is_domain = is_domain_row(flags)
+    is_domain, pushpop, cross = _masks(flags)
     dom = np.flatnonzero(is_domain)
     domains = np.stack([rowid[dom], flags[dom] >> 9, global_pid(tid[dom]),
                         start[dom]], axis=1)
     if dom.size:
         keep = np.flatnonzero(~is_domain)
-        start, end, tid, flags, rowid = (a[keep] for a in (start, end, tid, flags, rowid))
+        start, end, tid, flags, rowid, pushpop, cross = (
+            a[keep] for a in (start, end, tid, flags, rowid, pushpop, cross))
+    del is_domain
     unclosed = end < 0
     if unclosed.any():
         end = np.where(unclosed, max(capture_end, int(start.max(initial=0))), end)
-    etype = flags & 0xFF
-    pushpop = (etype == NVTX_PUSHPOP) | (etype == NVTXT_PUSHPOP)
-    cross = ((flags >> 8) & 1).astype(bool) & ~pushpop
     return Ranges(start=start, end=end, tid=tid, pushpop=pushpop, cross_thread=cross,
                   unclosed=unclosed, rowid=rowid, flags=flags, domains=domains)

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from nsys_parsers.cache import ColumnCache, Item, let_go
+from nsys_parsers.arrays import let_go
+from nsys_parsers.cache import ColumnCache, Item
 from nsys_parsers.items import (
     ALWAYS,
     ASKED,
@@ -88,6 +89,13 @@ class Resolver:
         """The array of ``name`` if it is in memory (None: it was not asked for)."""
         return self._arrays.get(name)
 
+    def let_go(self) -> None:
+        """Let the pages of every mapped item held go (``arrays.let_go``): what one step
+        read, or mapped around what it read (the kernel maps up to 16 pages around a page
+        read), is not resident through the next; a later read maps it again."""
+        for array in self._arrays.values():
+            let_go(array)
+
     def drop(self, *names: str) -> None:
         """Forget items held in memory (the cache keeps them)."""
         for name in names:
@@ -115,6 +123,7 @@ class Resolver:
         for d in derive:
             for name, value in d.make(self._context).items():
                 self._hold(name, value, made)
+            self.let_go()
         stored = {n: item for n, item in made.items() if n not in filed and (
             ITEMS[n].store == ALWAYS or (ITEMS[n].store == ASKED and n in asked))}
         self.drop(*(n for n in made if n not in asked and ITEMS[n].store != ALWAYS))
@@ -122,8 +131,7 @@ class Resolver:
             if filed:
                 self.cache.name_files(filed, f"{os.getpid()}-{time.monotonic_ns()}")
             self.cache.put(stored, background=True)
-        for array in self._arrays.values():
-            let_go(array)  # mapped pages read to make these: out of the process's memory
+        self.let_go()
 
     def put(self, name: str, value: Made) -> None:
         """Hold a value computed outside ``get`` (names sought by rowid) and store it."""

@@ -246,6 +246,7 @@ class Trace:
         """A value built once per ``key`` (the items it was built from)."""
         if key not in self._values:
             self._values[key] = make()
+            self.resolver.let_go()  # what building it read of the mapped items
         return self._values[key]
 
     # -- the loaded values -----------------------------------------------------------------
@@ -436,7 +437,9 @@ class Trace:
         a speed device."""
         if (self._complete_names() or self.resolver.held("nvtx.names.sought")
                 or launching_share(kernels, ranges) <= FULL_SCAN_SHARE):
+            self.resolver.let_go()  # the sample's rows, and the pages mapped around them
             return
+        self.resolver.let_go()
         self.resolver.start("nvtx.key")
 
     def names_of_nvtx_rows(self, cols: dict[str, np.ndarray], rows: np.ndarray) -> list[str]:

@@ -314,7 +314,7 @@ def test_a_mapped_item_passed_leaves_the_processs_memory(tmp_path):
     """``let_go``: the pages of a mapped item read past no longer count in the process's
     resident memory, its values read again are the same, and an array in memory is left
     alone (MADV_DONTNEED on anonymous memory would zero it)."""
-    from nsys_parsers.cache import let_go
+    from nsys_parsers.arrays import let_go
 
     values = np.arange(4 << 20, dtype=np.int64)  # 32 MiB
     path = tmp_path / "item.npy"
