@@ -1,7 +1,8 @@
 """The memory an answer may take, and what an answer will need before it reads anything.
 
-An answer holds the columns of the tables it reads, so its peak grows with the export (about
-``bytes_per_row`` for each row of those tables, measured per analysis: docs/PERFORMANCE.md).
+An answer holds the columns of the tables it reads (mapped from the cache's files, or in
+memory without a cache), so its peak grows with the export (about ``bytes_per_row`` for each
+row of those tables, measured per analysis: docs/PERFORMANCE.md).
 Rather than be killed by the system, or swap for minutes, on a machine smaller than that, a
 question whose estimate is over the budget stops before it reads, saying how much it needs.
 
@@ -24,6 +25,10 @@ from nsys_parsers.reads import rowid_span
 ENV = "NSYS_MINE_MEMORY_MB"
 MB = 1 << 20
 BASE_BYTES = 64 * MB  # Python, numpy and the command line before any column
+# How much more an answer holds when its columns are read into memory rather than into the
+# cache's files (no cache): the largest ratio of the two peaks measured at x1200
+# (docs/PERFORMANCE.md, "Memory").
+IN_MEMORY = 2.0
 # What a table's rows are called in the message, in the order the message names them.
 NOUNS = {"kernel": "kernels", "graph": "graph launches", "api": "API calls",
          "memcpy": "memcpys", "memset": "memsets", "nvtx": "NVTX rows", "gnode": "graph nodes",
@@ -93,19 +98,23 @@ def table_rows(export: Export, tables: set[str]) -> dict[str, int]:
     return rows
 
 
-def need_bytes(rows: dict[str, int], bytes_per_row: int) -> int:
-    return BASE_BYTES + bytes_per_row * sum(rows.values())
+def need_bytes(rows: dict[str, int], bytes_per_row: int, in_memory: bool = False) -> int:
+    """The estimate: the base, and ``bytes_per_row`` for each row of the tables read (times
+    IN_MEMORY when the columns are read into memory)."""
+    per_row = bytes_per_row * (IN_MEMORY if in_memory else 1.0)
+    return BASE_BYTES + int(per_row * sum(rows.values()))
 
 
 def check_need(export: Export, tables: set[str], bytes_per_row: int, what: str,
-               limit: Budget | None = None) -> None:
+               limit: Budget | None = None, in_memory: bool = False) -> None:
     """Raise OverBudget when ``what`` (e.g. "`nvtx-kernels`") of ``export``, reading
-    ``tables``, needs more than the budget."""
+    ``tables``, needs more than the budget (``in_memory``: with no cache to read the
+    columns into)."""
     limit = budget() if limit is None else limit
     if not limit.limited or bytes_per_row <= 0:
         return
     rows = table_rows(export, tables)
-    need = need_bytes(rows, bytes_per_row)
+    need = need_bytes(rows, bytes_per_row, in_memory)
     if need <= limit.bytes:
         return
     counts = ", ".join(f"{n:,} {NOUNS[p]}" for p, n in rows.items())

@@ -231,7 +231,7 @@ class Trace:
             what, per_row = self.expected
             self.expected = None  # once a question: its bytes per row are of its first load
             tables = self.resolver.tables_of(self.items_of(*(self.loaded | more)))
-            check_need(self.export, tables, per_row, what)
+            check_need(self.export, tables, per_row, what, in_memory=self.cache is None)
         if "nvtx.names" in names and self._complete_names():
             names = tuple(n for n in names if n != "nvtx.names")
         self.resolver.get(*names)

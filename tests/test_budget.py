@@ -50,6 +50,24 @@ def test_over_budget_says_what_it_needs_and_reads_nothing(cli, fx, monkeypatch):
     assert r.exit_code == 0 and r.stdout.startswith("range,")
 
 
+def test_without_a_cache_the_columns_count_in_memory(cli, fx, monkeypatch):
+    """The estimate is for columns in the cache's files; read into memory (--no-cache), an
+    answer holds them: IN_MEMORY times the bytes per row."""
+    from nsys_parsers.budget import IN_MEMORY
+    from reports.analyses.nvtx_kernels import ANALYSIS
+
+    path = fx(DDP)
+    rows = sum(_rows(path, t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL",
+                                        "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"))
+    cached = -(-(BASE_BYTES + ANALYSIS.bytes_per_row * rows) // MB)
+    in_memory = -(-(BASE_BYTES + int(ANALYSIS.bytes_per_row * IN_MEMORY * rows)) // MB)
+    assert in_memory > cached
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")
+    assert f"needs about {cached:,} MB of memory" in cli("nvtx-kernels", path).stderr
+    r = cli("nvtx-kernels", path, "--no-cache")
+    assert f"needs about {in_memory:,} MB of memory" in r.stderr
+
+
 def test_each_command_counts_the_tables_it_reads(cli, fx, monkeypatch):
     path = fx(DDP)
     monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")
