@@ -68,6 +68,22 @@ def test_without_a_cache_the_columns_count_in_memory(cli, fx, monkeypatch):
     assert f"needs about {in_memory:,} MB of memory" in r.stderr
 
 
+def test_the_report_page_is_checked_for_all_its_sections(cli, fx, monkeypatch, tmp_path):
+    """The page holds every section's answer: its need is its own bytes per row, not that of
+    the first section that reads a table."""
+    from reports.page.export import PAGE_BYTES_PER_ROW
+
+    path = fx(DDP)
+    need = _need_mb(path, PAGE_BYTES_PER_ROW, "CUPTI_ACTIVITY_KIND_KERNEL",
+                    "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", str(need - 1))
+    r = cli("report", path, "-o", str(tmp_path / "page.html"))
+    assert r.exit_code == 1 and not (tmp_path / "page.html").exists()
+    assert f"`report` needs about {need:,} MB of memory (4,652 kernels" in r.stderr
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", str(need))
+    assert cli("report", path, "-o", str(tmp_path / "page.html")).exit_code == 0
+
+
 def test_each_command_counts_the_tables_it_reads(cli, fx, monkeypatch):
     path = fx(DDP)
     monkeypatch.setenv("NSYS_MINE_MEMORY_MB", "1")

@@ -14,6 +14,10 @@ from reports.pipeline.options import AnalysisOptions
 from reports.pipeline.session import Session
 from reports.sidecar import config_line, measured_steps, read_sidecar
 
+# The page's peak per row of the tables it reads (all its sections' answers held at once),
+# measured as the analyses' bytes_per_row are (nsys_parsers.budget): x1200 of the benchmark.
+PAGE_BYTES_PER_ROW = 100
+
 
 def export_page(session: Session, *, label: str, sidecar: dict[str, Any] | None = None,
                 shape: dict[str, Any] | None = None, top: int = 20,
@@ -33,8 +37,12 @@ def export_page(session: Session, *, label: str, sidecar: dict[str, Any] | None 
     warnings = session.trace_warnings
     lead += [f"Warning: {w}" for w in warnings]
     page = Page(title=f"nsys-mine report: {Path(label).name}", lead=lead, warnings=warnings)
-    for section in SECTIONS:
-        page.sections += section(ctx)
+    session.expect("`report`", PAGE_BYTES_PER_ROW)  # the page's need, not its first section's
+    try:
+        for section in SECTIONS:
+            page.sections += section(ctx)
+    finally:
+        session.expect(None)
     return page
 
 
