@@ -142,10 +142,12 @@ def let_go(view: np.ndarray) -> None:
     pages no longer count in the process's resident memory once read past (a checksum, a
     stream's chunk). Arrays in memory and views of less than a page: nothing."""
     mm = getattr(view, "_mmap", None)
-    if not isinstance(view, np.memmap) or not isinstance(mm, mmap.mmap) or view.nbytes == 0:
-        return
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)  # not on every platform
+    if (not isinstance(view, np.memmap) or view.mode != "r" or not isinstance(mm, mmap.mmap)
+            or view.nbytes == 0 or dontneed is None):
+        return  # a copy-on-write mapping would lose what was written to it
     start = view.ctypes.data - np.frombuffer(mm, dtype=np.uint8).ctypes.data
     page = mmap.PAGESIZE
     lo, hi = -(-start // page) * page, (start + view.nbytes) // page * page
     if hi > lo:
-        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        mm.madvise(dontneed, lo, hi - lo)

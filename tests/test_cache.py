@@ -331,6 +331,10 @@ def test_a_mapped_item_passed_leaves_the_processs_memory(tmp_path):
     held = values.copy()
     let_go(held)
     assert int(held.sum()) == expected
+    written = np.load(path, mmap_mode="c")  # copy-on-write: what was written stays
+    written[:] = 7
+    let_go(written)
+    assert int(written.sum()) == 7 * values.size
 
 
 SAXPY = "pipit_saxpy_mpi_a100_nsys2022.2.sqlite"  # an NVTX row the query leaves out (type 39)
