@@ -402,16 +402,31 @@ class Session:
         an instance without kernels). ``innermost``: the range's own time."""
         k = self.kernels
         assert k is not None
-        # every range's GPU time, kept for the next name (``diff`` asks for each) under the
-        # last attribution asked only: a range's int64 each, not one per attribution
         inst = self.instances_of(range_name)
-        held = self._memo.get("range gpu ns")
-        if held is None or held[0] != attribution:
-            p = self.pairs(attribution)
-            held = (attribution, np.bincount(p.range_idx, weights=k.duration[p.kernel_idx],
-                                             minlength=len(self.ranges or ())).astype(np.int64))
-            self._memo["range gpu ns"] = held
-        return held[1][inst]
+        p = self.pairs(attribution)
+        order, bounds = self._pairs_by_code(attribution)
+        code = self.range_code(range_name)
+        mine = order[bounds[code]:bounds[code + 1]]  # its pairs, in pair order
+        rows = p.range_idx[mine]
+        pos = np.minimum(np.searchsorted(inst, rows), max(inst.size - 1, 0))
+        shown = inst[pos] == rows if inst.size else np.zeros(rows.size, dtype=bool)
+        return np.bincount(pos[shown], weights=k.duration[p.kernel_idx[mine[shown]]],
+                           minlength=inst.size).astype(np.int64)
+
+    def _pairs_by_code(self, attribution: str) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs of ``attribution`` in order of their range's name code (then pair
+        order), and where each code's run begins: every name's pairs from one sort, held
+        for the last attribution asked (``diff`` asks for each name; the pairs' length, not
+        a value per range)."""
+        names = self.names()
+        held = self._memo.get("pairs by code")
+        if held is None or held[0] != (attribution, id(names)):
+            code = names.code[self.pairs(attribution).range_idx]
+            order = np.argsort(code, kind="stable")
+            bounds = np.searchsorted(code[order], np.arange(len(names.names) + 1))
+            held = ((attribution, id(names)), names, order, bounds)
+            self._memo["pairs by code"] = held
+        return held[2], held[3]
 
     def instance_cpu_ns(self, range_name: str) -> np.ndarray:
         """CPU duration of each shown instance of ``range_name``."""
