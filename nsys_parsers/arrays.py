@@ -135,6 +135,14 @@ def distinct_count(gid: np.ndarray, member: np.ndarray, ngroups: int) -> np.ndar
     return np.bincount(g, minlength=ngroups).astype(np.int64)
 
 
+def runs_by_code(code: np.ndarray, ncodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in order of ``code``, then position; where each code's run begins): the
+    positions of code ``c`` are ``order[bounds[c]:bounds[c + 1]]``; codes below 0 are in no
+    run."""
+    order = np.argsort(code, kind="stable")
+    return order, np.searchsorted(code[order], np.arange(ncodes + 1))
+
+
 def let_go(view: np.ndarray) -> None:
     """Drop the pages of a mapped item's bytes under ``view`` from this process's memory
     (``madvise(MADV_DONTNEED)``): they stay in the page cache, and a later read maps them

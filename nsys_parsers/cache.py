@@ -165,9 +165,13 @@ class ColumnCache:
             self.flush()
             self._write(items)
             return
+        self._on_writer(self._write_quietly, items)
+
+    def _on_writer(self, job: Any, *args: Any) -> None:
+        """Run ``job(*args)`` on the entry's writer thread, after the jobs before it."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="nsys-mine-cache")
-        self._pending.append(self._writer.submit(self._write_quietly, items))
+        self._pending.append(self._writer.submit(job, *args))
 
     def _write_quietly(self, items: dict[str, Item]) -> None:
         try:
@@ -244,16 +248,13 @@ class ColumnCache:
     def name_files(self, entries: dict[str, dict[str, Any]], token: str) -> None:
         """Name finished column files in the manifest, on the writer thread after the
         writes before (a failure only means those items are not kept)."""
-        if self._writer is None:
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="nsys-mine-cache")
-
         def commit() -> None:
             try:
                 self._commit(entries, token)
             except OSError:
                 for entry in entries.values():
                     (self.dir / entry["file"]).unlink(missing_ok=True)
-        self._pending.append(self._writer.submit(commit))
+        self._on_writer(commit)
 
     def _touch(self) -> None:
         try:
@@ -294,9 +295,7 @@ class Stream:
         try:
             for name in self.names:
                 chunk = np.ascontiguousarray(arrays[name], dtype="<i8")
-                total, xor = digest(chunk)
-                acc = self.sums[name]
-                acc[0], acc[1] = (acc[0] + total) % 2**64, acc[1] ^ xor
+                _add_digest(self.sums[name], chunk)
                 self._files[name].write(chunk.tobytes())
             self.rows += int(arrays[self.names[0]].size)
         except OSError:
@@ -317,9 +316,8 @@ class Stream:
             if self.rows * 8 > self.cache.limit:
                 raise OSError("larger than the cache")
             self.cache.flush()  # one manifest writer at a time
-            self.cache._commit({n: {"file": self._file(n), "dtype": "<i8", "shape": [self.rows],
-                                    "digest": self.sums[n], "meta": {}} for n in self.names},
-                               self.token)
+            self.cache._commit({n: _int_entry(self._file(n), self.rows, self.sums[n])
+                                for n in self.names}, self.token)
             self._files = {}
         except OSError:
             self.abort()
@@ -367,9 +365,8 @@ class ColumnFile:
             self.failed = True
             return
         if not moved:
-            total, xor = digest(data)
             with self._lock:
-                self._sums = [(self._sums[0] + total) % 2**64, self._sums[1] ^ xor]
+                _add_digest(self._sums, data)
 
     def read(self, at: int, n: int) -> np.ndarray:
         data = os.pread(self._fd, n * 8, self._header + at * 8)
@@ -392,14 +389,25 @@ class ColumnFile:
         except OSError:
             self.discard()
             return None
-        return array, {"file": self.file, "dtype": "<i8", "shape": [rows],
-                       "digest": list(self._sums), "meta": {}}
+        return array, _int_entry(self.file, rows, self._sums)
 
     def discard(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
         (self.cache.dir / self.file).unlink(missing_ok=True)
+
+
+def _add_digest(sums: list[int], part: np.ndarray) -> None:
+    """Add one part of a column written in parts to its checksum (``digest``'s sum and XOR
+    do not depend on the order of the words)."""
+    total, xor = digest(part)
+    sums[0], sums[1] = (sums[0] + total) % 2**64, sums[1] ^ xor
+
+
+def _int_entry(file: str, rows: int, sums: list[int]) -> dict[str, Any]:
+    """The manifest entry of a 1-D int64 item written in parts."""
+    return {"file": file, "dtype": "<i8", "shape": [rows], "digest": list(sums), "meta": {}}
 
 
 def _npy_header(rows: int) -> bytes:

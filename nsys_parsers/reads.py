@@ -213,7 +213,7 @@ class IntColumns:
                         if col is not None:
                             col[pos:pos + n] = col[at:at + n]
                         elif file is not None:
-                            file.write(pos, file.read(at, n).copy(), moved=True)
+                            file.write(pos, file.read(at, n), moved=True)
                 pos += n
             joined = []
             for i, (col, file) in enumerate(zip(self._cols, self._files)):

@@ -218,7 +218,8 @@ class Resolver:
         for prefix in sorted(by_prefix, key=READ_ORDER.index):
             wanted = sorted(by_prefix[prefix])
             parts: dict[str, list[tuple[IntColumns | TextColumn, int]]] = {n: [] for n in wanted}
-            for source in self._sources(prefix):
+            sources = self._sources(prefix)
+            for source in sources:
                 chunks = rowid_chunks(self.export.db, source.table)
                 ints = [n for n in wanted if not COLUMNS[n].text]
                 for name in wanted:
@@ -228,8 +229,8 @@ class Resolver:
                             source.sql(self.export, [key]), alias(key), chunks), 0))
                 if ints:
                     keys = [COLUMNS[n].key for n in ints]
-                    files = self._files(ints, chunks) if len(self._sources(prefix)) == 1 \
-                        else None
+                    # a table of two sources (the API calls) is joined: read into memory
+                    files = self._files(ints, chunks) if len(sources) == 1 else None
                     job = self._reader().int_columns(source.sql(self.export, keys),
                                                      [alias(k) for k in keys], chunks, files)
                     for i, name in enumerate(ints):

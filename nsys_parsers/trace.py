@@ -435,12 +435,11 @@ class Trace:
         computed, when the names of the ranges that launch kernels, asked next, will come
         from one scan anyway (more than FULL_SCAN_SHARE of a sample of ranges launch one):
         a speed device."""
-        if (self._complete_names() or self.resolver.held("nvtx.names.sought")
-                or launching_share(kernels, ranges) <= FULL_SCAN_SHARE):
-            self.resolver.let_go()  # the sample's rows, and the pages mapped around them
-            return
-        self.resolver.let_go()
-        self.resolver.start("nvtx.key")
+        scanned_later = (self._complete_names() or self.resolver.held("nvtx.names.sought")
+                         or launching_share(kernels, ranges) <= FULL_SCAN_SHARE)
+        self.resolver.let_go()  # what deciding read: the names' checks, the sample's rows
+        if not scanned_later:
+            self.resolver.start("nvtx.key")
 
     def names_of_nvtx_rows(self, cols: dict[str, np.ndarray], rows: np.ndarray) -> list[str]:
         """The names of a few NVTX rows, sought by rowid: ``cols``, the raw ``nvtx.*`` columns

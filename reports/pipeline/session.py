@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.arrays import runs_by_code, sorted_unique
 from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.errors import RangeNotFound
 from nsys_parsers.export import Export, open_export
@@ -370,9 +370,8 @@ class Session:
             idx = np.flatnonzero(keep)
             if idx.size < 2**31:  # held for the question: 4 bytes a range
                 idx = idx.astype(np.int32)
-            order = idx[np.argsort(code[idx], kind="stable")]
-            bounds = np.searchsorted(code[order], np.arange(len(names.names) + 1))
-            return names, order, bounds
+            order, bounds = runs_by_code(code[idx], len(names.names))
+            return names, idx[order], bounds
         return self._once(("instances", id(names)), make)
 
     def kernels_in(self, range_name: str | None) -> np.ndarray:
@@ -421,9 +420,8 @@ class Session:
         names = self.names()
         held = self._memo.get("pairs by code")
         if held is None or held[0] != (attribution, id(names)):
-            code = names.code[self.pairs(attribution).range_idx]
-            order = np.argsort(code, kind="stable")
-            bounds = np.searchsorted(code[order], np.arange(len(names.names) + 1))
+            order, bounds = runs_by_code(names.code[self.pairs(attribution).range_idx],
+                                         len(names.names))
             held = ((attribution, id(names)), names, order, bounds)
             self._memo["pairs by code"] = held
         return held[2], held[3]
