@@ -10,6 +10,8 @@ import numpy as np
 
 T = TypeVar("T")
 
+ROWS = 1 << 20  # rows per block of what goes a block of rows at a time
+
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values, by sorting (``np.unique`` hashes since numpy 2.3, which is
@@ -54,7 +56,15 @@ class Rows:
 
     @property
     def duration(self) -> np.ndarray:
-        return self.end - self.start
+        """``end - start``, a block of rows at a time (mapped pages passed go: ``let_go``)."""
+        n = len(self)
+        out = np.empty(n, dtype=np.result_type(self.end, self.start))
+        for a in range(0, n, ROWS):
+            b = min(a + ROWS, n)
+            np.subtract(self.end[a:b], self.start[a:b], out=out[a:b])
+            let_go(self.end[a:b])
+            let_go(self.start[a:b])
+        return out
 
     def take(self: R, keep: np.ndarray) -> R:
         return take_rows(self, keep, whole=self.WHOLE)
@@ -90,19 +100,42 @@ def dense_rank(key: np.ndarray, bound: int | None = None) -> tuple[np.ndarray, n
 
 def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Group rows by integer code columns (values >= -1). Returns a group id per row (groups
-    ordered by the columns' values) and, for each column, its value in each group."""
+    ordered by the columns' values) and, for each column, its value in each group. Beside
+    the group ids, a key over few values holds a block of rows at a time (``ROWS``), and
+    passes the pages of mapped columns as it goes (``let_go``)."""
     n = cols[0].size
     if n == 0:
         return np.zeros(0, dtype=np.int64), tuple(np.zeros(0, dtype=np.int64) for _ in cols)
     radices = [int(c.max()) + 2 for c in cols]  # values shifted by one: -1 -> 0
+    for c in cols:
+        let_go(c)
     bound = 1
     for r in radices:
         bound *= r
-    if bound < 2**62:  # one mixed-radix key of all columns
-        key = np.zeros(n, dtype=np.int64)
+
+    def key_of(a: int, b: int) -> np.ndarray:  # one mixed-radix key of all columns
+        key = np.zeros(b - a, dtype=np.int64)
         for c, r in zip(cols, radices):
-            key = key * r + (c + 1)
-        gid, distinct = dense_rank(key, bound)
+            key *= r
+            key += c[a:b]
+            key += 1
+            let_go(c[a:b])
+        return key
+
+    if bound < 2**62:
+        if bound <= max(1 << 16, 4 * n):  # a table of the keys present, a block at a time
+            present = np.zeros(bound, dtype=bool)
+            for a in range(0, n, ROWS):
+                present[key_of(a, min(a + ROWS, n))] = True
+            rank = np.cumsum(present, dtype=np.int64) - 1
+            gid = np.empty(n, dtype=np.int64)
+            for a in range(0, n, ROWS):
+                b = min(a + ROWS, n)
+                gid[a:b] = rank[key_of(a, b)]
+            del rank
+            distinct = np.flatnonzero(present)
+        else:
+            gid, distinct = dense_rank(key_of(0, n), bound)
         values = []
         for r in reversed(radices):  # the last column is the lowest digit
             distinct, digit = np.divmod(distinct, r)

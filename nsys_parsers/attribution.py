@@ -73,6 +73,8 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     tids = sorted_unique(l_tid)
     lo_t = int(min(l_start.min(), ranges.start.min()))
     hi_t = int(max(kernels.launch_end[k_has].max(), ranges.end.max()))
+    let_go(ranges.start)
+    let_go(ranges.end)
     span = hi_t - lo_t + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
@@ -84,6 +86,9 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     chunk = chunk or CHUNK
     for a in range(0, len(ranges), chunk):
         b = min(a + chunk, len(ranges))
+        if a:  # the mapped pages of the chunk before are passed
+            for column in (ranges.tid, ranges.start, ranges.end):
+                let_go(column[a - chunk:a])
         r_tid = ranges.tid[a:b]
         r_pos = np.minimum(np.searchsorted(tids, r_tid), tids.size - 1)
         use = np.flatnonzero((tids[r_pos] == r_tid) & ~ranges.cross_thread[a:b])

@@ -75,18 +75,25 @@ def launch_rows(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
     # small codes for processes, so that (process, correlationId) packs in one int64
     pids = sorted_unique(np.concatenate([sorted_unique(r_pid), sorted_unique(k_pid)]))
     r_code, k_code = np.searchsorted(pids, r_pid), np.searchsorted(pids, k_pid)
+    del r_pid  # each temporary of the calls' length goes once used (7 M calls: 55 MB each)
     corr_max = int(max(r_corr.max(initial=0), k_corr.max(initial=0))) + 1
     min_corr = min(int(r_corr.min(initial=0)), int(k_corr.min(initial=0)))
     if corr_max * len(pids) < 2**62 and min_corr >= -1:
-        r_key = r_code * corr_max + r_corr
+        r_key = r_code
+        r_key *= corr_max
+        r_key += r_corr
         k_key = k_code * corr_max + k_corr
     else:  # pragma: no cover - astronomically large ids
         both = np.unique(np.stack([np.concatenate([r_code, k_code]),
                                    np.concatenate([r_corr, k_corr])], axis=1), axis=0,
                          return_inverse=True)[1].ravel()
         r_key, k_key = both[: r_code.size], both[r_code.size:]
-    order = np.lexsort((r_end - r_start, r_key))  # by key, the narrowest call first
+    del r_code, k_code
+    width = r_end - r_start
+    order = np.lexsort((width, r_key))  # by key, the narrowest call first
+    del width
     sorted_key = r_key[order]
+    del r_key
     pos = np.minimum(np.searchsorted(sorted_key, k_key, side="left"), sorted_key.size - 1)
     hit = (sorted_key[pos] == k_key) & (k_corr >= 0)
     out[hit] = order[pos[hit]]

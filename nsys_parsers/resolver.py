@@ -21,6 +21,7 @@ next question finds them there, and memory never holds the whole table.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -46,6 +47,11 @@ from nsys_parsers.reads import STREAM_ROWS, IntColumns, Reader, TextColumn, rowi
 if TYPE_CHECKING:
     from nsys_parsers.export import Export
     from nsys_parsers.queries import RowSource
+
+
+# A derived item to keep this large is written to the cache as soon as it is made, and its
+# mapped file held instead (``Resolver._settle``).
+MAPPED_BYTES = 8 << 20
 
 
 class Resolver:
@@ -120,18 +126,46 @@ class Resolver:
             self._hold(name, pending.result(), made)
             if pending.entry is not None:
                 filed[name] = pending.entry
-        for d in derive:
+        trim_heap()
+        written = set(filed)
+        for i, d in enumerate(derive):
             for name, value in d.make(self._context).items():
                 self._hold(name, value, made)
+            later = {n for e in derive[i + 1:] for n in e.inputs_for(self._context)}
+            self._settle(made, asked, later, written)
             self.let_go()
-        stored = {n: item for n, item in made.items() if n not in filed and (
-            ITEMS[n].store == ALWAYS or (ITEMS[n].store == ASKED and n in asked))}
-        self.drop(*(n for n in made if n not in asked and ITEMS[n].store != ALWAYS))
+        self._settle(made, asked, set(), written)
         if self.cache is not None:
             if filed:
                 self.cache.name_files(filed, f"{os.getpid()}-{time.monotonic_ns()}")
-            self.cache.put(stored, background=True)
+            self.cache.put({n: item for n, item in made.items()
+                            if n not in written and _stored(n, asked)}, background=True)
         self.let_go()
+        trim_heap()
+
+    def _settle(self, made: dict[str, Item], asked: set[str], later: set[str],
+                written: set[str]) -> None:
+        """After a step of ``get``: forget the items made that no later step needs and none
+        keeps (inputs read only to derive others), and write the large ones to keep to the
+        cache now (added to ``written``), holding their mapped files instead: the process's
+        memory is let go. What stays in ``made`` is stored at the end of ``get``."""
+        for name in list(made):
+            if name not in asked and ITEMS[name].store != ALWAYS and name not in later:
+                del made[name]
+                self.drop(name)
+        if self.cache is None:
+            return
+        big = {n: item for n, item in made.items() if n not in written and _stored(n, asked)
+               and item.array.nbytes >= MAPPED_BYTES}
+        if not big:
+            return
+        self.cache.put(big)
+        for name in big:
+            written.add(name)
+            del made[name]
+            kept = self.cache.get(name)
+            if kept is not None:
+                self._arrays[name] = kept.array
 
     def put(self, name: str, value: Made) -> None:
         """Hold a value computed outside ``get`` (names sought by rowid) and store it."""
@@ -255,6 +289,33 @@ class Resolver:
         if strings is not None:
             self._strings[name] = strings
         made[name] = Item(array, strings)
+
+
+def _stored(name: str, asked: set[str]) -> bool:
+    """Whether ``get`` stores an item it made: those stored ``always``, and those stored
+    ``asked`` when asked for."""
+    store = ITEMS[name].store
+    return store == ALWAYS or (store == ASKED and name in asked)
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing): the text a read parsed is freed in small blocks among others, and the heap
+    otherwise keeps their pages (200-350 MB after the reads of 20 M NVTX ranges)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> Any:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018 - glibc only
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
 
 
 class _Pending:

@@ -396,3 +396,29 @@ def test_a_column_file_that_fails_is_read_into_memory(cache_dir, export_copy, mo
     stored = json.loads((entry / MANIFEST).read_text())["items"]
     named = {e["file"] for e in stored.values()}
     assert {p.name for p in entry.glob("nvtx.start.*")} <= named  # no file left behind
+
+
+def test_what_is_derived_is_held_mapped_and_inputs_go_after_their_last_use(
+        cache_dir, export_copy, monkeypatch):
+    """A cold question writes each large item it derives to the cache as soon as it is
+    made and holds the mapped file instead (the process's memory goes); the API calls read
+    only to find the kernels' launches are not held once those are found; answers and the
+    items' values are those of a question without a cache."""
+    import nsys_parsers.resolver as resolver_module
+
+    with Session(export_copy, cache=False) as s:
+        expected = answer(s, "nvtx-kernels").rows
+        in_memory = {n: np.array(s.trace.resolver.array(n)) for n in
+                     ("kernel.launch_tid", "pairs.all.range", "pairs.all.kernel")}
+    monkeypatch.setattr(resolver_module, "MAPPED_BYTES", 1)
+    with Session(export_copy) as s:
+        assert answer(s, "nvtx-kernels").rows == expected
+        r = s.trace.resolver
+        for name, values in in_memory.items():
+            held = r.array(name)
+            assert isinstance(held, np.memmap), name
+            assert Path(held.filename).parent.parent == cache_dir
+            assert np.array_equal(held, values), name
+        assert all(r.optional(f"api.{k}") is None for k in ("start", "end", "tid", "correlation"))
+    with Session(export_copy) as s:  # the items written then are whole and checked
+        assert answer(s, "nvtx-kernels").rows == expected

@@ -271,17 +271,17 @@ def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pair
     assert r is not None
     notes = list(notes or [])
     if shown is None:
-        rows_idx = np.arange(len(r))
-        gid, (g_code, g_pushpop) = group_ids(names.code, r.pushpop.astype(np.int64))
+        gid, (g_code, g_pushpop) = group_ids(names.code, r.pushpop)
+        st = group_stats(gid, r.duration, g_code.size)
     else:
         rows_idx = np.flatnonzero(shown)
-        sub_gid, (g_code, g_pushpop) = group_ids(names.code[rows_idx],
-                                                 r.pushpop[rows_idx].astype(np.int64))
+        sub_gid, (g_code, g_pushpop) = group_ids(names.code[rows_idx], r.pushpop[rows_idx])
+        st = group_stats(sub_gid, r.duration[rows_idx], g_code.size)
         gid = np.full(len(r), -1, dtype=np.int64)  # group of each range; -1: not shown
         gid[rows_idx] = sub_gid
+        del sub_gid, rows_idx
     ng = g_code.size
     zeros = np.zeros(ng, dtype=np.int64)
-    st = group_stats(gid[rows_idx], (r.end - r.start)[rows_idx], ng)
     if k is None:
         notes.append("CUDA kernels were not traced (no CUPTI_ACTIVITY_KIND_KERNEL table): CPU "
                      "times only (GPU columns 0); profile with `nsys profile --trace=cuda,nvtx` "

@@ -105,6 +105,8 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
 
     Matches nsys: the median of an even count is the mean of the two middle values; the
     standard deviation is the sample one (n - 1), 0 for a single value. Empty groups give 0.
+    Beside its inputs it holds one array of their length (the values sorted by group); the
+    rest goes a block of whole groups at a time (``group_blocks``).
     """
     groups = np.asarray(groups, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
@@ -119,28 +121,55 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
         return GroupStats(count, total, avg, med, vmin, vmax, std)
     vmin_all, vmax_all = int(values.min()), int(values.max())
     span = vmax_all - vmin_all + 1
+    ends = np.cumsum(count)
     if ngroups * span < 2**62 and -2**61 < vmin_all and vmax_all < 2**61:
         # one sort of a packed (group, value) key rather than a two-key lexsort
-        sv = groups * span + (values - vmin_all)
+        sv = groups * span
+        sv += values
+        sv -= vmin_all
         sv.sort()
-        sv -= np.repeat(np.arange(count.size, dtype=np.int64) * span - vmin_all, count)
+        for g0, g1 in group_blocks(ends):
+            a, b = int(ends[g0] - count[g0]), int(ends[g1 - 1])
+            sv[a:b] -= np.repeat(np.arange(g0, g1, dtype=np.int64) * span - vmin_all,
+                                 count[g0:g1])
     else:  # pragma: no cover - enormous value ranges
         sv = values[np.lexsort((values, groups))]
     nonempty = np.flatnonzero(count > 0)
     n = count[nonempty]
-    starts = np.cumsum(count)[nonempty] - n
+    starts = ends[nonempty] - n
     total[nonempty] = np.add.reduceat(sv, starts)
     avg[nonempty] = total[nonempty] / n
     med[nonempty] = (sv[starts + (n - 1) // 2] + sv[starts + n // 2]) / 2.0
     vmin[nonempty] = sv[starts]
     vmax[nonempty] = sv[starts + n - 1]
-    dev = np.repeat(avg[nonempty], n)  # each value's group mean, then its squared deviation
-    np.subtract(sv, dev, out=dev)
-    np.multiply(dev, dev, out=dev)
-    sq = np.add.reduceat(dev, starts)
+    sq = np.zeros(nonempty.size)
+    for j0, j1 in group_blocks(ends[nonempty]):
+        a, b = int(starts[j0]), int(starts[j1 - 1] + n[j1 - 1])
+        dev = np.repeat(avg[nonempty[j0:j1]], n[j0:j1])  # each value's group mean, then
+        np.subtract(sv[a:b], dev, out=dev)  # its squared deviation
+        np.multiply(dev, dev, out=dev)
+        sq[j0:j1] = np.add.reduceat(dev, starts[j0:j1] - a)
     with np.errstate(invalid="ignore", divide="ignore"):
         std[nonempty] = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1)), 0.0)
     return GroupStats(count, total, avg, med, vmin, vmax, std)
+
+
+BLOCK_ROWS = 1 << 20  # rows per block of ``group_blocks``
+
+
+def group_blocks(ends: np.ndarray, rows: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive groups (``ends``: where each group's rows end, ascending) in blocks
+    ``[g0, g1)`` of about ``rows`` (default ``BLOCK_ROWS``) rows, never splitting a group (a
+    larger group is a block of its own): what goes a block at a time gives each group the
+    same operations on the same values as at once."""
+    rows = rows or BLOCK_ROWS
+    blocks, g0 = [], 0
+    while g0 < ends.size:
+        base = int(ends[g0 - 1]) if g0 else 0
+        g1 = max(int(np.searchsorted(ends, base + rows, side="right")), g0 + 1)
+        blocks.append((g0, g1))
+        g0 = g1
+    return blocks
 
 
 def r1_array(x: np.ndarray) -> np.ndarray:

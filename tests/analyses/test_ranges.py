@@ -240,3 +240,34 @@ def test_ranges_by_process_and_device(fx):
     assert sum(r["gpu_exclusive_ns"] for r in by_dev) == sum(
         r["gpu_exclusive_ns"] for r in whole.values())
     assert all(r["kernel_instances"] == 0 for r in by_dev if r["device"] is None)
+
+
+def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
+    """``group_stats`` (sorted values, deviations), ``group_ids`` and ``duration`` go a block
+    of rows at a time: with blocks of a few rows the answers on a real export are the same,
+    and ``group_stats`` equals per-group statistics computed in plain Python."""
+    import statistics
+
+    import nsys_parsers.arrays as arrays
+    import reports.pipeline.report as report
+
+    path = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
+    at_once = {c: ask(c, [path], cache=False).rows for c in ("ranges", "nvtx-kernels")}
+    monkeypatch.setattr(arrays, "ROWS", 7)
+    monkeypatch.setattr(report, "BLOCK_ROWS", 5)
+    assert {c: ask(c, [path], cache=False).rows for c in at_once} == at_once
+
+    rng = np.random.default_rng(52)
+    groups = rng.integers(0, 40, 3000) ** 2 % 37  # uneven groups, some empty
+    values = rng.integers(-10**9, 10**12, 3000)
+    st = report.group_stats(groups, values, 40)
+    for g in range(40):
+        v = sorted(values[groups == g].tolist())
+        assert st.count[g] == len(v)
+        if not v:
+            assert (st.total[g], st.med[g], st.stddev[g]) == (0, 0.0, 0.0)
+            continue
+        assert (st.total[g], st.min[g], st.max[g]) == (sum(v), v[0], v[-1])
+        assert st.med[g] == statistics.median(v)
+        assert st.stddev[g] == pytest.approx(statistics.stdev(v) if len(v) > 1 else 0.0,
+                                             rel=1e-12)
