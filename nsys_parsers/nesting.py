@@ -8,13 +8,27 @@ its start. Vectorized: two sorts and binary searches, no Python loop over rows.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from nsys_parsers.arrays import sorted_unique
 from nsys_parsers.ranges import Ranges
 
 
-def nesting_depth(ranges: Ranges) -> np.ndarray:
+class Spans(Protocol):
+    """What nesting depth reads of ranges: their thread, start and end."""
+
+    @property
+    def start(self) -> np.ndarray: ...
+    @property
+    def end(self) -> np.ndarray: ...
+    @property
+    def tid(self) -> np.ndarray: ...
+    def __len__(self) -> int: ...
+
+
+def nesting_depth(ranges: Spans) -> np.ndarray:
     n = len(ranges)
     if n == 0:
         return np.zeros(0, dtype=np.int64)

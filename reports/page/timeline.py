@@ -23,11 +23,12 @@ from typing import Any, cast
 
 import numpy as np
 
-from nsys_parsers.arrays import group_ids, sorted_unique
+from nsys_parsers.arrays import ROWS, Rows, group_ids, let_go, sorted_unique
 from nsys_parsers.gpu_ops import KERNEL, GpuOps
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.intervals import holes
 from nsys_parsers.nesting import nesting_depth
+from nsys_parsers.ranges import Ranges
 from reports.render import shorten
 
 MAX_PANELS = 4
@@ -264,6 +265,33 @@ def _bin_time(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarr
     return np.diff(covered)
 
 
+@dataclass(frozen=True)
+class _Spans(Rows):
+    """What the picture needs of the ranges it draws (not every column of ``Ranges``)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+
+
+def _overlapping(r: Ranges, pid: int, tids: np.ndarray, w0: int, w1: int) -> np.ndarray:
+    """The ranges of process ``pid`` (of its threads ``tids``, when any) that overlap
+    [w0, w1), but those that ended on another thread: a block of rows at a time, the mapped
+    pages passed let go."""
+    found = []
+    for a in range(0, len(r), ROWS):
+        b = min(a + ROWS, len(r))
+        tid = r.tid[a:b]
+        use = (pid_of(tid) == pid) & ~r.cross_thread[a:b] & (r.start[a:b] < w1) \
+            & (r.end[a:b] > w0)
+        if tids.size:
+            use &= np.isin(tid, tids)
+        found.append(np.flatnonzero(use) + a)
+        for column in (r.tid, r.start, r.end):
+            let_go(column[a:b])
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
 def _range_rows(s: Any, panel: Panel, tids: np.ndarray, pid: int) -> None:
     """NVTX ranges of the process's threads that launched kernels (``tids``; all its
     threads when none is known) that overlap the window, a row per thread and nesting depth,
@@ -272,13 +300,10 @@ def _range_rows(s: Any, panel: Panel, tids: np.ndarray, pid: int) -> None:
     if r is None or not len(r):
         return
     w0, w1 = panel.start, panel.end
-    use = (pid_of(r.tid) == pid) & ~r.cross_thread & (r.start < w1) & (r.end > w0)
-    if tids.size:
-        use &= np.isin(r.tid, tids)
-    rows = np.flatnonzero(use)
+    rows = _overlapping(r, pid, tids, w0, w1)
     if rows.size == 0:
         return
-    sub = r.take(rows)
+    sub = _Spans(start=r.start[rows], end=r.end[rows], tid=r.tid[rows])
     depth = nesting_depth(sub)
     threads = sorted_unique(sub.tid)
     thread = np.searchsorted(threads, sub.tid)

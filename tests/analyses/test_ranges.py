@@ -271,3 +271,9 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
         assert st.med[g] == statistics.median(v)
         assert st.stddev[g] == pytest.approx(statistics.stdev(v) if len(v) > 1 else 0.0,
                                              rel=1e-12)
+
+    code = rng.integers(-1, 30, 5000)  # runs_by_code, counted a block at a time
+    order, bounds = arrays.runs_by_code(code, 25)  # codes 25..29: in no run, as -1
+    for c in range(25):
+        assert order[bounds[c]:bounds[c + 1]].tolist() == [
+            i for i, x in enumerate(code.tolist()) if x == c]
