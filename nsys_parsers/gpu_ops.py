@@ -58,6 +58,11 @@ class GpuOps(Rows):
                        launch_start=self.launch_start, launch_end=self.launch_end)
 
 
+# an operation's kind, and its row in its own table, held for every operation: in the
+# fewest bytes that hold them (int32 rows: up to 2**31 operations of a kind)
+_ROW = np.int32
+
+
 def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
     """Every GPU operation of the export (None: neither kernels nor memory operations were
     traced); ``launches``: with the API call that launched each."""
@@ -73,8 +78,8 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
     if k is not None:
         assert k.pid is not None and k.device is not None and k.stream is not None
         part = {"start": k.start, "end": k.end, "pid": k.pid, "device": k.device,
-                "stream": k.stream, "kind": np.full(len(k), KERNEL, dtype=np.int64),
-                "row": np.arange(len(k), dtype=np.int64), "name_code": k.name_code,
+                "stream": k.stream, "kind": np.full(len(k), KERNEL, dtype=np.int8),
+                "row": np.arange(len(k), dtype=_ROW), "name_code": k.name_code,
                 "correlation": (k.correlation if k.correlation is not None
                                 else np.full(len(k), -1, dtype=np.int64))}
         if launches:
@@ -86,8 +91,8 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
     if m is not None:
         part = {"start": m.start, "end": m.end, "pid": m.pid, "device": m.device,
                 "stream": m.stream,
-                "kind": np.where(m.memset, MEMSET, MEMCPY).astype(np.int64),
-                "row": np.arange(len(m), dtype=np.int64),
+                "kind": np.where(m.memset, MEMSET, MEMCPY).astype(np.int8),
+                "row": np.arange(len(m), dtype=_ROW),
                 "name_code": np.full(len(m), -1, dtype=np.int64), "correlation": m.correlation}
         if launches:
             api = trace.api

@@ -49,6 +49,8 @@ class RangeNames:
         ``aten::mm``), so that reports aggregate per operator instead of per call."""
         merged = [OP_ID_SUFFIX.sub("", n) for n in self.names]
         names, remap = unique_names(merged, np.arange(len(merged), dtype=np.int64))
+        if len(names) < 2**31:  # a code per range, held for the question: 4 bytes, not 8
+            remap = remap.astype(np.int32)
         code = self.code
         if remap.size and code.size:
             if int(code.min()) >= 0:  # every name resolved: one gather
