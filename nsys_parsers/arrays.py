@@ -98,44 +98,85 @@ def dense_rank(key: np.ndarray, bound: int | None = None) -> tuple[np.ndarray, n
     return np.searchsorted(values, key), values
 
 
+class Grouping:
+    """Rows grouped by integer code columns (values >= -1) of few distinct combinations: a
+    table of the keys present, made a block of rows at a time (``ROWS``, mapped pages let go
+    as they pass). ``values``: each column's value in each group (groups ordered by the
+    columns' values); ``self[rows]`` (indices or a slice) the group of those rows, computed
+    when asked, never held for every row. ``Grouping.of`` is None where the combinations
+    are too many for a table (``group_ids`` sorts then)."""
+
+    def __init__(self, cols: tuple[np.ndarray, ...], radices: list[int], bound: int):
+        self.cols, self.radices = cols, radices
+        n = cols[0].size
+        present = np.zeros(bound, dtype=bool)
+        for a in range(0, n, ROWS):
+            present[self._key(slice(a, min(a + ROWS, n)))] = True
+        self._rank = np.cumsum(present, dtype=np.int64) - 1
+        distinct = np.flatnonzero(present)
+        values = []
+        for r in reversed(radices):  # the last column is the lowest digit
+            distinct, digit = np.divmod(distinct, r)
+            values.append(digit - 1)
+        self.values = tuple(reversed(values))
+        self.ngroups = int(self.values[0].size)
+
+    @classmethod
+    def of(cls, *cols: np.ndarray) -> Grouping | None:
+        n = cols[0].size
+        if n == 0:
+            return None
+        radices = [int(c.max()) + 2 for c in cols]  # values shifted by one: -1 -> 0
+        for c in cols:
+            let_go(c)
+        bound = 1
+        for r in radices:
+            bound *= r
+        return cls(cols, radices, bound) if bound <= max(1 << 16, 4 * n) else None
+
+    def _key(self, rows: slice | np.ndarray) -> np.ndarray:
+        """One mixed-radix key of all columns, for ``rows``."""
+        key = np.zeros(len(range(*rows.indices(self.cols[0].size))) if isinstance(rows, slice)
+                       else rows.size, dtype=np.int64)
+        for c, r in zip(self.cols, self.radices):
+            key *= r
+            key += c[rows]
+            key += 1
+            let_go(c[rows] if isinstance(rows, slice) else c)
+        return key
+
+    def __getitem__(self, rows: slice | np.ndarray) -> np.ndarray:
+        return self._rank[self._key(rows)]
+
+    def ids(self) -> np.ndarray:
+        """The group of every row (a block of rows at a time)."""
+        n = self.cols[0].size
+        gid = np.empty(n, dtype=np.int64)
+        for a in range(0, n, ROWS):
+            b = min(a + ROWS, n)
+            gid[a:b] = self[a:b]
+        return gid
+
+
 def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Group rows by integer code columns (values >= -1). Returns a group id per row (groups
-    ordered by the columns' values) and, for each column, its value in each group. Beside
-    the group ids, a key over few values holds a block of rows at a time (``ROWS``), and
-    passes the pages of mapped columns as it goes (``let_go``)."""
+    ordered by the columns' values) and, for each column, its value in each group: by a
+    table of the keys present when they are few (``Grouping``), else by sorting."""
     n = cols[0].size
     if n == 0:
         return np.zeros(0, dtype=np.int64), tuple(np.zeros(0, dtype=np.int64) for _ in cols)
-    radices = [int(c.max()) + 2 for c in cols]  # values shifted by one: -1 -> 0
-    for c in cols:
-        let_go(c)
+    tabled = Grouping.of(*cols)
+    if tabled is not None:
+        return tabled.ids(), tabled.values
+    radices = [int(c.max()) + 2 for c in cols]
     bound = 1
     for r in radices:
         bound *= r
-
-    def key_of(a: int, b: int) -> np.ndarray:  # one mixed-radix key of all columns
-        key = np.zeros(b - a, dtype=np.int64)
+    if bound < 2**62:  # one mixed-radix key of all columns, ranked by sorting
+        key = np.zeros(n, dtype=np.int64)
         for c, r in zip(cols, radices):
-            key *= r
-            key += c[a:b]
-            key += 1
-            let_go(c[a:b])
-        return key
-
-    if bound < 2**62:
-        if bound <= max(1 << 16, 4 * n):  # a table of the keys present, a block at a time
-            present = np.zeros(bound, dtype=bool)
-            for a in range(0, n, ROWS):
-                present[key_of(a, min(a + ROWS, n))] = True
-            rank = np.cumsum(present, dtype=np.int64) - 1
-            gid = np.empty(n, dtype=np.int64)
-            for a in range(0, n, ROWS):
-                b = min(a + ROWS, n)
-                gid[a:b] = rank[key_of(a, b)]
-            del rank
-            distinct = np.flatnonzero(present)
-        else:
-            gid, distinct = dense_rank(key_of(0, n), bound)
+            key = key * r + (c + 1)
+        gid, distinct = dense_rank(key, bound)
         values = []
         for r in reversed(radices):  # the last column is the lowest digit
             distinct, digit = np.divmod(distinct, r)

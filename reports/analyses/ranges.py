@@ -13,12 +13,21 @@ CPU time; for exports with module ranges (``--nvtx modules``), the module tree
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
-from nsys_parsers.arrays import distinct_pairs, group_ids, is_sorted, sorted_unique
+from nsys_parsers.arrays import (
+    ROWS,
+    Grouping,
+    distinct_pairs,
+    group_ids,
+    is_sorted,
+    let_go,
+    sorted_unique,
+)
 from nsys_parsers.attribution import Pairs, innermost, pair_chunks
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import pid_of, tid_of
@@ -31,7 +40,7 @@ from reports.by import KEY_COLUMNS, by_shape, kernel_keys, notes_once
 from reports.module_tree import TREE_COLUMN_TYPES, as_tree
 from reports.pipeline.analysis import Analysis, Param
 from reports.pipeline.options import BY
-from reports.pipeline.report import Report, group_stats, rows_of
+from reports.pipeline.report import Report, group_stats, group_stats_of, rows_of
 from reports.pipeline.rules import CheckKey, CheckRule, RuleOutcome
 from reports.pipeline.session import Session
 from reports.render import View, human_ns
@@ -270,7 +279,12 @@ def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pair
     ranges. ``inner``: the ``innermost`` pairs of ``p``, if known."""
     assert r is not None
     notes = list(notes or [])
-    if shown is None:
+    tabled = Grouping.of(names.code, r.pushpop) if shown is None else None
+    gid: np.ndarray | Grouping
+    if tabled is not None:  # the group of a range computed when asked, never held for all
+        gid, (g_code, g_pushpop) = tabled, tabled.values
+        st = group_stats_of(lambda: _durations_by_block(r, tabled), tabled.ngroups)
+    elif shown is None:
         gid, (g_code, g_pushpop) = group_ids(names.code, r.pushpop)
         st = group_stats(gid, r.duration, g_code.size)
     else:
@@ -322,7 +336,17 @@ def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pair
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)
 
 
-def _exclusive(k: Kernels, r: Ranges, p: Pairs, inner: Pairs | None, gid: np.ndarray,
+def _durations_by_block(r: Ranges, groups: Grouping
+                        ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(group, duration) of the ranges, a block of rows at a time (mapped pages let go)."""
+    for a in range(0, len(r), ROWS):
+        b = min(a + ROWS, len(r))
+        yield groups[a:b], r.end[a:b] - r.start[a:b]
+        let_go(r.end[a:b])
+        let_go(r.start[a:b])
+
+
+def _exclusive(k: Kernels, r: Ranges, p: Pairs, inner: Pairs | None, gid: np.ndarray | Grouping,
                ng: int) -> np.ndarray:
     """Kernel time per group of the kernels whose innermost range is in the group."""
     inner = innermost(p, r) if inner is None else inner
@@ -332,7 +356,7 @@ def _exclusive(k: Kernels, r: Ranges, p: Pairs, inner: Pairs | None, gid: np.nda
                        minlength=ng).astype(np.int64)
 
 
-def _inclusive(k: Kernels, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray,
+def _inclusive(k: Kernels, gid: np.ndarray | Grouping, p_range: np.ndarray, p_kernel: np.ndarray,
                ng: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct kernels per group and their time (each kernel once per group)."""
     ug, uk = distinct_pairs(gid[p_range], p_kernel, ng)  # (group, kernel)
@@ -340,7 +364,7 @@ def _inclusive(k: Kernels, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.nd
             np.bincount(ug, weights=k.duration[uk], minlength=ng).astype(np.int64))
 
 
-def _span(k: Kernels, gid: np.ndarray, p_range: np.ndarray, p_kernel: np.ndarray,
+def _span(k: Kernels, gid: np.ndarray | Grouping, p_range: np.ndarray, p_kernel: np.ndarray,
           ng: int) -> np.ndarray:
     """Per group, the sum over its instances of first kernel start to last kernel end."""
     if p_range.size == 0:  # no shown range launched a kernel

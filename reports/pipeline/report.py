@@ -4,7 +4,7 @@ way (``group_stats``, ``r1``: as nsys does)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,52 +105,79 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
 
     Matches nsys: the median of an even count is the mean of the two middle values; the
     standard deviation is the sample one (n - 1), 0 for a single value. Empty groups give 0.
-    Beside its inputs it holds one array of their length (the values sorted by group); the
-    rest goes a block of whole groups at a time (``group_blocks``).
+    Beside its inputs it holds one array of their length (``group_stats_of``).
     """
     groups = np.asarray(groups, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
-    count = np.bincount(groups, minlength=ngroups).astype(np.int64)
+
+    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for a in range(0, values.size, BLOCK_ROWS):
+            yield groups[a:a + BLOCK_ROWS], values[a:a + BLOCK_ROWS]
+    return group_stats_of(blocks, ngroups)
+
+
+def group_stats_of(blocks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+                   ngroups: int) -> GroupStats:
+    """``group_stats`` of (group, value) pairs that ``blocks()`` gives a block at a time
+    (called twice: their count and range of values, then their packed key), holding one
+    array of their length (the values sorted by group); the rest goes a block of whole
+    groups at a time (``group_blocks``). What gives the pairs need not hold them."""
+    count = np.zeros(ngroups, dtype=np.int64)
     total = np.zeros(ngroups, dtype=np.int64)
     avg = np.zeros(ngroups)
     med = np.zeros(ngroups)
     vmin = np.zeros(ngroups, dtype=np.int64)
     vmax = np.zeros(ngroups, dtype=np.int64)
     std = np.zeros(ngroups)
-    if values.size == 0:
+    n, lows, highs = 0, [], []
+    for g, v in blocks():
+        count += np.bincount(np.asarray(g, dtype=np.int64), minlength=ngroups)
+        if v.size:
+            n += v.size
+            lows.append(int(v.min()))
+            highs.append(int(v.max()))
+    if n == 0:
         return GroupStats(count, total, avg, med, vmin, vmax, std)
-    vmin_all, vmax_all = int(values.min()), int(values.max())
+    vmin_all, vmax_all = min(lows), max(highs)
     span = vmax_all - vmin_all + 1
     ends = np.cumsum(count)
     if ngroups * span < 2**62 and -2**61 < vmin_all and vmax_all < 2**61:
         # one sort of a packed (group, value) key rather than a two-key lexsort
-        sv = groups * span
-        sv += values
-        sv -= vmin_all
+        sv = np.empty(n, dtype=np.int64)
+        at = 0
+        for g, v in blocks():
+            part = sv[at:at + v.size]
+            np.multiply(np.asarray(g, dtype=np.int64), span, out=part)
+            part += v
+            part -= vmin_all
+            at += v.size
         sv.sort()
         for g0, g1 in group_blocks(ends):
             a, b = int(ends[g0] - count[g0]), int(ends[g1 - 1])
             sv[a:b] -= np.repeat(np.arange(g0, g1, dtype=np.int64) * span - vmin_all,
                                  count[g0:g1])
     else:  # pragma: no cover - enormous value ranges
+        parts = list(blocks())
+        groups = np.concatenate([np.asarray(g, dtype=np.int64) for g, _ in parts])
+        values = np.concatenate([np.asarray(v, dtype=np.int64) for _, v in parts])
         sv = values[np.lexsort((values, groups))]
     nonempty = np.flatnonzero(count > 0)
-    n = count[nonempty]
-    starts = ends[nonempty] - n
+    n_g = count[nonempty]
+    starts = ends[nonempty] - n_g
     total[nonempty] = np.add.reduceat(sv, starts)
-    avg[nonempty] = total[nonempty] / n
-    med[nonempty] = (sv[starts + (n - 1) // 2] + sv[starts + n // 2]) / 2.0
+    avg[nonempty] = total[nonempty] / n_g
+    med[nonempty] = (sv[starts + (n_g - 1) // 2] + sv[starts + n_g // 2]) / 2.0
     vmin[nonempty] = sv[starts]
-    vmax[nonempty] = sv[starts + n - 1]
+    vmax[nonempty] = sv[starts + n_g - 1]
     sq = np.zeros(nonempty.size)
     for j0, j1 in group_blocks(ends[nonempty]):
-        a, b = int(starts[j0]), int(starts[j1 - 1] + n[j1 - 1])
-        dev = np.repeat(avg[nonempty[j0:j1]], n[j0:j1])  # each value's group mean, then
+        a, b = int(starts[j0]), int(starts[j1 - 1] + n_g[j1 - 1])
+        dev = np.repeat(avg[nonempty[j0:j1]], n_g[j0:j1])  # each value's group mean, then
         np.subtract(sv[a:b], dev, out=dev)  # its squared deviation
         np.multiply(dev, dev, out=dev)
         sq[j0:j1] = np.add.reduceat(dev, starts[j0:j1] - a)
     with np.errstate(invalid="ignore", divide="ignore"):
-        std[nonempty] = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1)), 0.0)
+        std[nonempty] = np.where(n_g > 1, np.sqrt(sq / np.maximum(n_g - 1, 1)), 0.0)
     return GroupStats(count, total, avg, med, vmin, vmax, std)
 
 
