@@ -175,7 +175,7 @@ def collective_sentence(row: dict[str, Any]) -> str:
 
 
 ANALYSIS = Analysis(
-    name="collectives", bytes_per_row=162,
+    name="collectives", bytes_per_row=139,
     help="""NCCL collectives per kind: calls, kernels, time, exposed time and bytes moved.
 
     AllReduce, Broadcast, AllGather, ReduceScatter, Reduce, Send/Recv, AllToAll: kernels of

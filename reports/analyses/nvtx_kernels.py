@@ -127,7 +127,7 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
 
 
 ANALYSIS = Analysis(
-    name="nvtx-kernels", bytes_per_row=34,
+    name="nvtx-kernels", bytes_per_row=28,
     help="""Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum).
 
     Examples: `nsys-mine nvtx-kernels run.sqlite` ·
