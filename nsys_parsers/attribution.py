@@ -134,12 +134,14 @@ def innermost(p: Pairs, ranges: Ranges) -> Pairs:
     ri, ki = p.range_idx, p.kernel_idx
     nk = int(ki.max()) + 1
     rs = ranges.start[ri]
+    let_go(ranges.start)  # the gathers map pages over every range: let them go at once
     latest = np.full(nk, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(latest, ki, rs)
     cand = np.flatnonzero(rs == latest[ki])  # the pairs of each kernel's latest start
     re_ = ranges.end[ri[cand]]
     earliest = np.full(nk, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(earliest, ki[cand], re_)
+    let_go(ranges.end)
     cand = cand[re_ == earliest[ki[cand]]]  # of those, the earliest end
     top = np.full(nk, -1, dtype=np.int64)
     np.maximum.at(top, ki[cand], ri[cand])  # of those, the highest range index

@@ -427,6 +427,7 @@ class Trace:
         assert ranges is not None
         codes, keys = self.resolver.array("nvtx.key"), self.resolver.strings("nvtx.key")
         dom = is_domain_row(self.resolver.array("nvtx.flags"))
+        self.resolver.let_go()  # what the steps before mapped: the flags just read through
         range_codes = codes[~dom] if dom.any() else codes
         return range_names(ranges, range_codes, codes[dom], self._resolve(keys))
 
