@@ -167,6 +167,23 @@ class ColumnCache:
             return
         self._on_writer(self._write_quietly, items)
 
+    def keep(self, items: dict[str, Item]) -> dict[str, np.ndarray]:
+        """Store items now (after the writes before) and give each one written mapped from
+        its file, as ``get`` would, without reading the bytes just written through again to
+        check them (none: the folder cannot be written, or an item is larger than the
+        cache)."""
+        if not items:
+            return {}
+        self.flush()
+        mapped = {}
+        for name, entry in self._write(items).items():
+            try:
+                mapped[name] = np.load(self.dir / entry["file"], mmap_mode="r",
+                                       allow_pickle=False)
+            except (OSError, ValueError):  # evicted, with its entry, to fit the bound
+                continue
+        return mapped
+
     def _on_writer(self, job: Any, *args: Any) -> None:
         """Run ``job(*args)`` on the entry's writer thread, after the jobs before it."""
         if self._writer is None:
@@ -188,7 +205,8 @@ class ColumnCache:
             self._writer.shutdown(wait=True)
             self._writer = None
 
-    def _write(self, items: dict[str, Item]) -> None:
+    def _write(self, items: dict[str, Item]) -> dict[str, dict[str, Any]]:
+        """Write items and name them in the manifest: their entries (none on failure)."""
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             token = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -209,7 +227,8 @@ class ColumnCache:
                 written[name] = entry
             self._commit(written, token)
         except OSError:
-            return  # an unwritable cache folder means no caching, never a failed report
+            return {}  # an unwritable cache folder means no caching, never a failed report
+        return written
 
     def _commit(self, written: dict[str, dict[str, Any]], token: str) -> None:
         """Name the ``written`` items' files in the manifest (replaced by rename), remove the
@@ -295,7 +314,7 @@ class Stream:
         try:
             for name in self.names:
                 chunk = np.ascontiguousarray(arrays[name], dtype="<i8")
-                _add_digest(self.sums[name], chunk)
+                _add_digest(self.sums[name], digest(chunk))
                 self._files[name].write(chunk.tobytes())
             self.rows += int(arrays[self.names[0]].size)
         except OSError:
@@ -365,8 +384,9 @@ class ColumnFile:
             self.failed = True
             return
         if not moved:
+            summed = digest(data)  # on the reader thread; only the adding is locked
             with self._lock:
-                _add_digest(self._sums, data)
+                _add_digest(self._sums, summed)
 
     def read(self, at: int, n: int) -> np.ndarray:
         data = os.pread(self._fd, n * 8, self._header + at * 8)
@@ -398,11 +418,10 @@ class ColumnFile:
         (self.cache.dir / self.file).unlink(missing_ok=True)
 
 
-def _add_digest(sums: list[int], part: np.ndarray) -> None:
-    """Add one part of a column written in parts to its checksum (``digest``'s sum and XOR
-    do not depend on the order of the words)."""
-    total, xor = digest(part)
-    sums[0], sums[1] = (sums[0] + total) % 2**64, sums[1] ^ xor
+def _add_digest(sums: list[int], part: list[int]) -> None:
+    """Add the ``digest`` of one part of a column written in parts to the column's checksum
+    (its sum and XOR do not depend on the order of the words)."""
+    sums[0], sums[1] = (sums[0] + part[0]) % 2**64, sums[1] ^ part[1]
 
 
 def _int_entry(file: str, rows: int, sums: list[int]) -> dict[str, Any]:

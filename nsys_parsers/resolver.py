@@ -159,13 +159,11 @@ class Resolver:
                and item.array.nbytes >= MAPPED_BYTES}
         if not big:
             return
-        self.cache.put(big)
+        mapped = self.cache.keep(big)
         for name in big:
             written.add(name)
             del made[name]
-            kept = self.cache.get(name)
-            if kept is not None:
-                self._arrays[name] = kept.array
+        self._arrays.update(mapped)
 
     def put(self, name: str, value: Made) -> None:
         """Hold a value computed outside ``get`` (names sought by rowid) and store it."""
