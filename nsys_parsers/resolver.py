@@ -21,7 +21,6 @@ next question finds them there, and memory never holds the whole table.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -30,6 +29,7 @@ import numpy as np
 
 from nsys_parsers.arrays import let_go
 from nsys_parsers.cache import ColumnCache, Item
+from nsys_parsers.heap import trim_heap
 from nsys_parsers.items import (
     ALWAYS,
     ASKED,
@@ -294,26 +294,6 @@ def _stored(name: str, asked: set[str]) -> bool:
     ``asked`` when asked for."""
     store = ITEMS[name].store
     return store == ALWAYS or (store == ASKED and name in asked)
-
-
-def trim_heap() -> None:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
-    nothing): the text a read parsed is freed in small blocks among others, and the heap
-    otherwise keeps their pages (200-350 MB after the reads of 20 M NVTX ranges)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _libc() -> Any:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim  # noqa: B018 - glibc only
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
 
 
 class _Pending:

@@ -104,14 +104,9 @@ def one_malloc_arena() -> None:
     of their own, whose freed memory the process keeps (10-15% of a cold question's peak at
     x100, no time lost: docs/ARCHITECTURE.md). The command line's process only, not a
     program that imports the library; elsewhere (macOS, musl) nothing."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+    from nsys_parsers.heap import glibc_call
 
-        ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX (malloc.h)
-    except (OSError, AttributeError):
-        pass
+    glibc_call("mallopt", -8, 1)  # M_ARENA_MAX (malloc.h)
 
 
 def run_args(args: list[str]) -> int:
