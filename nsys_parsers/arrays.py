@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from dataclasses import fields, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -56,15 +57,21 @@ class Rows:
 
     @property
     def duration(self) -> np.ndarray:
-        """``end - start``, a block of rows at a time (mapped pages passed go: ``let_go``)."""
-        n = len(self)
-        out = np.empty(n, dtype=np.result_type(self.end, self.start))
-        for a in range(0, n, ROWS):
-            b = min(a + ROWS, n)
-            np.subtract(self.end[a:b], self.start[a:b], out=out[a:b])
-            let_go(self.end[a:b])
-            let_go(self.start[a:b])
+        """``end - start`` of every row (made from ``durations``)."""
+        out = np.empty(len(self), dtype=np.result_type(self.end, self.start))
+        for rows, values in self.durations():
+            out[rows] = values
         return out
+
+    def durations(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """``end - start`` a block of rows (``ROWS``) at a time: (the block's rows, their
+        durations), the mapped pages passed let go (``let_go``)."""
+        n = len(self)
+        for a in range(0, n, ROWS):
+            rows = slice(a, min(a + ROWS, n))
+            yield rows, self.end[rows] - self.start[rows]
+            let_go(self.end[rows])
+            let_go(self.start[rows])
 
     def take(self: R, keep: np.ndarray) -> R:
         return take_rows(self, keep, whole=self.WHOLE)
@@ -90,12 +97,30 @@ def dense_rank(key: np.ndarray, bound: int | None = None) -> tuple[np.ndarray, n
     if key.size == 0:
         return key.astype(np.int64), key.astype(np.int64)
     bound = int(key.max()) + 1 if bound is None else bound
-    if bound <= max(1 << 16, 4 * key.size):
+    if _tabled(bound, key.size):
         present = np.zeros(bound, dtype=bool)
         present[key] = True
         return (np.cumsum(present, dtype=np.int64) - 1)[key], np.flatnonzero(present)
     values = sorted_unique(key)
     return np.searchsorted(values, key), values
+
+
+def _radices(cols: tuple[np.ndarray, ...]) -> tuple[list[int], int]:
+    """Each code column's radix in a mixed-radix key (values shifted by one: -1 -> 0), and
+    the number of keys it can take; the columns' pages, read through, let go."""
+    radices = [int(c.max()) + 2 for c in cols]
+    for c in cols:
+        let_go(c)
+    bound = 1
+    for r in radices:
+        bound *= r
+    return radices, bound
+
+
+def _tabled(bound: int, n: int) -> bool:
+    """Whether keys below ``bound`` of ``n`` rows are ranked through a table of those
+    present (few enough), not by sorting."""
+    return bound <= max(1 << 16, 4 * n)
 
 
 class Grouping:
@@ -123,16 +148,10 @@ class Grouping:
 
     @classmethod
     def of(cls, *cols: np.ndarray) -> Grouping | None:
-        n = cols[0].size
-        if n == 0:
+        if cols[0].size == 0:
             return None
-        radices = [int(c.max()) + 2 for c in cols]  # values shifted by one: -1 -> 0
-        for c in cols:
-            let_go(c)
-        bound = 1
-        for r in radices:
-            bound *= r
-        return cls(cols, radices, bound) if bound <= max(1 << 16, 4 * n) else None
+        radices, bound = _radices(cols)
+        return cls(cols, radices, bound) if _tabled(bound, cols[0].size) else None
 
     def _key(self, rows: slice | np.ndarray) -> np.ndarray:
         """One mixed-radix key of all columns, for ``rows``."""
@@ -165,13 +184,10 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     n = cols[0].size
     if n == 0:
         return np.zeros(0, dtype=np.int64), tuple(np.zeros(0, dtype=np.int64) for _ in cols)
-    tabled = Grouping.of(*cols)
-    if tabled is not None:
+    radices, bound = _radices(cols)
+    if _tabled(bound, n):
+        tabled = Grouping(cols, radices, bound)
         return tabled.ids(), tabled.values
-    radices = [int(c.max()) + 2 for c in cols]
-    bound = 1
-    for r in radices:
-        bound *= r
     if bound < 2**62:  # one mixed-radix key of all columns, ranked by sorting
         key = np.zeros(n, dtype=np.int64)
         for c, r in zip(cols, radices):

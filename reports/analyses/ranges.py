@@ -13,21 +13,12 @@ CPU time; for exports with module ranges (``--nvtx modules``), the module tree
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
-from nsys_parsers.arrays import (
-    ROWS,
-    Grouping,
-    distinct_pairs,
-    group_ids,
-    is_sorted,
-    let_go,
-    sorted_unique,
-)
+from nsys_parsers.arrays import Grouping, distinct_pairs, group_ids, is_sorted, sorted_unique
 from nsys_parsers.attribution import Pairs, innermost, pair_chunks
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import pid_of, tid_of
@@ -283,7 +274,8 @@ def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pair
     gid: np.ndarray | Grouping
     if tabled is not None:  # the group of a range computed when asked, never held for all
         gid, (g_code, g_pushpop) = tabled, tabled.values
-        st = group_stats_of(lambda: _durations_by_block(r, tabled), tabled.ngroups)
+        st = group_stats_of(lambda: ((tabled[rows], values) for rows, values in r.durations()),
+                            tabled.ngroups)
     elif shown is None:
         gid, (g_code, g_pushpop) = group_ids(names.code, r.pushpop)
         st = group_stats(gid, r.duration, g_code.size)
@@ -334,16 +326,6 @@ def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pair
     })
     rows.sort(key=lambda x: (-x["total_ns"], x["range"], x["style"]))
     return Report(rows=rows, columns=RANGE_COLUMNS, notes=notes)
-
-
-def _durations_by_block(r: Ranges, groups: Grouping
-                        ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(group, duration) of the ranges, a block of rows at a time (mapped pages let go)."""
-    for a in range(0, len(r), ROWS):
-        b = min(a + ROWS, len(r))
-        yield groups[a:b], r.end[a:b] - r.start[a:b]
-        let_go(r.end[a:b])
-        let_go(r.start[a:b])
 
 
 def _exclusive(k: Kernels, r: Ranges, p: Pairs, inner: Pairs | None, gid: np.ndarray | Grouping,

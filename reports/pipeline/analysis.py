@@ -60,7 +60,7 @@ class Analysis:
     # the answer's peak memory (cold or warm, the larger, with the column cache) per row of
     # the tables of its first load, on the benchmark's shallow x1200 file (compare and diff:
     # two files; docs/PERFORMANCE.md): checked against the memory budget before anything is
-    # read (nsys_parsers.budget, which doubles it without a cache); 0: not checked
+    # read (nsys_parsers.budget; times its IN_MEMORY without a cache); 0: not checked
     bytes_per_row: int = 100
     checks: tuple[CheckKey, ...] = ()
     exit_code: Callable[[Report, dict[str, Any]], int] | None = None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nsys_parsers.arrays import ROWS
 from nsys_parsers.errors import RangeNotFound, closest_names
 
 if TYPE_CHECKING:
@@ -111,8 +112,8 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     values = np.asarray(values, dtype=np.int64)
 
     def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for a in range(0, values.size, BLOCK_ROWS):
-            yield groups[a:a + BLOCK_ROWS], values[a:a + BLOCK_ROWS]
+        for a in range(0, values.size, ROWS):
+            yield groups[a:a + ROWS], values[a:a + ROWS]
     return group_stats_of(blocks, ngroups)
 
 
@@ -181,15 +182,12 @@ def group_stats_of(blocks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
     return GroupStats(count, total, avg, med, vmin, vmax, std)
 
 
-BLOCK_ROWS = 1 << 20  # rows per block of ``group_blocks``
-
-
 def group_blocks(ends: np.ndarray, rows: int | None = None) -> list[tuple[int, int]]:
     """Consecutive groups (``ends``: where each group's rows end, ascending) in blocks
-    ``[g0, g1)`` of about ``rows`` (default ``BLOCK_ROWS``) rows, never splitting a group (a
+    ``[g0, g1)`` of about ``rows`` (default ``arrays.ROWS``) rows, never splitting a group (a
     larger group is a block of its own): what goes a block at a time gives each group the
     same operations on the same values as at once."""
-    rows = rows or BLOCK_ROWS
+    rows = rows or ROWS
     blocks, g0 = [], 0
     while g0 < ends.size:
         base = int(ends[g0 - 1]) if g0 else 0

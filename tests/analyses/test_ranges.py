@@ -254,7 +254,7 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
     path = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
     at_once = {c: ask(c, [path], cache=False).rows for c in ("ranges", "nvtx-kernels")}
     monkeypatch.setattr(arrays, "ROWS", 7)
-    monkeypatch.setattr(report, "BLOCK_ROWS", 5)
+    monkeypatch.setattr(report, "ROWS", 5)
     assert {c: ask(c, [path], cache=False).rows for c in at_once} == at_once
 
     rng = np.random.default_rng(52)
