@@ -15,7 +15,9 @@ ignored and read again, never trusted.
 Files are written under new names and the manifest is replaced by rename, so a reader sees
 the old item or the new one, and a mapped file keeps its bytes while it is used. A folder that
 cannot be written only means no caching. The cache is bounded (``$NSYS_MINE_CACHE_MAX_MB``,
-default 4096): after each write the least recently used entries are removed until it fits.
+default 4096): after each write the least recently used entries are removed until it fits,
+but never the entry being written (an export larger than the bound keeps its columns while it
+is used).
 """
 
 from __future__ import annotations
@@ -85,19 +87,30 @@ class Item:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+DIGEST_WORDS = 1 << 21  # 16 MB of an item summed at a time (its pages let go after)
+
+
 def digest(data: np.ndarray | bytes) -> list[int]:
     """The checksum of some bytes: [sum mod 2**64, XOR] of their little-endian 64-bit words
     (a partial last word padded with zeros). A change confined to one word changes the XOR,
-    a truncation the length that is stored beside it."""
-    raw: Any = data if isinstance(data, bytes) else np.ascontiguousarray(data)
-    view = memoryview(raw).cast("B")
-    whole = len(view) // 8 * 8
+    a truncation the length that is stored beside it. Summed ``DIGEST_WORDS`` at a time (a
+    sum mod 2**64 and a XOR add up across parts); the pages of a mapped item are let go as
+    they pass, so checking an item maps 16 MB of it at a time, not all of it."""
+    if isinstance(data, np.memmap) and data.flags.c_contiguous:
+        flat: Any = data.reshape(-1).view(np.uint8)  # still the mapping: let_go works on it
+    else:
+        raw: Any = data if isinstance(data, bytes) else np.ascontiguousarray(data)
+        flat = np.frombuffer(memoryview(raw).cast("B"), dtype=np.uint8)
+    whole = flat.size // 8 * 8
     total = xor = 0
-    if whole:
-        words = np.frombuffer(view[:whole], dtype="<u8")
-        total, xor = int(words.sum(dtype=np.uint64)), int(np.bitwise_xor.reduce(words))
-    if whole < len(view):
-        last = int.from_bytes(bytes(view[whole:]), "little")
+    for a in range(0, whole, DIGEST_WORDS * 8):
+        part = flat[a:min(a + DIGEST_WORDS * 8, whole)]
+        words = np.frombuffer(part, dtype="<u8")
+        total, xor = total + int(words.sum(dtype=np.uint64)), xor ^ int(
+            np.bitwise_xor.reduce(words))
+        let_go(part)
+    if whole < flat.size:
+        last = int.from_bytes(bytes(flat[whole:]), "little")
         total, xor = total + last, xor ^ last
     return [total % 2**64, xor]
 
@@ -141,9 +154,8 @@ class ColumnCache:
         try:
             array = np.load(self.dir / entry["file"], mmap_mode="r", allow_pickle=False)
             if (array.dtype.str != entry["dtype"] or list(array.shape) != entry["shape"]
-                    or digest(array) != entry["digest"]):
+                    or digest(array) != entry["digest"]):  # lets its pages go as it reads
                 return None
-            let_go(array)  # read through by the checksum, not used yet
             strings = None
             if entry.get("strings") is not None:
                 raw = (self.dir / entry["strings"]).read_bytes()
@@ -449,7 +461,9 @@ def _entry_size(entry: Path) -> int:
 
 def evict(root: Path, limit_bytes: int, keep: Path | None = None) -> list[Path]:
     """Remove the least recently used entries under ``root`` until the total size fits
-    ``limit_bytes`` (``keep``, the entry in use, goes last). Returns what was removed."""
+    ``limit_bytes``, never ``keep`` (the entry in use: an export whose columns alone exceed
+    the bound keeps them while it is used, and they go first when another export's are
+    written). Returns what was removed."""
     try:
         entries = [p for p in root.iterdir() if p.is_dir()]
     except OSError:
@@ -462,7 +476,7 @@ def evict(root: Path, limit_bytes: int, keep: Path | None = None) -> list[Path]:
             continue
     total = sum(s for _, s, _ in sized)
     removed = []
-    for _, size, p in sorted(sized, key=lambda x: (x[2] == keep, x[0])):
+    for _, size, p in sorted((x for x in sized if x[2] != keep), key=lambda x: x[0]):
         if total <= limit_bytes:
             break
         shutil.rmtree(p, ignore_errors=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsys_parsers.cache import MANIFEST, ColumnCache, Item, cache_root, evict
+from nsys_parsers import cache
+from nsys_parsers.cache import MANIFEST, ColumnCache, Item, cache_root, digest, evict
 from nsys_parsers.export import open_export
 from nsys_parsers.reads import Reader
 from reports.pipeline.ask import answer
@@ -230,6 +231,37 @@ def test_least_recently_used_entries_are_evicted(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == [small.dir.name]
     got = small.get("x")
     assert got is not None and np.array_equal(got.array, big)
+    # an entry alone larger than the bound stays while it is used, and goes first after
+    alone = ColumnCache({"export": 10}, root=root, limit_bytes=big.nbytes // 2)
+    alone.put({"x": Item(big[: big.size // 3])})
+    alone.put({"y": Item(big[: big.size // 3])})
+    assert sorted(p.name for p in root.iterdir()) == [alone.dir.name]
+    assert alone.get("x") is not None and alone.get("y") is not None
+    os.utime(alone.dir, (2000, 2000))
+    other = ColumnCache({"export": 11}, root=root, limit_bytes=big.nbytes // 2)
+    other.put({"x": Item(big[:10])})
+    assert sorted(p.name for p in root.iterdir()) == [other.dir.name]
+
+
+def test_the_checksum_goes_a_part_at_a_time_with_the_same_result(tmp_path, monkeypatch):
+    """The sum mod 2**64 and the XOR of the 64-bit words, summed a few words at a time over
+    a mapped item (its pages let go after each part), equal those of the whole bytes
+    computed in plain Python, a partial last word padded with zeros."""
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 2**63, size=1001, dtype=np.int64).tobytes() + b"\x07\x01\xff"
+    path = tmp_path / "x.bin"
+    path.write_bytes(data)
+    padded = data + bytes(-len(data) % 8)
+    words = [int.from_bytes(padded[i:i + 8], "little") for i in range(0, len(padded), 8)]
+    xor = 0
+    for w in words:
+        xor ^= w
+    expected = [sum(words) % 2**64, xor]
+    monkeypatch.setattr(cache, "DIGEST_WORDS", 7)
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    assert digest(mapped) == expected
+    assert digest(data) == expected
+    assert digest(np.frombuffer(data, dtype=np.uint8)) == expected
 
 
 def test_items_round_trip_exactly(tmp_path):
