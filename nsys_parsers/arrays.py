@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import fields, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -165,7 +165,12 @@ class Grouping:
         return key
 
     def __getitem__(self, rows: slice | np.ndarray) -> np.ndarray:
-        return self._rank[self._key(rows)]
+        if isinstance(rows, slice) or rows.size <= ROWS:
+            return self._rank[self._key(rows)]
+        out = np.empty(rows.size, dtype=np.int64)  # many rows: a block of them at a time,
+        for a in range(0, rows.size, ROWS):  # so the pages a gather maps are let go
+            out[a:a + ROWS] = self._rank[self._key(rows[a:a + ROWS])]
+        return out
 
     def ids(self) -> np.ndarray:
         """The group of every row (a block of rows at a time)."""
@@ -214,15 +219,41 @@ def distinct_pairs(gid: np.ndarray, member: np.ndarray, ngroups: int
     """The distinct (group, member) pairs (members >= 0), in member order."""
     if gid.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    key = sorted_unique(member.astype(np.int64) * ngroups + gid)
+    key = member.astype(np.int64) * ngroups
+    key += gid
+    key.sort()  # in place: no sorted copy of a key per pair
+    keep = np.empty(key.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(key[1:], key[:-1], out=keep[1:])
+    key = key[keep]
+    del keep
     member_out, gid_out = np.divmod(key, ngroups)
     return gid_out, member_out
 
 
-def distinct_count(gid: np.ndarray, member: np.ndarray, ngroups: int) -> np.ndarray:
-    """Number of distinct ``member`` values (>= 0) per group."""
-    g, _ = distinct_pairs(gid, member, ngroups)
-    return np.bincount(g, minlength=ngroups).astype(np.int64)
+def distinct_count(gid: np.ndarray | Grouping, members: Iterable[np.ndarray], n: int,
+                        ngroups: int) -> np.ndarray:
+    """How many distinct members each group has, of the first ``n`` items (``members``: a
+    block of items' members at a time): one key per item, sorted in place, its distinct
+    values counted a block at a time."""
+    key = np.empty(n, dtype=np.int64)
+    at = 0
+    for m in members:
+        m = m[:max(n - at, 0)]
+        if m.size:
+            part = key[at:at + m.size]
+            np.multiply(m, ngroups, out=part)
+            part += gid[at:at + m.size]
+            at += m.size
+    key.sort()
+    count = np.zeros(ngroups, dtype=np.int64)
+    for a in range(0, n, ROWS):
+        part = key[a:a + ROWS]
+        new = np.empty(part.size, dtype=bool)
+        new[1:] = part[1:] != part[:-1]
+        new[:1] = a == 0 or part[:1] != key[a - 1]
+        count += np.bincount(part[new] % ngroups, minlength=ngroups)
+    return count
 
 
 def runs_by_code(code: np.ndarray, ncodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -239,6 +270,27 @@ def runs_by_code(code: np.ndarray, ncodes: int) -> tuple[np.ndarray, np.ndarray]
         below += int((part < 0).sum())
         counts += np.bincount(part[part >= 0], minlength=ncodes)[:ncodes]
     return order, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64) + below
+
+
+def gather(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``column[rows]``, a block (``ROWS``) of rows at a time, the column's mapped pages let
+    go after each: rows in order map a window of the column at a time, not all of it."""
+    out = np.empty(rows.size, dtype=column.dtype)
+    for a in range(0, rows.size, ROWS):
+        np.take(column, rows[a:a + ROWS], out=out[a:a + ROWS])
+        let_go(column)
+    return out
+
+
+def let_go_fields(*values: Any) -> None:
+    """``let_go`` every array field of some dataclass values (None: skipped): after a step
+    that read whole mapped columns, their pages are not resident through the next."""
+    for value in values:
+        if value is not None:
+            for f in fields(value):
+                column = getattr(value, f.name)
+                if isinstance(column, np.ndarray):
+                    let_go(column)
 
 
 def let_go(view: np.ndarray) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import Rows
+from nsys_parsers.arrays import Rows, let_go
 from nsys_parsers.ids import global_pid
 from nsys_parsers.schema import NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTXT_PUSHPOP
 
@@ -62,12 +62,19 @@ def _masks(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pp |= etype == NVTXT_PUSHPOP
         np.not_equal((f >> 8) & 1, 0, out=cross[a:a + FLAG_STEP])
         cross[a:a + FLAG_STEP] &= ~pp
+        let_go(f)  # the mapped flags' pages, once read
     return is_domain, pushpop, cross
 
 
 def is_domain_row(flags: np.ndarray) -> np.ndarray:
-    """Which NVTX rows read (by their flags) are domain-create rows, not ranges."""
-    return (flags & 0xFF) == NVTX_DOMAIN_CREATE
+    """Which NVTX rows read (by their flags) are domain-create rows, not ranges (a step of
+    FLAG_STEP rows at a time, the mapped flags' pages let go once read)."""
+    out = np.empty(flags.size, dtype=bool)
+    for a in range(0, flags.size, FLAG_STEP):
+        f = flags[a:a + FLAG_STEP]
+        np.equal(f & 0xFF, NVTX_DOMAIN_CREATE, out=out[a:a + FLAG_STEP])
+        let_go(f)
+    return out
 
 
 def attributable_rows(flags: np.ndarray) -> np.ndarray:
@@ -92,7 +99,10 @@ def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.
         start, end, tid, flags, rowid, pushpop, cross = (
             a[keep] for a in (start, end, tid, flags, rowid, pushpop, cross))
     del is_domain
-    unclosed = end < 0
+    unclosed = np.empty(end.size, dtype=bool)
+    for a in range(0, end.size, FLAG_STEP):  # a step at a time, the mapped pages let go
+        np.less(end[a:a + FLAG_STEP], 0, out=unclosed[a:a + FLAG_STEP])
+        let_go(end[a:a + FLAG_STEP])
     if unclosed.any():
         end = np.where(unclosed, max(capture_end, int(start.max(initial=0))), end)
     return Ranges(start=start, end=end, tid=tid, pushpop=pushpop, cross_thread=cross,

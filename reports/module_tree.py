@@ -28,6 +28,7 @@ from typing import Any, Callable, Protocol, TypeVar
 
 import numpy as np
 
+from nsys_parsers.arrays import ROWS, let_go
 from nvtx_model.program_nvtx import BACKWARD_SUFFIX
 from reports.render import TREE_INDENT
 
@@ -128,8 +129,11 @@ def module_tree(names: list[str], code: np.ndarray, pushpop: np.ndarray,
     push/pop ranges, and ``enclosing()``: the innermost enclosing push/pop range of each
     range (-1: none), asked only when some names look like modules. A module's forward range
     is a push/pop range (``optimizer (SGD)``, a start/end range, is not a module)."""
-    pushed = np.zeros(len(names) + 1, dtype=bool)
-    pushed[code[pushpop]] = True
+    pushed = np.zeros(len(names) + 1, dtype=bool)  # the last: code -1
+    for a in range(0, code.size, ROWS):  # a block at a time, the mapped codes let go
+        part = code[a:a + ROWS]
+        pushed[part[pushpop[a:a + ROWS]]] = True
+        let_go(part)
     parsed = {n: p for i, n in enumerate(names)
               if (p := parse(n)) is not None and (p[2] or pushed[i])}
     if not parsed:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import distinct_pairs, group_ids
+from nsys_parsers.arrays import distinct_pairs, gather, group_ids, let_go_fields
 from nsys_parsers.attribution import Pairs
 from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels
@@ -234,10 +234,9 @@ def dominant_report(k: Kernels | None, r: Ranges | None, names: RangeNames | Non
     categories = categorize_many(k.names, rules)
     cat_names = list(CATEGORIES) + sorted(set(categories) - set(CATEGORIES))
     cat_code = np.array([cat_names.index(c) for c in categories], dtype=np.int64)
-    dur = k.duration
 
     def whole_export() -> _Grouped:
-        return _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, dur,
+        return _Grouped(np.zeros(len(k), dtype=np.int64), k.name_code, k.duration,
                         cat_code, len(cat_names))
 
     if r is None or names is None or p is None:
@@ -253,11 +252,15 @@ def dominant_report(k: Kernels | None, r: Ranges | None, names: RangeNames | Non
 
     def per_range_name() -> _Grouped:
         pname = names.code[p.range_idx]
+        let_go_fields(names)  # the gather mapped the code of nearly every range
         pk = p.kernel_idx
         if attribution == "all" and len(p):
             # each kernel once per range name, even inside nested same-name ranges
             pname, pk = distinct_pairs(pname, pk, len(names.names))
-        return _Grouped(pname, k.name_code[pk], dur[pk], cat_code, len(cat_names))
+        let_go_fields(k, p)
+        kdur = gather(k.end, pk)  # a block at a time: pages of a window of kernels
+        kdur -= gather(k.start, pk)
+        return _Grouped(pname, gather(k.name_code, pk), kdur, cat_code, len(cat_names))
 
     whole, grouped = whole_export(), per_range_name()
     rows = [whole.row(0, None, None, k.names, categories, cat_names)]

@@ -14,9 +14,18 @@ plus ``cudaLaunchKernel_v7000``) counts once; nsys doubles those kernels' times.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from nsys_parsers.arrays import distinct_count, group_ids, sorted_unique
+from nsys_parsers.arrays import (
+    ROWS,
+    Grouping,
+    distinct_count,
+    group_ids,
+    let_go_fields,
+    sorted_unique,
+)
 from nsys_parsers.attribution import Pairs
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
@@ -25,7 +34,7 @@ from nsys_parsers.ranges import Ranges
 from nsys_parsers.schema import NVTX_TABLE
 from reports.pipeline.analysis import Analysis
 from reports.pipeline.options import ATTRIBUTION
-from reports.pipeline.report import Report, group_stats, rows_of
+from reports.pipeline.report import Report, group_stats_of, rows_of
 from reports.pipeline.session import Session
 from reports.render import View
 
@@ -72,32 +81,47 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
     all) are listed; ``names`` resolved at least for the ranges of ``shown``."""
     assert k is not None and r is not None and k.launch_tid is not None
     shown = p if shown is None else shown
-    # The items: every shown pair, then every kernel in no range (range -1); no copies of
-    # the pairs when there is no such kernel.
+    # The items: every shown pair, then every kernel in no range (range -1), taken a block
+    # at a time (``_items``): no column of them is copied whole.
     loose = loose_kernels(k, p)
     n_in = len(shown)  # items [0, n_in) have a range, the rest are kernels in no range
-    # The group key (range name, style, thread, kernel name) as two columns: the range's
-    # name and style, and the kernel's thread and name (a key per kernel, gathered: thread
-    # and name of an attributed kernel are its range's thread and its own), in the same
-    # order as the four columns.
-    range_key = names.code[shown.range_idx]
-    range_key *= 2
-    range_key += r.pushpop[shown.range_idx]
-    if loose.size:
-        item_range = np.concatenate([shown.range_idx, np.full(loose.size, -1, dtype=np.int64)])
-        item_kernel = np.concatenate([shown.kernel_idx, loose])
-        range_key = np.concatenate([range_key, np.full(loose.size, -1, dtype=np.int64)])
-    else:
-        item_range, item_kernel = shown.range_idx, shown.kernel_idx
+    n = n_in + loose.size
     tids = sorted_unique(k.launch_tid)
     nnames = len(k.names)
-    kernel_key = (np.searchsorted(tids, k.launch_tid) * nnames + k.name_code)[item_kernel]
-    gid, (g_rkey, g_kkey) = group_ids(range_key, kernel_key)
+    # The group key (range name, style, thread, kernel name) as two columns: the range's
+    # name and style, and the kernel's thread and name (thread and name of an attributed
+    # kernel are its range's thread and its own), in the same order as the four columns.
+    range_key = np.full(n, -1, dtype=np.int64)
+    kernel_key = np.empty(n, dtype=np.int64)
+    for at, ranges_of, kernels_of in _items(shown, loose):
+        if ranges_of.size:
+            range_key[at][:ranges_of.size] = names.code[ranges_of]
+            range_key[at][:ranges_of.size] *= 2
+            range_key[at][:ranges_of.size] += r.pushpop[ranges_of]
+        kernel_key[at] = np.searchsorted(tids, k.launch_tid[kernels_of]) * nnames
+        kernel_key[at] += k.name_code[kernels_of]
+        let_go_fields(k, r, names, shown, p)  # what the block's gathers mapped
+    tabled = Grouping.of(range_key, kernel_key)
+    if tabled is not None:  # each item's group as 4 bytes, not its two 8-byte keys
+        g_rkey, g_kkey = tabled.values
+        gid = np.empty(n, dtype=np.int32 if tabled.ngroups < 2**31 else np.int64)
+        for a in range(0, n, ROWS):
+            gid[a:a + ROWS] = tabled[a:a + ROWS]
+        del tabled
+    else:
+        gid, (g_rkey, g_kkey) = group_ids(range_key, kernel_key)
+    del range_key, kernel_key
     ngroups = g_rkey.size
-    durations = k.duration[item_kernel]
-    st = group_stats(gid, durations, ngroups)
-    kinst = distinct_count(gid, item_kernel, ngroups)
-    rinst = distinct_count(gid[:n_in], item_range[:n_in], ngroups)
+
+    def durations() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for at, _, kernels_of in _items(shown, loose):
+            yield gid[at], k.end[kernels_of] - k.start[kernels_of]
+    st = group_stats_of(durations, ngroups)
+    kinst = distinct_count(gid, (kernels_of for _, _, kernels_of in _items(shown, loose)),
+                                n, ngroups)
+    rinst = distinct_count(gid, (ranges_of for _, ranges_of, _ in _items(shown, loose)),
+                                n_in, ngroups)
+    let_go_fields(k, r, names, shown, p)
     # each group's key values as Python lists: no loop over numpy scalars
     g_has = (g_rkey >= 0).tolist()
     rname, style = np.divmod(np.maximum(g_rkey, 0), 2)
@@ -124,6 +148,22 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
         notes.append(f"{no_launch} of {len(k)} kernels have no launch record in the export "
                      f"(trimmed capture?): they are listed with no range, pid or tid.")
     return Report(rows=rows, columns=NVTX_KERNEL_COLUMNS, notes=notes)
+
+
+def _items(shown: Pairs, loose: np.ndarray
+           ) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """The items a block (``ROWS``) at a time: (their rows, the ranges of those that have
+    one, which come first, and the kernels of all)."""
+    n_in, n = len(shown), len(shown) + loose.size
+    for a in range(0, n, ROWS):
+        b = min(a + ROWS, n)
+        ranges_of = np.asarray(shown.range_idx[a:min(b, n_in)]) if a < n_in else _NONE
+        kernels_of = np.concatenate([shown.kernel_idx[a:min(b, n_in)] if a < n_in else _NONE,
+                                     loose[max(a - n_in, 0):max(b - n_in, 0)]])
+        yield slice(a, b), ranges_of, kernels_of
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 ANALYSIS = Analysis(

@@ -18,7 +18,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nsys_parsers.arrays import Grouping, distinct_pairs, group_ids, is_sorted, sorted_unique
+from nsys_parsers.arrays import (
+    ROWS,
+    Grouping,
+    distinct_pairs,
+    group_ids,
+    is_sorted,
+    let_go_fields,
+    sorted_unique,
+)
 from nsys_parsers.attribution import Pairs, innermost, pair_chunks
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import pid_of, tid_of
@@ -298,12 +306,20 @@ def range_report(r: Ranges | None, k: Kernels | None, names: RangeNames, p: Pair
         if no_launch:
             notes.append(f"{no_launch} of {len(k)} kernels have no launch record (trimmed "
                          f"export): they cannot be attributed to ranges.")
+    let_go_fields(r, names)
     if k is not None and len(k) and p is not None and len(p):
-        sel = gid[p.range_idx] >= 0
-        p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
+        if tabled is not None:  # every range has a group: every pair counts
+            p_range, p_kernel = p.range_idx, p.kernel_idx
+        else:
+            sel = gid[p.range_idx] >= 0
+            p_range, p_kernel = p.range_idx[sel], p.kernel_idx[sel]
+            del sel
         excl = _exclusive(k, r, p, inner, gid, ng)
+        let_go_fields(k, r, p, inner)
         kinst, incl = _inclusive(k, gid, p_range, p_kernel, ng)
+        let_go_fields(k, p)
         span = _span(k, gid, p_range, p_kernel, ng)
+        let_go_fields(k, p)
     else:
         excl, kinst, incl, span = zeros, zeros, zeros, zeros
     cross = int(r.cross_thread.sum())
@@ -356,11 +372,23 @@ def _span(k: Kernels, gid: np.ndarray | Grouping, p_range: np.ndarray, p_kernel:
     else:
         order = np.argsort(p_range, kind="stable")
         ri, pk = p_range[order], p_kernel[order]
-    starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
-    inst_first = np.minimum.reduceat(k.start[pk], starts)
-    inst_last = np.maximum.reduceat(k.end[pk], starts)
-    return np.bincount(gid[ri[starts]], weights=inst_last - inst_first,
-                       minlength=ng).astype(np.int64)
+        del order
+    # a block of whole instances at a time: the sums are of integer nanoseconds, exact in
+    # float64 (below 2**53) in any order, so the same as at once
+    total = np.zeros(ng)
+    a, n = 0, ri.size
+    while a < n:
+        b = min(a + ROWS, n)
+        if b < n:  # end the block where an instance ends (ri is sorted)
+            cut = a + int(np.searchsorted(ri[a:b], ri[b], side="left"))
+            b = cut if cut > a else a + int(np.searchsorted(ri[a:], ri[a], side="right"))
+        blk_r, blk_k = np.asarray(ri[a:b]), np.asarray(pk[a:b])
+        starts = np.flatnonzero(np.r_[True, blk_r[1:] != blk_r[:-1]])
+        inst_first = np.minimum.reduceat(k.start[blk_k], starts)
+        inst_last = np.maximum.reduceat(k.end[blk_k], starts)
+        total += np.bincount(gid[blk_r[starts]], weights=inst_last - inst_first, minlength=ng)
+        a = b
+    return total.astype(np.int64)
 
 
 def _min_instances(s: Session, rule: CheckRule,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import runs_by_code, sorted_unique
+from nsys_parsers.arrays import ROWS, let_go, runs_by_code, sorted_unique
 from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.errors import RangeNotFound
 from nsys_parsers.export import Export, open_export
@@ -327,12 +327,16 @@ class Session:
         return [f"only {noun} {' and '.join(parts)} are shown."] if parts else []
 
     def shown_instances(self, names: RangeNames) -> np.ndarray:
-        """Shown instances per range name code."""
-        code = names.code
+        """Shown instances per range name code (a block of ranges at a time)."""
         shown = self.shown()
-        if shown is not None:
-            code = code[shown]
-        return np.bincount(code[code >= 0], minlength=len(names.names))
+        count = np.zeros(len(names.names), dtype=np.int64)
+        for a in range(0, names.code.size, ROWS):
+            code = names.code[a:a + ROWS]
+            if shown is not None:
+                code = code[shown[a:a + ROWS]]
+            count += np.bincount(code[code >= 0], minlength=len(names.names))
+            let_go(names.code[a:a + ROWS])
+        return count
 
     # -- building blocks of the gates (compare, diff, check) -------------------------------
     def need_ranges(self, range_name: str) -> None:

@@ -243,9 +243,10 @@ def test_ranges_by_process_and_device(fx):
 
 
 def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
-    """``group_stats`` (sorted values, deviations), ``group_ids`` and ``duration`` go a block
-    of rows at a time: with blocks of a few rows the answers on a real export are the same,
-    and ``group_stats`` equals per-group statistics computed in plain Python."""
+    """``group_stats`` (sorted values, deviations), ``group_ids``, ``duration``, the
+    ranges' GPU span and the items of ``nvtx-kernels`` go a block of rows at a time: with
+    blocks of a few rows the answers on a real export are the same, and ``group_stats``
+    equals per-group statistics computed in plain Python."""
     import statistics
 
     import nsys_parsers.arrays as arrays
@@ -253,8 +254,13 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
 
     path = fx("fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite")
     at_once = {c: ask(c, [path], cache=False).rows for c in ("ranges", "nvtx-kernels")}
+    import reports.analyses.nvtx_kernels as nvtx_kernels
+    import reports.analyses.ranges as ranges_analysis
+
     monkeypatch.setattr(arrays, "ROWS", 7)
+    monkeypatch.setattr(nvtx_kernels, "ROWS", 4)  # items: pairs, then loose kernels
     monkeypatch.setattr(report, "ROWS", 5)
+    monkeypatch.setattr(ranges_analysis, "ROWS", 3)  # the span: instances over blocks too
     assert {c: ask(c, [path], cache=False).rows for c in at_once} == at_once
 
     rng = np.random.default_rng(52)
@@ -271,6 +277,8 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
         assert st.med[g] == statistics.median(v)
         assert st.stddev[g] == pytest.approx(statistics.stdev(v) if len(v) > 1 else 0.0,
                                              rel=1e-12)
+
+
 
     code = rng.integers(-1, 30, 5000)  # runs_by_code, counted a block at a time
     order, bounds = arrays.runs_by_code(code, 25)  # codes 25..29: in no run, as -1
