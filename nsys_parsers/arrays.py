@@ -298,14 +298,31 @@ def let_go(view: np.ndarray) -> None:
     (``madvise(MADV_DONTNEED)``): they stay in the page cache, and a later read maps them
     again. An item is mapped read-only and never written in place, so nothing is lost; its
     pages no longer count in the process's resident memory once read past (a checksum, a
-    stream's chunk). Arrays in memory and views of less than a page: nothing."""
+    stream's chunk). The same for a scratch array (``cache.held``: a shared writable mapping,
+    what was written stays in its file). Arrays in memory and views of less than a page: nothing."""
     mm = getattr(view, "_mmap", None)
     dontneed = getattr(mmap, "MADV_DONTNEED", None)  # not on every platform
-    if (not isinstance(view, np.memmap) or view.mode != "r" or not isinstance(mm, mmap.mmap)
-            or view.nbytes == 0 or dontneed is None):
-        return  # a copy-on-write mapping would lose what was written to it
+    if (not isinstance(view, np.memmap) or view.mode not in ("r", "r+")
+            or not isinstance(mm, mmap.mmap) or view.nbytes == 0 or dontneed is None):
+        return  # a copy-on-write mapping ("c") would lose what was written to it
     start = view.ctypes.data - np.frombuffer(mm, dtype=np.uint8).ctypes.data
     page = mmap.PAGESIZE
     lo, hi = -(-start // page) * page, (start + view.nbytes) // page * page
     if hi > lo:
         mm.madvise(dontneed, lo, hi - lo)
+
+
+def concatenate_into(out: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` written into ``out`` a block (``ROWS``) at a time, the
+    mapped pages of the parts and of ``out`` let go as they pass (``out`` may be a scratch
+    file's mapping: ``cache.held``)."""
+    at = 0
+    for part in parts:
+        for a in range(0, part.size, ROWS):
+            src = part[a:a + ROWS]
+            dst = out[at + a:at + a + src.size]
+            dst[...] = src
+            let_go(dst)
+            let_go(src)
+        at += part.size
+    return out

@@ -27,6 +27,7 @@ import io
 import json
 import os
 import shutil
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -60,6 +61,34 @@ def cache_limit_bytes() -> int:
     except ValueError:
         mb = DEFAULT_MAX_MB
     return max(0, int(mb * 2**20))
+
+
+# A value per row derived for a question and larger than this is held in a scratch file
+# (``held``), not in the process's memory.
+SCRATCH_BYTES = 8 << 20
+
+
+def scratch(n: int, dtype: Any, folder: Path | None = None) -> np.ndarray | None:
+    """An array of ``n`` values of ``dtype`` mapped (shared, writable) from a file in
+    ``folder`` (default: the cache's root, on disk) that is already unlinked: nothing is
+    left behind, and its pages, once written and let go (``arrays.let_go``), are the
+    file's, not the process's memory. None where no such file can be made."""
+    try:
+        folder = cache_root() if folder is None else folder
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix="nsys-mine-scratch-") as f:
+            f.truncate(max(n, 1) * np.dtype(dtype).itemsize)
+            return np.memmap(f, dtype=dtype, mode="r+", shape=(n,))
+    except (OSError, ValueError):
+        return None
+
+
+def held(n: int, dtype: Any) -> np.ndarray:
+    """An empty array for ``n`` values derived for a question: a ``scratch`` file's mapping
+    when it would take ``SCRATCH_BYTES`` or more (held as the cache's columns are: pages let
+    go once written or read), else memory (also where no scratch file can be made)."""
+    out = scratch(n, dtype) if n * np.dtype(dtype).itemsize >= SCRATCH_BYTES else None
+    return np.empty(n, dtype=dtype) if out is None else out
 
 
 def export_key(path: Path, schema: Schema) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_parsers.arrays import ROWS, let_go
+from nsys_parsers.cache import held
 from nsys_parsers.ids import global_pid
 
 # PyTorch's emit_nvtx/record_function ranges carry per-call suffixes: "aten::linear, seq = 7",
@@ -53,11 +55,22 @@ class RangeNames:
             remap = remap.astype(np.int32)
         code = self.code
         if remap.size and code.size:
-            if int(code.min()) >= 0:  # every name resolved: one gather
-                code = remap[code]
-            else:
-                code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
+            code = _remapped(code, remap)
         return RangeNames(code=code, names=names)
+
+
+def _remapped(code: np.ndarray, remap: np.ndarray) -> np.ndarray:
+    """``remap[code]`` (-1 stays -1), a block of rows at a time, into ``cache.held``: the
+    code of every range held for a question (4 bytes a range: 307 MB at 80 M ranges) is a
+    scratch file's, its pages let go, not the process's memory."""
+    out = held(code.size, remap.dtype)
+    for a in range(0, code.size, ROWS):
+        part, into = code[a:a + ROWS], out[a:a + ROWS]
+        np.take(remap, np.maximum(part, 0), out=into)
+        into[part < 0] = -1
+        let_go(into)
+        let_go(part)
+    return out
 
 
 def looks_like_emit_nvtx(names: list[str], min_share: float = 0.2) -> bool:

@@ -264,6 +264,28 @@ def test_the_checksum_goes_a_part_at_a_time_with_the_same_result(tmp_path, monke
     assert digest(np.frombuffer(data, dtype=np.uint8)) == expected
 
 
+def test_merged_range_codes_go_to_a_scratch_file_and_leave_nothing(tmp_path, monkeypatch):
+    """The merged names' code of every range, when large, is written a block at a time to
+    an unlinked file in the cache folder (its pages the file's, let go): the same values as
+    a gather in plain Python, -1 kept; no file is left behind."""
+    import nsys_parsers.arrays as arrays
+    import nsys_parsers.names as names
+
+    monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(cache, "SCRATCH_BYTES", 0)
+    monkeypatch.setattr(names, "ROWS", 4)
+    rng = np.random.default_rng(7)
+    strings = [f"aten::mm, seq = {i % 5}" if i % 3 else f"step {i % 2}" for i in range(40)]
+    code = rng.integers(-1, 40, 1003)
+    merged = names.RangeNames(code=code, names=strings).merged_op_ids()
+    assert isinstance(merged.code, np.memmap) and merged.code.dtype == np.int32
+    plain = [strings[c].split(",")[0] if c >= 0 else None for c in code.tolist()]
+    assert [merged.names[c] if c >= 0 else None for c in merged.code.tolist()] == plain
+    assert list((tmp_path / "c").iterdir()) == []  # unlinked from the start
+    arrays.let_go(merged.code)  # its pages go; the values stay in the file
+    assert [merged.names[c] if c >= 0 else None for c in merged.code.tolist()] == plain
+
+
 def test_items_round_trip_exactly(tmp_path):
     entry = ColumnCache({"export": "k"}, root=tmp_path)
     arrays = {"i": np.array([-1, 0, 2**62], dtype=np.int64), "b": np.array([True, False]),

@@ -259,6 +259,11 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
 
     monkeypatch.setattr(arrays, "ROWS", 7)
     monkeypatch.setattr(nvtx_kernels, "ROWS", 4)  # items: pairs, then loose kernels
+    import nsys_parsers.cache as cache_mod
+    import nsys_parsers.names as names_mod
+
+    monkeypatch.setattr(cache_mod, "SCRATCH_BYTES", 0)  # derived columns in scratch files
+    monkeypatch.setattr(names_mod, "ROWS", 9)
     monkeypatch.setattr(report, "ROWS", 5)
     monkeypatch.setattr(ranges_analysis, "ROWS", 3)  # the span: instances over blocks too
     assert {c: ask(c, [path], cache=False).rows for c in at_once} == at_once
