@@ -19,9 +19,13 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     much slower on millions of distinct integers). Values already in order are not sorted
     again."""
     values = np.asarray(values)
-    if values.size == 0:
-        return values.copy()
-    s = values if is_sorted(values) else np.sort(values)
+    return distinct_sorted(values if is_sorted(values) else np.sort(values))
+
+
+def distinct_sorted(s: np.ndarray) -> np.ndarray:
+    """The distinct values of ``s``, which is sorted (a new array)."""
+    if s.size == 0:
+        return s.copy()
     keep = np.empty(s.size, dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
@@ -172,10 +176,10 @@ class Grouping:
             out[a:a + ROWS] = self._rank[self._key(rows[a:a + ROWS])]
         return out
 
-    def ids(self) -> np.ndarray:
-        """The group of every row (a block of rows at a time)."""
+    def ids(self, dtype: Any = np.int64) -> np.ndarray:
+        """The group of every row (a block of rows at a time), as ``dtype``."""
         n = self.cols[0].size
-        gid = np.empty(n, dtype=np.int64)
+        gid = np.empty(n, dtype=dtype)
         for a in range(0, n, ROWS):
             b = min(a + ROWS, n)
             gid[a:b] = self[a:b]
@@ -222,17 +226,13 @@ def distinct_pairs(gid: np.ndarray, member: np.ndarray, ngroups: int
     key = member.astype(np.int64) * ngroups
     key += gid
     key.sort()  # in place: no sorted copy of a key per pair
-    keep = np.empty(key.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(key[1:], key[:-1], out=keep[1:])
-    key = key[keep]
-    del keep
+    key = distinct_sorted(key)  # the key of every pair goes before the division
     member_out, gid_out = np.divmod(key, ngroups)
     return gid_out, member_out
 
 
 def distinct_count(gid: np.ndarray | Grouping, members: Iterable[np.ndarray], n: int,
-                        ngroups: int) -> np.ndarray:
+                   ngroups: int) -> np.ndarray:
     """How many distinct members each group has, of the first ``n`` items (``members``: a
     block of items' members at a time): one key per item, sorted in place, its distinct
     values counted a block at a time."""

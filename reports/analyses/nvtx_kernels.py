@@ -104,9 +104,7 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
     tabled = Grouping.of(range_key, kernel_key)
     if tabled is not None:  # each item's group as 4 bytes, not its two 8-byte keys
         g_rkey, g_kkey = tabled.values
-        gid = np.empty(n, dtype=np.int32 if tabled.ngroups < 2**31 else np.int64)
-        for a in range(0, n, ROWS):
-            gid[a:a + ROWS] = tabled[a:a + ROWS]
+        gid = tabled.ids(np.int32 if tabled.ngroups < 2**31 else np.int64)
         del tabled
     else:
         gid, (g_rkey, g_kkey) = group_ids(range_key, kernel_key)
@@ -118,9 +116,9 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
             yield gid[at], k.end[kernels_of] - k.start[kernels_of]
     st = group_stats_of(durations, ngroups)
     kinst = distinct_count(gid, (kernels_of for _, _, kernels_of in _items(shown, loose)),
-                                n, ngroups)
+                           n, ngroups)
     rinst = distinct_count(gid, (ranges_of for _, ranges_of, _ in _items(shown, loose)),
-                                n_in, ngroups)
+                           n_in, ngroups)
     let_go_fields(k, r, names, shown, p)
     # each group's key values as Python lists: no loop over numpy scalars
     g_has = (g_rkey >= 0).tolist()
