@@ -186,17 +186,19 @@ class Grouping:
         return gid
 
 
-def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+def group_ids(*cols: np.ndarray, dtype: Any = np.int64
+              ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Group rows by integer code columns (values >= -1). Returns a group id per row (groups
-    ordered by the columns' values) and, for each column, its value in each group: by a
-    table of the keys present when they are few (``Grouping``), else by sorting."""
+    ordered by the columns' values; as ``dtype``, one that holds the groups' count) and, for
+    each column, its value in each group: by a table of the keys present when they are few
+    (``Grouping``), else by sorting."""
     n = cols[0].size
     if n == 0:
-        return np.zeros(0, dtype=np.int64), tuple(np.zeros(0, dtype=np.int64) for _ in cols)
+        return np.zeros(0, dtype=dtype), tuple(np.zeros(0, dtype=np.int64) for _ in cols)
     radices, bound = _radices(cols)
     if _tabled(bound, n):
         tabled = Grouping(cols, radices, bound)
-        return tabled.ids(), tabled.values
+        return tabled.ids(dtype), tabled.values
     if bound < 2**62:  # one mixed-radix key of all columns, ranked by sorting
         key = np.zeros(n, dtype=np.int64)
         for c, r in zip(cols, radices):
@@ -206,7 +208,7 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
         for r in reversed(radices):  # the last column is the lowest digit
             distinct, digit = np.divmod(distinct, r)
             values.append(digit - 1)
-        return gid, tuple(reversed(values))
+        return gid.astype(dtype, copy=False), tuple(reversed(values))
     gid = np.zeros(n, dtype=np.int64)  # column by column: the groups so far times the next
     ngroups = 1
     for c in cols:
@@ -215,7 +217,8 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
         ngroups = int(gid.max()) + 1
     first = np.full(ngroups, -1, dtype=np.int64)
     first[gid[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
-    return gid, tuple(np.asarray(c[first], dtype=np.int64) for c in cols)
+    return gid.astype(dtype, copy=False), tuple(np.asarray(c[first], dtype=np.int64)
+                                                for c in cols)
 
 
 def distinct_pairs(gid: np.ndarray, member: np.ndarray, ngroups: int

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import let_go
+from nsys_parsers.arrays import concatenate_into, let_go
 from nsys_parsers.nsys_tool import user_cache_dir
 from nsys_parsers.schema import Schema
 
@@ -89,6 +89,12 @@ def held(n: int, dtype: Any) -> np.ndarray:
     go once written or read), else memory (also where no scratch file can be made)."""
     out = scratch(n, dtype) if n * np.dtype(dtype).itemsize >= SCRATCH_BYTES else None
     return np.empty(n, dtype=dtype) if out is None else out
+
+
+def joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts one after the other (``np.concatenate``'s dtype), in ``held``."""
+    n = sum(p.size for p in parts)
+    return concatenate_into(held(n, np.result_type(*parts)), parts)
 
 
 def export_key(path: Path, schema: Schema) -> dict[str, Any]:

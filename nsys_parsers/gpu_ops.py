@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, Rows, concatenate_into, let_go
-from nsys_parsers.cache import held
+from nsys_parsers.arrays import ROWS, Rows, let_go
+from nsys_parsers.cache import held, joined
 from nsys_parsers.ids import pid_of
 from nsys_parsers.kernels import Kernels, join_launches
 from nsys_parsers.trace import Trace
@@ -106,7 +106,7 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
             part.update(launch_tid=tid, launch_start=ls, launch_end=le)
         parts.append(part)
     cols = (parts[0] if len(parts) == 1 else  # joined in scratch files when large
-            {key: _joined([p[key] for p in parts]) for key in parts[0]})
+            {key: joined([p[key] for p in parts]) for key in parts[0]})
     gpid, pid = cols["pid"], held(cols["pid"].size, cols["pid"].dtype)
     for a in range(0, pid.size, ROWS):  # -1: no globalPid column
         ids = gpid[a:a + ROWS]
@@ -115,9 +115,3 @@ def gpu_ops(trace: Trace, *, launches: bool = False) -> GpuOps | None:
         let_go(ids)
     cols["pid"] = pid
     return GpuOps(**cols)
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """The parts one after the other (``np.concatenate``'s dtype), in ``cache.held``."""
-    n = sum(p.size for p in parts)
-    return concatenate_into(held(n, np.result_type(*parts)), parts)

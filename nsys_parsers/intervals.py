@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import Rows
+from nsys_parsers.arrays import Rows, let_go
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,18 @@ def _gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(the intervals by group then start, those by group then end (less the last), the
     starts in that order from the second on, and the gap before each: > 0 a hole, 0 where
-    one group ends and the next begins); at least two intervals."""
-    by_start = np.lexsort((start, group))
+    one group ends and the next begins); at least two intervals. The orders are int32 where
+    that holds them, and the mapped pages of ``start`` and ``end`` are let go once read."""
+    index = np.int32 if group.size < 2**31 else np.int64
+    by_start = np.lexsort((start, group)).astype(index)
+    let_go(start)
     nxt = start[by_start[1:]]
-    by_end = np.lexsort((end, group))[:-1]
-    gap = nxt - end[by_end]  # > 0: a hole, when both sides are of one group
+    let_go(start)
+    by_end = np.lexsort((end, group))[:-1].astype(index)
+    let_go(end)
+    gap = end[by_end]
+    let_go(end)
+    np.subtract(nxt, gap, out=gap)  # > 0: a hole, when both sides are of one group
     counts = np.bincount(group)
     gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
     return by_start, by_end, nxt, gap
@@ -59,11 +66,11 @@ def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_tha
     if group.size < 2:
         return Holes(empty, empty, empty, empty, empty), 0
     by_start, by_end, nxt, gap = _gaps(group, start, end)
-    idle = int(gap[gap > 0].sum())
+    idle = int(gap.sum(where=gap > 0))  # no copy of the holes
     keep = np.flatnonzero(gap > max(longer_than, 0))
     after = by_start[1:][keep]
     return Holes(group=group[after], start=nxt[keep] - gap[keep], end=nxt[keep],
-                 before=by_end[keep], after=after), idle
+                 before=by_end[keep].astype(np.int64), after=after.astype(np.int64)), idle
 
 
 def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int

@@ -47,7 +47,7 @@ from nsys_parsers.attribution import (
     launching_share,
 )
 from nsys_parsers.budget import check_need
-from nsys_parsers.cache import ColumnCache
+from nsys_parsers.cache import ColumnCache, joined
 from nsys_parsers.completeness import Extents
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
@@ -337,7 +337,7 @@ class Trace:
         r = self.resolver
         parts = [(prefix, {k: r.array(f"{prefix}.{k}") for k in MEMOPS})
                  for prefix in ("memcpy", "memset") if self.sources(prefix)]
-        cols = {k: np.concatenate([p[k] for _, p in parts]) for k in MEMOPS}
+        cols = {k: joined([p[k] for _, p in parts]) for k in MEMOPS}  # in scratch when large
         memset = np.concatenate([np.full(p["start"].size, prefix == "memset")
                                  for prefix, p in parts])
         return MemOps(memset=memset, kind_labels=labels, **cols)

@@ -148,10 +148,11 @@ def test_a_stream_reads_few_chunks_ahead(fx, monkeypatch):
 
 @pytest.mark.parametrize("name", [SAXPY, FASTVIDEO, GTLS, COMPILE, DDP])
 @pytest.mark.parametrize("rows", [7, 100_000])
-def test_launch_threads_of_a_stream_equal_the_launch_join(fx, name, rows):
+def test_launch_threads_of_a_stream_equal_the_launch_join(fx, name, rows, monkeypatch):
     """For every operation (kernels, graph launches, memcpy, memset), the narrowest call with
     its correlationId in its process, the first of equally narrow ones (SAXPY records each
-    launch twice with one id), whatever the chunks."""
+    launch twice with one id), whatever the chunks and the blocks its keys are built in."""
+    monkeypatch.setattr("nsys_parsers.kernels.ROWS", rows)
     path = fx(name)
     with Session(path, cache=False) as s:
         s.load("kernels", "launch_ids", "launches", "memops", "api")
@@ -167,7 +168,7 @@ def test_launch_threads_of_a_stream_equal_the_launch_join(fx, name, rows):
             corr.append(m.correlation)
             expected.append(join_launches(m.pid, m.correlation, api.start, api.end,
                                           api.tid, api.correlation)[0])
-        threads = LaunchThreads(np.concatenate(pid), np.concatenate(corr))
+        threads = LaunchThreads(pid, corr)
         for a in range(0, len(api.start), rows):
             part = slice(a, a + rows)
             threads.add(api.start[part], api.end[part], api.tid[part], api.correlation[part])

@@ -32,6 +32,7 @@ import numpy as np
 
 from nsys_parsers import queries as Q
 from nsys_parsers.arrays import group_ids, sorted_unique
+from nsys_parsers.cache import joined
 from nsys_parsers.gpu_ops import KERNEL, MEMCPY, MEMSET, GpuOps
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import long_holes, open_at_grouped, open_at_some, span
@@ -105,22 +106,23 @@ def _overhead(s: Session, pids: np.ndarray, first: np.ndarray, last: np.ndarray
     return np.concatenate(groups), np.concatenate(starts), np.concatenate(ends)
 
 
-def op_labels(s: Session, ops: GpuOps) -> tuple[np.ndarray, list[str]]:
-    """A label code per operation (one more, past the operations: the profiling overhead)
-    and the labels: kernel names, ``memcpy Host-to-Device``..., ``memset``."""
+def op_labels(s: Session, ops: GpuOps, which: np.ndarray) -> list[str]:
+    """The labels of the operations ``which`` (``len(ops)``: the profiling overhead): kernel
+    names, ``memcpy Host-to-Device``..., ``memset``."""
     k, m = s.trace.kernels, s.trace.memops
-    labels = list(k.names) if k is not None else []
-    code = np.where(ops.kind == KERNEL, ops.name_code, -1)
-    if m is not None and len(m):
-        kinds = sorted_unique(m.kind)
-        copy_row = np.where(ops.kind == MEMCPY, ops.row, 0)
-        copy_code = len(labels) + np.searchsorted(kinds, m.kind[copy_row])
-        labels += [f"memcpy {m.kind_labels.get(c, f'kind {c}')}" for c in kinds.tolist()]
-        code = np.where(ops.kind == MEMCPY, copy_code, code)
-        labels.append("memset")
-        code = np.where(ops.kind == MEMSET, len(labels) - 1, code)
-    labels.append(OVERHEAD)
-    return np.append(code, len(labels) - 1), labels
+    out = [OVERHEAD] * which.size
+    real = np.flatnonzero(which < len(ops))
+    op = which[real]
+    for i, kind, row, code in zip(real.tolist(), ops.kind[op].tolist(), ops.row[op].tolist(),
+                                  ops.name_code[op].tolist()):
+        if kind == KERNEL and k is not None and code >= 0:
+            out[i] = k.names[code]
+        elif kind == MEMCPY and m is not None:
+            c = int(m.kind[row])
+            out[i] = f"memcpy {m.kind_labels.get(c, f'kind {c}')}"
+        elif kind == MEMSET:
+            out[i] = "memset"
+    return out
 
 
 def gaps_report(s: Session, min_gap_ms: float = DEFAULT_MIN_GAP_MS) -> Report:
@@ -182,13 +184,13 @@ def _find_gaps(s: Session, sub: GpuOps, min_gap_ms: float) -> _Gaps:
     """The holes in each (process, device)'s operations and the profiling overhead, and of
     those the gaps (only these are kept: a hole is found between almost every two
     operations)."""
-    gid, (pids, devices) = group_ids(sub.pid, sub.device)
+    gid, (pids, devices) = group_ids(sub.pid, sub.device, dtype=np.int32)
     first, last = span(gid, sub.start, sub.end, pids.size)
     o_group, o_start, o_end = _overhead(s, pids, first, last)
     start, end = sub.start, sub.end
-    if o_group.size:
-        gid, start, end = (np.concatenate(pair) for pair in
-                           ((gid, o_group), (start, o_start), (end, o_end)))
+    if o_group.size:  # joined in scratch files when large
+        gid, start, end = (joined(list(pair)) for pair in
+                           ((gid, o_group.astype(np.int32)), (start, o_start), (end, o_end)))
     h, idle = long_holes(gid, start, end, int(round(min_gap_ms * 1e6)))
     del gid, start, end
     big = np.arange(len(h))
@@ -196,12 +198,10 @@ def _find_gaps(s: Session, sub: GpuOps, min_gap_ms: float) -> _Gaps:
         big = big[_starts_inside(s, pids[h.group[big]], h.start[big])]
     order = big[np.lexsort((h.start[big], -h.duration[big]))]
     g = h.group[order]
-    code, labels = op_labels(s, sub)  # h.before/after past the operations: the overhead
-    before = code[np.minimum(h.before[order], len(sub))]
-    after = code[np.minimum(h.after[order], len(sub))]
+    before = op_labels(s, sub, h.before[order])  # past the operations: the overhead
+    after = op_labels(s, sub, h.after[order])
     return _Gaps(pid=pids[g], device=devices[g], start=h.start[order], end=h.end[order],
-                 duration=h.duration[order], before=[labels[c] for c in before.tolist()],
-                 after=[labels[c] for c in after.tolist()], idle=idle)
+                 duration=h.duration[order], before=before, after=after, idle=idle)
 
 
 def _thread_filter(tid: np.ndarray, launch_tids: np.ndarray) -> np.ndarray:
@@ -227,9 +227,10 @@ class _Calls:
     cols: dict[str, np.ndarray]  # the calls open at one of the gap starts (``API_STREAM``)
 
 
-def _launch_keys(s: Session) -> tuple[np.ndarray, np.ndarray]:
+def _launch_keys(s: Session) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(globalPid, correlationId) of every GPU operation, in ``gpu_ops`` order (kernels and
-    graph launches, then memcpy and memset): what their launch calls are found by."""
+    graph launches, then memcpy and memset), in those parts: what their launch calls are
+    found by."""
     k, m = s.trace.kernels, s.trace.memops
     pid, corr = [], []
     if k is not None:
@@ -239,7 +240,7 @@ def _launch_keys(s: Session) -> tuple[np.ndarray, np.ndarray]:
     if m is not None:
         pid.append(m.pid)
         corr.append(m.correlation)
-    return np.concatenate(pid), np.concatenate(corr)
+    return pid, corr
 
 
 def _api_calls(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> _Calls:
