@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import concatenate_into, let_go
+from nsys_parsers.arrays import ROWS, concatenate_into, let_go
 from nsys_parsers.nsys_tool import user_cache_dir
 from nsys_parsers.schema import Schema
 
@@ -95,6 +95,20 @@ def joined(parts: list[np.ndarray]) -> np.ndarray:
     """The parts one after the other (``np.concatenate``'s dtype), in ``held``."""
     n = sum(p.size for p in parts)
     return concatenate_into(held(n, np.result_type(*parts)), parts)
+
+
+def held_where(column: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``column[keep]`` (``keep``: a mask of its rows) in ``held``, a block (``ROWS``) of
+    rows at a time, the mapped pages of ``column`` and of the result let go as they pass."""
+    out, at = held(int(np.count_nonzero(keep)), column.dtype), 0
+    for a in range(0, column.size, ROWS):
+        part = column[a:a + ROWS][keep[a:a + ROWS]]
+        dst = out[at:at + part.size]
+        dst[...] = part
+        let_go(dst)
+        let_go(column[a:a + ROWS])
+        at += part.size
+    return out
 
 
 def export_key(path: Path, schema: Schema) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import Rows, let_go
+from nsys_parsers.arrays import ROWS, Rows, let_go
+from nsys_parsers.cache import held_where, joined
 
 
 @dataclass(frozen=True)
@@ -89,13 +90,43 @@ def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups:
     present = np.flatnonzero(counts > 0)
     out[present] = last[present] - first[present]
     if group.size > 1:
-        gap = np.maximum(_gaps(group, start, end)[3], 0)
+        gap = _sorted_gaps(group, start, end, ngroups)
+        np.maximum(gap, 0, out=gap)
         # the gaps of a group lie at its sorted positions, less its last (its first
         # interval's position, where reduceat starts a group's sum; the last group's sum
         # runs to the end)
         lo = np.cumsum(counts[present]) - counts[present]
         out[present] -= np.add.reduceat(np.append(gap, 0), lo)
     return out
+
+
+def _sorted_gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+                 ) -> np.ndarray:
+    """``_gaps``' gaps (its fourth array) from the starts and the ends each sorted by value,
+    as keys of (group, time) built a block at a time and sorted in place: two arrays of the
+    intervals' length, where ``_gaps`` holds orders too (``union_length`` needs no order)."""
+    lo = min(int(start.min()), int(end.min()))
+    width = max(int(start.max()), int(end.max())) - lo + 1
+    if ngroups * width >= 2**62:  # pragma: no cover - spans of years
+        return _gaps(group, start, end)[3]
+    keys = []
+    for t in (start, end):
+        key = np.empty(t.size, dtype=np.int64)
+        for a in range(0, t.size, ROWS):
+            part = key[a:a + ROWS]
+            part[...] = group[a:a + ROWS]  # int64 before the product
+            part *= width
+            part += t[a:a + ROWS]
+            part -= lo
+            let_go(t[a:a + ROWS])
+        key.sort(kind="stable")  # runs of sorted times: fast
+        keys.append(key)
+    by_start, gap = keys[0], keys[1][:-1]
+    np.subtract(by_start[1:], gap, out=gap)  # the ends' keys become the gaps, in place
+    del keys, by_start
+    counts = np.bincount(group, minlength=ngroups)
+    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
+    return gap
 
 
 def span(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
@@ -118,8 +149,8 @@ class Intervals:
     start: np.ndarray
     end: np.ndarray
 
-    def __or__(self, other: Intervals) -> Intervals:
-        return Intervals(*(np.concatenate([a, b]) for a, b in
+    def __or__(self, other: Intervals) -> Intervals:  # in scratch files when large
+        return Intervals(*(joined([a, b]) for a, b in
                            ((self.group, other.group), (self.start, other.start),
                             (self.end, other.end))))
 
@@ -128,7 +159,12 @@ class Intervals:
         return union_length(self.group, self.start, self.end, ngroups)
 
     def take(self, keep: np.ndarray) -> Intervals:
-        return Intervals(self.group[keep], self.start[keep], self.end[keep])
+        """The intervals at ``keep`` (indices) or where the mask ``keep`` is set (in scratch
+        files when large)."""
+        cols = (self.group, self.start, self.end)
+        if keep.dtype != np.bool_:
+            return Intervals(*(c[keep] for c in cols))
+        return Intervals(*(held_where(c, keep) for c in cols))
 
 
 def intersection(a: Intervals, b: Intervals, ngroups: int) -> np.ndarray:

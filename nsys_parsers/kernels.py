@@ -123,7 +123,7 @@ class LaunchThreads:
                 key[at + a:at + a + c.size] = np.where(c >= 0, part, -1)  # no id: no launch
             at += pid.size
         order = np.argsort(key, kind="stable")
-        key.sort()  # in place: the same values as key[order]
+        key.sort(kind="stable")  # in place: the same values as key[order]
         self._key = key
         self._order = order.astype(np.int32) if n < 2**31 else order
         del order

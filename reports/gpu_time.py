@@ -103,7 +103,7 @@ def utilization(s: Session, window_range: str | None = None) -> Utilization:
     notes: list[str] = []
     ops = recorded_ops(require_gpu_ops(s, "per-device GPU time"), notes)
     comm_mask = communication_mask(s, ops)
-    gid, (pid, device) = group_ids(ops.pid, ops.device)
+    gid, (pid, device) = group_ids(ops.pid, ops.device, dtype=np.int32)
     n = pid.size
     every = Intervals(gid, ops.start, ops.end)
     comm = every.take(comm_mask)

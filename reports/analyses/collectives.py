@@ -115,11 +115,10 @@ def collectives_report(s: Session) -> Report:
     kind_of_name = np.array([KINDS.index(collective_kind(n)) for n in k.names] or [0],
                             dtype=np.int64)
     kind = np.where(comm, kind_of_name[np.maximum(ops.name_code, 0)], -1)
-    gid, _ = group_ids(ops.pid, ops.device)
+    gid, _ = group_ids(ops.pid, ops.device, dtype=np.int32)
     n = int(gid.max()) + 1 if gid.size else 0
     every = Intervals(gid, ops.start, ops.end)
     compute = every.take((ops.kind == KERNEL) & ~comm)
-    dur = ops.end - ops.start
     calls, nbytes, has_payload = _calls(s)
     rows_kind, kernels, total, exposed = [], [], [], []
     for j, name in enumerate(KINDS):
@@ -130,7 +129,7 @@ def collectives_report(s: Session) -> Report:
         union = part.length(n)
         rows_kind.append(name)
         kernels.append(int(mine.size))
-        total.append(int(dur[mine].sum()))
+        total.append(int((part.end - part.start).sum()))
         exposed.append(int((union - intersection(part, compute, n)).sum()))
     comm_total = sum(total)
     rows = rows_of({
