@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, Rows, sorted_unique
+from nsys_parsers.arrays import ROWS, Rows, let_go, sorted_unique
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import global_pid
 from nsys_parsers.schema import KERNEL_TABLE, NAME_COLUMN, NAME_KINDS, Schema
@@ -66,38 +66,16 @@ def kernel_name_column(export: Schema, name_kind: str) -> tuple[str, list[str]]:
 def launch_rows(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
                 r_end: np.ndarray, r_tid: np.ndarray, r_corr: np.ndarray) -> np.ndarray:
     """For each kernel (or other GPU operation), the row of the narrowest API call with its
-    correlationId in its process; -1 where there is none."""
-    n = k_pid.size
-    out = np.full(n, -1, dtype=np.int64)
-    if n == 0 or r_corr.size == 0:
-        return out
-    r_pid = global_pid(r_tid)
-    # small codes for processes, so that (process, correlationId) packs in one int64
-    pids = sorted_unique(np.concatenate([sorted_unique(r_pid), sorted_unique(k_pid)]))
-    r_code, k_code = np.searchsorted(pids, r_pid), np.searchsorted(pids, k_pid)
-    del r_pid  # each temporary of the calls' length goes once used (7 M calls: 55 MB each)
-    corr_max = int(max(r_corr.max(initial=0), k_corr.max(initial=0))) + 1
-    min_corr = min(int(r_corr.min(initial=0)), int(k_corr.min(initial=0)))
-    if corr_max * len(pids) < 2**62 and min_corr >= -1:
-        r_key = r_code
-        r_key *= corr_max
-        r_key += r_corr
-        k_key = k_code * corr_max + k_corr
-    else:  # pragma: no cover - astronomically large ids
-        both = np.unique(np.stack([np.concatenate([r_code, k_code]),
-                                   np.concatenate([r_corr, k_corr])], axis=1), axis=0,
-                         return_inverse=True)[1].ravel()
-        r_key, k_key = both[: r_code.size], both[r_code.size:]
-    del r_code, k_code
-    width = r_end - r_start
-    order = np.lexsort((width, r_key))  # by key, the narrowest call first
-    del width
-    sorted_key = r_key[order]
-    del r_key
-    pos = np.minimum(np.searchsorted(sorted_key, k_key, side="left"), sorted_key.size - 1)
-    hit = (sorted_key[pos] == k_key) & (k_corr >= 0)
-    out[hit] = order[pos[hit]]
-    return out
+    correlationId in its process (the first of equally narrow ones); -1 where there is none.
+    The calls pass a block (``ROWS``) at a time (``LaunchThreads``), their mapped pages let go
+    after each: what is held is of the kernels' length, not the calls'."""
+    found = LaunchThreads([k_pid], [k_corr])
+    for a in range(0, r_corr.size, ROWS):
+        start, end, tid, corr = (c[a:a + ROWS] for c in (r_start, r_end, r_tid, r_corr))
+        found.add(start, end, tid, corr, value=np.arange(a, a + corr.size, dtype=np.int64))
+        for c in (start, end, tid, corr):
+            let_go(c)
+    return found.found
 
 
 class LaunchThreads:
@@ -105,7 +83,7 @@ class LaunchThreads:
     launch, memcpy, memset: ``k_pid`` its globalPid, ``k_corr`` its correlationId), the
     thread (globalTid) of the narrowest API call with its correlationId in its process, the
     first of equally narrow ones in the calls' order (-1: none). ``add`` each chunk of calls
-    in order; ``tid`` is the answer so far."""
+    in order; ``found`` is the answer so far (the calls' ``value`` where one is given)."""
 
     def __init__(self, k_pid: list[np.ndarray], k_corr: list[np.ndarray]):
         # the operations come in parts (kernels, memory operations), not joined: at 21 M
@@ -127,11 +105,12 @@ class LaunchThreads:
         self._key = key
         self._order = order.astype(np.int32) if n < 2**31 else order
         del order
-        self.tid = np.full(n, -1, dtype=np.int64)
+        self.found = np.full(n, -1, dtype=np.int64)
         self._width = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
 
     def add(self, r_start: np.ndarray, r_end: np.ndarray, r_tid: np.ndarray,
-            r_corr: np.ndarray) -> None:
+            r_corr: np.ndarray, value: np.ndarray | None = None) -> None:
+        """One chunk of calls; ``value``: what to record for each (default: its thread)."""
         if self._key.size == 0 or r_corr.size == 0:
             return
         r_pid = global_pid(r_tid)
@@ -157,20 +136,24 @@ class LaunchThreads:
         ops, rows, width = ops[lead], rows[lead], width[lead]
         better = width < self._width[ops]  # a later chunk wins only when strictly narrower
         self._width[ops[better]] = width[better]
-        self.tid[ops[better]] = r_tid[rows[better]]
+        self.found[ops[better]] = (r_tid if value is None else value)[rows[better]]
 
 
 def join_launches(k_pid: np.ndarray, k_corr: np.ndarray, r_start: np.ndarray,
                   r_end: np.ndarray, r_tid: np.ndarray, r_corr: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each kernel, the narrowest API call with its correlationId in its process:
-    (the call's globalTid, start, end), -1 where there is none."""
+    (the call's globalTid, start, end), -1 where there is none; gathered a block of kernels
+    at a time, the calls' mapped pages let go after each."""
     src = launch_rows(k_pid, k_corr, r_start, r_end, r_tid, r_corr)
-    hit = src >= 0
     out = []
     for col in (r_tid, r_start, r_end):
         values = np.full(k_pid.size, -1, dtype=np.int64)
-        values[hit] = col[src[hit]]
+        for a in range(0, src.size, ROWS):
+            rows = src[a:a + ROWS]
+            hit = rows >= 0
+            values[a:a + ROWS][hit] = col[rows[hit]]
+            let_go(col)
         out.append(values)
     return out[0], out[1], out[2]
 

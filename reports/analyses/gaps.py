@@ -273,7 +273,7 @@ def _api_calls(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> _Calls:
     covered = (lo[code] <= t) & (t < hi[code]) if t.size else np.zeros(0, dtype=bool)
     cols = ({name: np.concatenate([p[name] for p in parts]) for name in API_STREAM}
             if parts else empty)
-    return _Calls(launches.tid, covered, cols)
+    return _Calls(launches.found, covered, cols)
 
 
 def _api_in_flight(s: Session, calls: _Calls, gap_pid: np.ndarray, t: np.ndarray,

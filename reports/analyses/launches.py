@@ -20,16 +20,17 @@ record (trimmed exports) cannot be placed: they are left out, and counted in a n
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import factorize, group_ids
+from nsys_parsers.arrays import ROWS, factorize, gather, group_ids, let_go, let_go_fields
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import api_base_name, launch_rows
 from nsys_parsers.schema import RUNTIME_TABLE
 from reports.pipeline.analysis import Analysis
-from reports.pipeline.report import Report, group_stats, r1_array
+from reports.pipeline.report import GroupStats, Report, group_stats_of, r1_array
 from reports.pipeline.session import Session
 from reports.render import View, human_ns, shorten
 
@@ -47,9 +48,8 @@ LAUNCH_VIEW = View(
              "queue_count": "queued"})
 
 
-def _stats(prefix: str, gid: np.ndarray, values: np.ndarray, ng: int) -> dict[str, list[Any]]:
+def _stats(prefix: str, st: GroupStats) -> dict[str, list[Any]]:
     """The statistics columns of one phase (None for groups without values)."""
-    st = group_stats(gid, values, ng)
     empty = st.count == 0
     cols = {"avg": r1_array(st.avg), "med": r1_array(st.med), "min": st.min, "max": st.max,
             "stddev": r1_array(st.stddev), "total": st.total}
@@ -59,6 +59,32 @@ def _stats(prefix: str, gid: np.ndarray, values: np.ndarray, ng: int) -> dict[st
         out[f"{prefix}_{stat}_ns"] = [None if e else v for v, e in zip(values_list,
                                                                         empty.tolist())]
     return out
+
+
+def _phase_blocks(phase: str, gid: np.ndarray, a_start: np.ndarray, a_end: np.ndarray,
+                  k_start: np.ndarray, k_end: np.ndarray
+                  ) -> Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]:
+    """(group, value) of one phase, a block (``ROWS``) of launches at a time (queue: only the
+    launches with one), the kernels' mapped pages let go after each."""
+    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for a in range(0, gid.size, ROWS):
+            part = slice(a, a + ROWS)
+            if phase == "launch":
+                values = np.maximum(a_end[part], k_end[part]) - a_start[part]
+            elif phase == "api":
+                values = a_end[part] - a_start[part]
+            elif phase == "kernel":
+                values = k_end[part] - k_start[part]
+            else:  # queue: a kernel that started before its call returned has none
+                values = k_start[part] - a_end[part]
+            let_go(k_start[part])
+            let_go(k_end[part])
+            if phase == "queue":
+                queued = values >= 0
+                yield gid[part][queued], values[queued]
+            else:
+                yield gid[part], values
+    return blocks
 
 
 def launch_summary(s: Session) -> Report:
@@ -75,34 +101,40 @@ def launch_summary(s: Session) -> Report:
             "no kernel launches recorded."])
     src = launch_rows(k.pid, k.correlation, calls.start, calls.end, calls.tid,
                       calls.correlation)
+    let_go_fields(k)  # the columns the launch join read through
     placed = np.flatnonzero(src >= 0)
     if placed.size < len(k):
         notes.append(f"{len(k) - placed.size:,} of {len(k):,} kernels have no launch record "
                      f"(trimmed export): left out of these rows.")
-    call = src[placed]
+    every = placed.size == len(k)  # then the kernels' own columns, not copies
+    call = src if every else src[placed]
     del src
+
+    def kernels_(col: np.ndarray) -> np.ndarray:
+        return col if every else col[placed]
+
     names = [api_base_name(n) for n in calls.names]
     base_code, api_names = factorize(names)  # launch APIs by base name, then per call
+    # the calls' columns gathered a block at a time, their mapped pages let go after each
     gid, (g_tid, g_dev, g_api, g_kernel) = group_ids(
-        calls.tid[call], k.device[placed], base_code[calls.name_code[call]],
-        k.name_code[placed])
+        gather(calls.tid, call), kernels_(k.device),
+        base_code[gather(calls.name_code, call)], kernels_(k.name_code), dtype=np.int32)
+    let_go_fields(k)
     ng = g_tid.size
-    a_start, a_end = calls.start[call], calls.end[call]
+    a_start, a_end = gather(calls.start, call), gather(calls.end, call)
     del call
-    k_start, k_end = k.start[placed], k.end[placed]
-    queue = k_start - a_end
-    queued = queue >= 0
+    k_start, k_end = kernels_(k.start), kernels_(k.end)
+    stats = {phase: group_stats_of(_phase_blocks(phase, gid, a_start, a_end, k_start, k_end),
+                                   ng) for phase in PHASES}
     cols: dict[str, list[Any]] = {
         "pid": pid_of(g_tid).tolist(), "tid": tid_of(g_tid).tolist(), "device": g_dev.tolist(),
         "api": [api_names[c] for c in g_api.tolist()],
         "kernel": [k.names[c] for c in g_kernel.tolist()],
         "count": np.bincount(gid, minlength=ng).tolist(),
-        "queue_count": np.bincount(gid[queued], minlength=ng).tolist(),
+        "queue_count": stats["queue"].count.tolist(),
     }
-    cols.update(_stats("launch", gid, np.maximum(a_end, k_end) - a_start, ng))
-    cols.update(_stats("api", gid, a_end - a_start, ng))
-    cols.update(_stats("queue", gid[queued], queue[queued], ng))
-    cols.update(_stats("kernel", gid, k_end - k_start, ng))
+    for phase in PHASES:
+        cols.update(_stats(phase, stats[phase]))
     keys = list(cols)
     rows = [dict(zip(keys, values)) for values in zip(*cols.values())]
     rows.sort(key=lambda r: (-r["launch_avg_ns"], r["pid"], r["tid"], r["device"], r["api"],

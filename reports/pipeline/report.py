@@ -108,10 +108,9 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int) -> GroupSt
     standard deviation is the sample one (n - 1), 0 for a single value. Empty groups give 0.
     Beside its inputs it holds one array of their length (``group_stats_of``).
     """
-    groups = np.asarray(groups, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
 
-    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:  # groups of any integer dtype
         for a in range(0, values.size, ROWS):
             yield groups[a:a + ROWS], values[a:a + ROWS]
     return group_stats_of(blocks, ngroups)
