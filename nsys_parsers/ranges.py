@@ -86,6 +86,18 @@ def attributable_rows(flags: np.ndarray) -> np.ndarray:
     return (etype != NVTX_DOMAIN_CREATE) & ~cross
 
 
+def has_unclosed(end: np.ndarray) -> bool:
+    """Whether some NVTX row read was never closed (``end`` < 0), a step of FLAG_STEP rows
+    at a time, the mapped pages let go once read."""
+    for a in range(0, end.size, FLAG_STEP):
+        part = end[a:a + FLAG_STEP]
+        found = bool((part < 0).any())
+        let_go(part)
+        if found:
+            return True
+    return False
+
+
 def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.ndarray,
                  rowid: np.ndarray, capture_end: int) -> Ranges:
     """Ranges from the NVTX rows read (range and domain-create rows, in table order; ``end``

@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nsys_parsers import queries as Q
-from nsys_parsers.arrays import factorize, sorted_unique
+from nsys_parsers.arrays import ROWS, factorize, let_go, sorted_unique
 from nsys_parsers.attribution import (
     ATTRIBUTIONS,
     Pairs,
@@ -73,7 +73,7 @@ from nsys_parsers.items import (
 from nsys_parsers.kernels import ApiCalls, Kernels, kernel_name_column
 from nsys_parsers.memops import MEMCPY_KINDS, MemOps
 from nsys_parsers.names import RangeNames, range_names, resolve_keys, text_ids, union
-from nsys_parsers.ranges import Ranges, build_ranges, is_domain_row
+from nsys_parsers.ranges import Ranges, build_ranges, has_unclosed, is_domain_row
 from nsys_parsers.reads import Reader, ints_from_json, strings_by_id
 from nsys_parsers.resolver import Resolver
 from nsys_parsers.schema import (
@@ -295,7 +295,7 @@ class Trace:
     def _make_ranges(self) -> Ranges:
         c = {k: self.resolver.array(f"nvtx.{k}") for k in NVTX}
         capture_end = 0
-        if bool((c["end"] < 0).any()):
+        if has_unclosed(c["end"]):
             self.resolver.get("capture_end")
             capture_end = int(self.resolver.array("capture_end")[0])
         return build_ranges(c["start"], c["end"], c["tid"], c["flags"], c["rowid"],
@@ -373,8 +373,8 @@ class Trace:
         rows = self.resolver.array("nvtx.start").size if self.resolver.held("nvtx.start") \
             else code.size
         return code.size == rows - self._domain_rows() and (
-            not code.size or self._of_array(("max code", item), code, lambda: int(
-                code.max(initial=-1))) < len(names))
+            not code.size or self._of_array(("max code", item), code,
+                                             lambda: _largest(code)) < len(names))
 
     def _domain_rows(self) -> int:
         if not self.resolver.held("nvtx.flags"):
@@ -571,3 +571,13 @@ class Trace:
             self._reader = None
         if self.cache is not None:
             self.cache.flush()
+
+
+def _largest(values: np.ndarray) -> int:
+    """The largest of ``values`` (-1: none), a block at a time, the mapped pages let go."""
+    out = -1
+    for a in range(0, values.size, ROWS):
+        part = values[a:a + ROWS]
+        out = max(out, int(part.max(initial=-1)))
+        let_go(part)
+    return out
