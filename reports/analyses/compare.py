@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nsys_parsers.arrays import let_go
 from nsys_parsers.errors import BadOption
 from reports.families import kernel_family
 from reports.pipeline.analysis import READING_PANEL, Analysis, Param
@@ -86,20 +87,28 @@ def side_of(analysis: Session, range_name: str | None, label: str) -> Side:
                 cpu[names.names[code]] = (float(dur[sel].sum()), int(sel.sum()))
         inst = len(analysis.instances_of(range_name)) if range_name is not None else 1
         return Side(label, inst, {}, cpu)
-    idx = analysis.kernels_in(range_name)
-    no_range = 0.0
-    if range_name is None and ranges is not None and len(ranges):
-        outside = analysis.kernels_outside_ranges()
-        no_range = float(k.duration[outside].sum())
-        idx = np.setdiff1d(idx, outside, assume_unique=True)
-    totals = np.bincount(k.name_code[idx], weights=k.duration[idx], minlength=len(k.names))
-    calls = np.bincount(k.name_code[idx], minlength=len(k.names))
+    rest = range_name is None and ranges is not None and len(ranges) > 0
+    if rest:
+        chosen = analysis.kernels_in_ranges()  # the rest: in no range (``no_range``)
+    else:
+        chosen = np.zeros(len(k), dtype=bool)
+        chosen[analysis.kernels_in(range_name)] = True
+    # a block of kernels at a time: sums of integer nanoseconds, exact in float64
+    no_range, m = 0, len(k.names)
+    totals, calls = np.zeros(m), np.zeros(m, dtype=np.int64)
+    for block, dur in k.durations():
+        mine, code = chosen[block], k.name_code[block]
+        totals += np.bincount(code[mine], weights=dur[mine], minlength=m)
+        calls += np.bincount(code[mine], minlength=m)
+        if rest:
+            no_range += int(dur.sum() - dur[mine].sum())
+        let_go(k.name_code[block])
     used = np.flatnonzero(calls)
     cats = categorize_many([k.names[i] for i in used], analysis.rules)
     kernels = {k.names[i]: (float(totals[i]), int(calls[i]), c) for i, c in zip(used, cats,
                                                                                  strict=True)}
     inst = len(analysis.instances_of(range_name)) if range_name is not None else 1
-    return Side(label, max(inst, 1), kernels, {}, no_range)
+    return Side(label, max(inst, 1), kernels, {}, float(no_range))
 
 
 def compare_sides(a: Side, b: Side) -> Report:

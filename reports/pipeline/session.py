@@ -391,14 +391,15 @@ class Session:
         inst[self.instances_of(range_name)] = True
         return sorted_unique(p.kernel_idx[inst[p.range_idx]])
 
-    def kernels_outside_ranges(self) -> np.ndarray:
-        """Indices of the kernels whose launch lies in no NVTX range (or has no launch row)."""
+    def kernels_in_ranges(self) -> np.ndarray:
+        """Which kernels' launch lies in some NVTX range (a mask: not those without a launch
+        row)."""
         k = self.kernels
         assert k is not None
         inside = np.zeros(len(k), dtype=bool)
         if self.ranges is not None:
             inside[self.pairs("all").kernel_idx] = True
-        return np.flatnonzero(~inside)
+        return inside
 
     def instance_gpu_ns(self, range_name: str, attribution: str = "innermost") -> np.ndarray:
         """GPU time of the kernels attributed to each shown instance of ``range_name`` (0 for
