@@ -259,20 +259,45 @@ def distinct_count(gid: np.ndarray | Grouping, members: Iterable[np.ndarray], n:
     return count
 
 
-def runs_by_code(code: np.ndarray, ncodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """(positions in order of ``code``, then position; where each code's run begins): the
-    positions of code ``c`` are ``order[bounds[c]:bounds[c + 1]]``; codes below 0 are in no
-    run. The codes are sorted as 32-bit integers when they fit (half the bytes), and the
-    runs counted a block at a time, not read from a sorted copy."""
-    if ncodes < 2**31 and code.size and int(code.min()) >= -2**31:
-        code = code.astype(np.int32)
-    order = np.argsort(code, kind="stable")
-    below, counts = 0, np.zeros(ncodes, dtype=np.int64)
-    for a in range(0, code.size, ROWS):
+def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of each code's run, in order of ``code``, then position; where each
+    code's run begins): the positions of code ``c`` are ``order[bounds[c]:bounds[c + 1]]``.
+    Codes below 0 or of ``ncodes`` or more, and positions where the mask ``keep`` is unset,
+    are in no run and left out. With codes fewer than a block's rows, a counting sort a
+    block (``ROWS``) at a time: 32-bit positions and block-sized temporaries (an argsort of
+    a copy of the codes held 12 bytes a position, and the copy and its positions more)."""
+    n = code.size
+
+    def in_run(a: int) -> tuple[np.ndarray, np.ndarray]:
         part = code[a:a + ROWS]
-        below += int((part < 0).sum())
-        counts += np.bincount(part[part >= 0], minlength=ncodes)[:ncodes]
-    return order, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64) + below
+        mine = (part >= 0) & (part < ncodes)
+        if keep is not None:
+            mine &= keep[a:a + ROWS]
+        return part, mine
+
+    counts = np.zeros(ncodes, dtype=np.int64)
+    for a in range(0, n, ROWS):
+        part, mine = in_run(a)
+        counts += np.bincount(part[mine], minlength=ncodes)
+    bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    index = np.int32 if n < 2**31 else np.int64
+    if ncodes > ROWS:  # many codes: one stable argsort of those in a run
+        pos = np.flatnonzero(np.concatenate([in_run(a)[1] for a in range(0, n, ROWS)]))
+        return pos[np.argsort(code[pos], kind="stable")].astype(index), bounds
+    order = np.empty(int(bounds[-1]), dtype=index)
+    at = bounds[:-1].copy()  # where each code's next position goes
+    for a in range(0, n, ROWS):
+        part, mine = in_run(a)
+        p = np.flatnonzero(mine).astype(index) + a
+        c = part[mine]
+        by = np.argsort(c, kind="stable")
+        c, p = c[by], p[by]
+        per = np.bincount(c, minlength=ncodes)
+        rank = np.arange(c.size) - (np.cumsum(per) - per)[c]  # its place in its code's run
+        order[at[c] + rank] = p
+        at += per
+    return order, bounds
 
 
 def gather(column: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -368,14 +368,9 @@ class Session:
         begins: every name's instances from one sort (``diff`` asks for each name)."""
         names = self.names()
         def make() -> tuple[RangeNames, np.ndarray, np.ndarray]:
-            code = names.code
-            shown = self.shown()
-            keep = code >= 0 if shown is None else (code >= 0) & shown
-            idx = np.flatnonzero(keep)
-            if idx.size < 2**31:  # held for the question: 4 bytes a range
-                idx = idx.astype(np.int32)
-            order, bounds = runs_by_code(code[idx], len(names.names))
-            return names, idx[order], bounds
+            # held for the question: 4 bytes a shown range with a name
+            order, bounds = runs_by_code(names.code, len(names.names), keep=self.shown())
+            return names, order, bounds
         return self._once(("instances", id(names)), make)
 
     def kernels_in(self, range_name: str | None) -> np.ndarray:

@@ -286,7 +286,11 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
 
 
     code = rng.integers(-1, 30, 5000)  # runs_by_code, counted a block at a time
-    order, bounds = arrays.runs_by_code(code, 25)  # codes 25..29: in no run, as -1
-    for c in range(25):
-        assert order[bounds[c]:bounds[c + 1]].tolist() == [
-            i for i, x in enumerate(code.tolist()) if x == c]
+    keep = rng.random(code.size) < 0.8
+    for ncodes in (25, 3):  # codes 25..29: in no run, as -1; 3 codes: fewer than a block
+        for mask in (None, keep):
+            order, bounds = arrays.runs_by_code(code, ncodes, keep=mask)
+            want = [[i for i, x in enumerate(code.tolist())
+                     if x == c and (mask is None or mask[i])] for c in range(ncodes)]
+            assert order.tolist() == sum(want, [])
+            assert [order[bounds[c]:bounds[c + 1]].tolist() for c in range(ncodes)] == want
