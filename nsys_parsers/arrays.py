@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -259,14 +259,17 @@ def distinct_count(gid: np.ndarray | Grouping, members: Iterable[np.ndarray], n:
     return count
 
 
-def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None
+def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None,
+                 alloc: Callable[[int, Any], np.ndarray] = np.empty
                  ) -> tuple[np.ndarray, np.ndarray]:
     """(the positions of each code's run, in order of ``code``, then position; where each
     code's run begins): the positions of code ``c`` are ``order[bounds[c]:bounds[c + 1]]``.
     Codes below 0 or of ``ncodes`` or more, and positions where the mask ``keep`` is unset,
     are in no run and left out. With codes fewer than a block's rows, a counting sort a
     block (``ROWS``) at a time: 32-bit positions and block-sized temporaries (an argsort of
-    a copy of the codes held 12 bytes a position, and the copy and its positions more)."""
+    a copy of the codes held 12 bytes a position, and the copy and its positions more),
+    written into ``alloc(size, dtype)`` (``cache.held``: a scratch file, let go as written).
+    """
     n = code.size
 
     def in_run(a: int) -> tuple[np.ndarray, np.ndarray]:
@@ -274,6 +277,8 @@ def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None
         mine = (part >= 0) & (part < ncodes)
         if keep is not None:
             mine &= keep[a:a + ROWS]
+        part = np.array(part)  # read once: the mapped pages are let go
+        let_go(code[a:a + ROWS])
         return part, mine
 
     counts = np.zeros(ncodes, dtype=np.int64)
@@ -285,7 +290,7 @@ def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None
     if ncodes > ROWS:  # many codes: one stable argsort of those in a run
         pos = np.flatnonzero(np.concatenate([in_run(a)[1] for a in range(0, n, ROWS)]))
         return pos[np.argsort(code[pos], kind="stable")].astype(index), bounds
-    order = np.empty(int(bounds[-1]), dtype=index)
+    order = alloc(int(bounds[-1]), index)
     at = bounds[:-1].copy()  # where each code's next position goes
     for a in range(0, n, ROWS):
         part, mine = in_run(a)
@@ -297,6 +302,7 @@ def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None
         rank = np.arange(c.size) - (np.cumsum(per) - per)[c]  # its place in its code's run
         order[at[c] + rank] = p
         at += per
+        let_go(order)
     return order, bounds
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nsys_parsers.arrays import ROWS, let_go, runs_by_code
 from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
 from reports.families import kernel_family
@@ -268,30 +269,43 @@ def _kernel_rows(base: Any, cand: Any, scope: str | None, verdict_row: Any) -> l
 def _family_samples(a: Any, scope: str | None, per_instance: bool
                     ) -> dict[str, tuple[float, np.ndarray]]:
     """Per kernel family: (total ns inside the scope, samples): per-scope-instance totals, or
-    the call durations."""
+    the call durations. The kernels go a family at a time (``runs_by_code``), not as
+    per-kernel copies of their family names and durations."""
     k = a.kernels
-    idx = a.kernels_in(scope)
-    fam_of = np.array([kernel_family(n) for n in k.names], dtype=object)
-    fams = fam_of[k.name_code[idx]]
-    dur = k.duration[idx]
-    out: dict[str, tuple[float, np.ndarray]] = {}
+    families, fam_of_name = np.unique(np.array([kernel_family(n) for n in k.names] or [""],
+                                               dtype=object), return_inverse=True)
+    fam_of_name = fam_of_name.astype(np.int32)
+    chosen = None
+    if scope is not None:
+        chosen = np.zeros(len(k), dtype=bool)
+        chosen[a.kernels_in(scope)] = True
+    code = np.empty(len(k), dtype=np.int32)
+    for rows in range(0, len(k), ROWS):
+        code[rows:rows + ROWS] = fam_of_name[k.name_code[rows:rows + ROWS]]
+        let_go(k.name_code[rows:rows + ROWS])
+    order, bounds = runs_by_code(code, families.size, keep=chosen)
+    del code, chosen
+    kernel_inst = None
     if per_instance:
         inst = a.instances_of(scope)
-        pos = np.full(len(a.ranges), -1, dtype=np.int64)
+        pos = np.full(len(a.ranges), -1, dtype=np.int32)
         pos[inst] = np.arange(inst.size)
         p = a.pairs("all")
         sel = pos[p.range_idx] >= 0
-        kernel_inst = np.full(len(k), -1, dtype=np.int64)
+        kernel_inst = np.full(len(k), -1, dtype=np.int32)
         kernel_inst[p.kernel_idx[sel]] = pos[p.range_idx[sel]]
-        ki = kernel_inst[idx]
-        for fam in np.unique(fams):
-            m = fams == fam
-            samples = np.bincount(ki[m], weights=dur[m], minlength=inst.size)
-            out[str(fam)] = (float(dur[m].sum()), samples)
-    else:
-        for fam in np.unique(fams):
-            m = fams == fam
-            out[str(fam)] = (float(dur[m].sum()), dur[m])
+        del pos, sel
+    out: dict[str, tuple[float, np.ndarray]] = {}
+    for f, fam in enumerate(families.tolist()):
+        mine = order[bounds[f]:bounds[f + 1]]
+        if mine.size == 0:
+            continue
+        dur = k.end[mine] - k.start[mine]
+        let_go(k.end)  # the pages the gathers mapped
+        let_go(k.start)
+        samples = dur if kernel_inst is None else np.bincount(
+            kernel_inst[mine], weights=dur, minlength=inst.size)
+        out[str(fam)] = (float(dur.sum()), samples)
     return out
 
 

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, let_go, runs_by_code, sorted_unique
+from nsys_parsers.arrays import ROWS, let_go, let_go_fields, runs_by_code, sorted_unique
 from nsys_parsers.attribution import Pairs, attribute, innermost
+from nsys_parsers.cache import held
 from nsys_parsers.errors import RangeNotFound
 from nsys_parsers.export import Export, open_export
 from nsys_parsers.gpu_ops import GpuOps, gpu_ops
@@ -361,7 +362,7 @@ class Session:
         """Indices (into ``ranges``) of the shown instances of ``range_name``."""
         code = self.range_code(range_name)
         names, order, bounds = self._instances_by_code()
-        return order[bounds[code]:bounds[code + 1]]
+        return _run_of(order, bounds, code)
 
     def _instances_by_code(self) -> tuple[RangeNames, np.ndarray, np.ndarray]:
         """The shown ranges in order of name code, then index, and where each code's run
@@ -369,7 +370,8 @@ class Session:
         names = self.names()
         def make() -> tuple[RangeNames, np.ndarray, np.ndarray]:
             # held for the question: 4 bytes a shown range with a name
-            order, bounds = runs_by_code(names.code, len(names.names), keep=self.shown())
+            order, bounds = runs_by_code(names.code, len(names.names), keep=self.shown(),
+                                         alloc=held)
             return names, order, bounds
         return self._once(("instances", id(names)), make)
 
@@ -405,12 +407,15 @@ class Session:
         p = self.pairs(attribution)
         order, bounds = self._pairs_by_code(attribution)
         code = self.range_code(range_name)
-        mine = order[bounds[code]:bounds[code + 1]]  # its pairs, in pair order
+        mine = _run_of(order, bounds, code)  # its pairs, in pair order
         rows = p.range_idx[mine]
         pos = np.minimum(np.searchsorted(inst, rows), max(inst.size - 1, 0))
         shown = inst[pos] == rows if inst.size else np.zeros(rows.size, dtype=bool)
-        return np.bincount(pos[shown], weights=k.duration[p.kernel_idx[mine[shown]]],
-                           minlength=inst.size).astype(np.int64)
+        kernel = p.kernel_idx[mine[shown]]
+        out = np.bincount(pos[shown], weights=k.end[kernel] - k.start[kernel],
+                          minlength=inst.size).astype(np.int64)
+        let_go_fields(p, k)  # what the gathers mapped of the pairs and the kernels
+        return out
 
     def _pairs_by_code(self, attribution: str) -> tuple[np.ndarray, np.ndarray]:
         """The pairs of ``attribution`` in order of their range's name code (then pair
@@ -418,16 +423,25 @@ class Session:
         for the last attribution asked (``diff`` asks for each name; the pairs' length, not
         a value per range)."""
         names = self.names()
-        held = self._memo.get("pairs by code")
-        if held is None or held[0] != (attribution, id(names)):
+        memo = self._memo.get("pairs by code")
+        if memo is None or memo[0] != (attribution, id(names)):
             order, bounds = runs_by_code(names.code[self.pairs(attribution).range_idx],
-                                         len(names.names))
-            held = ((attribution, id(names)), names, order, bounds)
-            self._memo["pairs by code"] = held
-        return held[2], held[3]
+                                         len(names.names), alloc=held)
+            memo = ((attribution, id(names)), names, order, bounds)
+            self._memo["pairs by code"] = memo
+        return memo[2], memo[3]
 
     def instance_cpu_ns(self, range_name: str) -> np.ndarray:
         """CPU duration of each shown instance of ``range_name``."""
         r = self.ranges
         assert r is not None
         return (r.end - r.start)[self.instances_of(range_name)]
+
+
+def _run_of(order: np.ndarray, bounds: np.ndarray, code: int) -> np.ndarray:
+    """Code ``code``'s run of ``order`` (``runs_by_code``), copied out: the order is in a
+    scratch file (``cache.held``), whose pages are let go once read."""
+    view = order[bounds[code]:bounds[code + 1]]
+    out = np.array(view)
+    let_go(view)
+    return out
