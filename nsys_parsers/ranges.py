@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_parsers.arrays import Rows, let_go
+from nsys_parsers.cache import held
 from nsys_parsers.ids import global_pid
 from nsys_parsers.schema import NVTX_DOMAIN_CREATE, NVTX_PUSHPOP, NVTXT_PUSHPOP
 
@@ -52,7 +53,8 @@ def _masks(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(domain-create row, push/pop, start/end ended on another thread) of NVTX rows, from
     their packed flags, a step of FLAG_STEP rows at a time."""
     n = flags.size
-    is_domain, pushpop, cross = (np.empty(n, dtype=bool) for _ in range(3))
+    is_domain = np.empty(n, dtype=bool)
+    pushpop, cross = held(n, bool), held(n, bool)  # held by the ranges: scratch when large
     for a in range(0, n, FLAG_STEP):
         f = flags[a:a + FLAG_STEP]
         etype = f & 0xFF
@@ -62,7 +64,9 @@ def _masks(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pp |= etype == NVTXT_PUSHPOP
         np.not_equal((f >> 8) & 1, 0, out=cross[a:a + FLAG_STEP])
         cross[a:a + FLAG_STEP] &= ~pp
-        let_go(f)  # the mapped flags' pages, once read
+        let_go(f)  # the mapped flags' pages, once read (and the scratch pages written)
+        let_go(pp)
+        let_go(cross[a:a + FLAG_STEP])
     return is_domain, pushpop, cross
 
 
@@ -111,11 +115,14 @@ def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.
         start, end, tid, flags, rowid, pushpop, cross = (
             a[keep] for a in (start, end, tid, flags, rowid, pushpop, cross))
     del is_domain
-    unclosed = np.empty(end.size, dtype=bool)
+    unclosed, some = held(end.size, bool), False
     for a in range(0, end.size, FLAG_STEP):  # a step at a time, the mapped pages let go
-        np.less(end[a:a + FLAG_STEP], 0, out=unclosed[a:a + FLAG_STEP])
+        part = unclosed[a:a + FLAG_STEP]
+        np.less(end[a:a + FLAG_STEP], 0, out=part)
+        some = some or bool(part.any())
         let_go(end[a:a + FLAG_STEP])
-    if unclosed.any():
+        let_go(part)
+    if some:
         end = np.where(unclosed, max(capture_end, int(start.max(initial=0))), end)
     return Ranges(start=start, end=end, tid=tid, pushpop=pushpop, cross_thread=cross,
                   unclosed=unclosed, rowid=rowid, flags=flags, domains=domains)

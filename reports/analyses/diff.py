@@ -30,7 +30,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, let_go, runs_by_code
+from nsys_parsers.arrays import ROWS, let_go, let_go_fields, runs_by_code
+from nsys_parsers.cache import joined
 from nsys_parsers.errors import BadOption, NsysMineError
 from nvtx_model.nvtx_ranges import STEP
 from reports.families import kernel_family
@@ -303,9 +304,11 @@ def _family_samples(a: Any, scope: str | None, per_instance: bool
         dur = k.end[mine] - k.start[mine]
         let_go(k.end)  # the pages the gathers mapped
         let_go(k.start)
-        samples = dur if kernel_inst is None else np.bincount(
+        # the call durations wait for the other side in a scratch file when large
+        samples = joined([dur]) if kernel_inst is None else np.bincount(
             kernel_inst[mine], weights=dur, minlength=inst.size)
         out[str(fam)] = (float(dur.sum()), samples)
+    let_go_fields(k)
     return out
 
 

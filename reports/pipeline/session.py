@@ -26,7 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, let_go, let_go_fields, runs_by_code, sorted_unique
+from nsys_parsers.arrays import (
+    ROWS,
+    gather,
+    let_go,
+    let_go_fields,
+    runs_by_code,
+    sorted_unique,
+)
 from nsys_parsers.attribution import Pairs, attribute, innermost
 from nsys_parsers.cache import held
 from nsys_parsers.errors import RangeNotFound
@@ -425,8 +432,9 @@ class Session:
         names = self.names()
         memo = self._memo.get("pairs by code")
         if memo is None or memo[0] != (attribution, id(names)):
-            order, bounds = runs_by_code(names.code[self.pairs(attribution).range_idx],
-                                         len(names.names), alloc=held)
+            code = gather(names.code, self.pairs(attribution).range_idx)  # windowed
+            order, bounds = runs_by_code(code, len(names.names), alloc=held)
+            del code
             memo = ((attribution, id(names)), names, order, bounds)
             self._memo["pairs by code"] = memo
         return memo[2], memo[3]
