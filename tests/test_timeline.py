@@ -125,3 +125,24 @@ def test_bin_time_is_the_time_each_bin_is_covered():
     end = np.array([15, 14, 40], dtype=np.int64)
     # [5,15] gives 5 to bin 0 and 5 to bin 1; [12,14] 2 to bin 1; [25,40] 5 to bin 2
     assert _bin_time(start, end, edges).tolist() == [5.0, 7.0, 5.0]
+
+
+def test_busiest_second_is_the_window_whose_operations_start_the_most_time(monkeypatch):
+    """``_busiest`` (a block of starts at a time) against a sweep over every start: the
+    window of a second from the first start whose operations, by their start, take the most
+    time (the earliest of equal ones), kept inside the span."""
+    import reports.page.timeline as timeline
+
+    rng = np.random.default_rng(7)
+    start = rng.integers(0, 5_000_000_000, 400)
+    end = start + rng.integers(0, 300_000_000, 400)
+    start[:40] = start[40]  # equal starts, equal windows
+    want_total, want_start = -1, None
+    for s0 in sorted(start.tolist()):
+        total = int((end - start)[(start >= s0) & (start < s0 + timeline.BUSIEST_NS)].sum())
+        if total > want_total:
+            want_total, want_start = total, s0
+    w0 = min(want_start, int(end.max()) - timeline.BUSIEST_NS)
+    for rows in (7, 1 << 20):
+        monkeypatch.setattr(timeline, "ROWS", rows)
+        assert timeline._busiest(start, end) == (w0, w0 + timeline.BUSIEST_NS)

@@ -140,8 +140,10 @@ def timeline_panels(s: Any) -> tuple[list[Panel], int]:
     if ops is None or not len(ops):
         return [], 0
     ops = ops.recorded()
-    gid, (pids, devices) = group_ids(ops.pid, ops.device)
-    busy = np.bincount(gid, weights=ops.end - ops.start, minlength=pids.size)
+    gid, (pids, devices) = group_ids(ops.pid, ops.device, dtype=np.int32)
+    busy = np.zeros(pids.size)
+    for rows, dur in ops.durations():  # a block at a time: sums of integer nanoseconds
+        busy += np.bincount(gid[rows], weights=dur, minlength=pids.size)
     chosen = sorted(np.argsort(-busy, kind="stable")[:MAX_PANELS].tolist())
     k = s.trace.kernels
     cats = categorize_many(k.names, s.rules) if k is not None else []
@@ -217,11 +219,22 @@ def _busiest(start: np.ndarray, end: np.ndarray) -> tuple[int, int]:
     first, last = int(start.min()), int(end.max())
     if last - first <= BUSIEST_NS:
         return first, last
+    # by start: the durations' running total, then per start the time of the operations
+    # that start within the second from it, a block (``ROWS``) of starts at a time
     order = np.argsort(start, kind="stable")
-    st, dur = start[order], (end - start)[order]
-    total = np.concatenate([[0], np.cumsum(dur)])
-    upto = np.searchsorted(st, st + BUSIEST_NS, side="left")
-    best = int(np.argmax(total[upto] - total[np.arange(st.size)]))
+    st = start[order]
+    total = np.zeros(st.size + 1, dtype=np.int64)
+    total[1:] = end[order]
+    del order
+    total[1:] -= st
+    np.cumsum(total, out=total)
+    best, most = 0, None
+    for a in range(0, st.size, ROWS):
+        upto = np.searchsorted(st, st[a:a + ROWS] + BUSIEST_NS, side="left")
+        gain = total[upto] - total[a:a + upto.size]
+        at = int(np.argmax(gain))
+        if most is None or gain[at] > most:  # the first of the largest
+            best, most = a + at, int(gain[at])
     w0 = min(int(st[best]), last - BUSIEST_NS)
     return w0, w0 + BUSIEST_NS
 
