@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import fields, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -325,6 +325,21 @@ def let_go_fields(*values: Any) -> None:
                 column = getattr(value, f.name)
                 if isinstance(column, np.ndarray):
                     let_go(column)
+
+
+def let_go_all(value: Any) -> None:
+    """``let_go`` every array in ``value``: an array, a dataclass of arrays, or a tuple,
+    list or dict of those (anything else: nothing)."""
+    if isinstance(value, np.ndarray):
+        let_go(value)
+    elif is_dataclass(value) and not isinstance(value, type):
+        let_go_fields(value)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            let_go_all(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            let_go_all(item)
 
 
 def let_go(view: np.ndarray) -> None:

@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nsys_parsers import queries as Q
-from nsys_parsers.arrays import ROWS, factorize, let_go, sorted_unique
+from nsys_parsers.arrays import ROWS, factorize, let_go, let_go_all, sorted_unique
 from nsys_parsers.attribution import (
     ATTRIBUTIONS,
     Pairs,
@@ -241,6 +241,13 @@ class Trace:
         if self._reader is None:
             self._reader = Reader(self.export.path, self.workers)
         return self._reader
+
+    def let_go(self) -> None:
+        """Let the pages of every mapped item and every value built from them go
+        (``arrays.let_go_all``; scratch arrays too): between the questions of an answer
+        that asks many, what one read is not resident through the next."""
+        self.resolver.let_go()
+        let_go_all(list(self._values.values()))
 
     def _value(self, key: Any, make: Callable[[], Any]) -> Any:
         """A value built once per ``key`` (the items it was built from)."""

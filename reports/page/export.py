@@ -41,6 +41,7 @@ def export_page(session: Session, *, label: str, sidecar: dict[str, Any] | None 
     try:
         for section in SECTIONS:
             page.sections += section(ctx)
+            session.let_go()  # what a section read is not resident through the next
     finally:
         session.expect(None)
     return page

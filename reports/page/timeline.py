@@ -23,7 +23,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, Rows, group_ids, let_go, sorted_unique
+from nsys_parsers.arrays import (
+    ROWS,
+    Rows,
+    gather,
+    group_ids,
+    let_go,
+    let_go_fields,
+    sorted_unique,
+)
 from nsys_parsers.gpu_ops import KERNEL, GpuOps
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.intervals import holes
@@ -150,20 +158,27 @@ def timeline_panels(s: Any) -> tuple[list[Panel], int]:
     window_range = _window_range(s)
     launching = _launching_threads(s)
     panels = []
+    let_go_fields(ops)  # each step below lets the operations' mapped pages go
     for g in chosen:
         mine = np.flatnonzero(gid == g)
+        if mine.size < 2**31:
+            mine = mine.astype(np.int32)
         pid, device = int(pids[g]), int(devices[g])
         window = _instance(s, window_range, pid) if window_range else None
         if window is None:
-            w0, w1 = _busiest(ops.start[mine], ops.end[mine])
+            w0, w1 = _busiest(gather(ops.start, mine), gather(ops.end, mine))  # windowed
             what = "the busiest second" if w1 - w0 >= BUSIEST_NS else "the whole span"
         else:
             w0, w1, what = window
+        let_go_fields(ops)
         panel = Panel(title=f"pid {pid}, device {device}: {what}", start=w0, end=w1)
         _lanes(panel, ops, mine, cats)
+        let_go_fields(ops)
         big = max(1, (w1 - w0) // 200)  # gaps narrower than half a pixel are not drawn
         panel.gaps = [(max(a, w0), min(b, w1)) for a, b in _holes_near(ops, mine, w0, w1)
                       if b - a >= big]
+        let_go_fields(ops)
+        del mine
         tids = (launching[pid_of(launching) == pid] if launching is not None
                 else np.zeros(0, dtype=np.int64))
         _range_rows(s, panel, tids, pid)
@@ -187,7 +202,7 @@ def _holes_near(ops: GpuOps, mine: np.ndarray, w0: int, w1: int) -> list[tuple[i
     (not clipped). Only the operations that meet the window, and the last one before it and
     the first one after it, decide them: a hole that meets the window lies between two of
     those."""
-    start, end = ops.start[mine], ops.end[mine]
+    start, end = gather(ops.start, mine), gather(ops.end, mine)
     near = (start < w1) & (end > w0)
     before, after = np.flatnonzero(end <= w0), np.flatnonzero(start >= w1)
     if before.size:
@@ -243,7 +258,7 @@ def _lanes(panel: Panel, ops: GpuOps, mine: np.ndarray, cats: list[str]) -> None
     """A lane per stream, at the picture's resolution: how long each category (kernels by
     category, memory operations as ``memory``) ran in each of the window's BINS bins."""
     w0, w1 = panel.start, panel.end
-    inside = mine[(ops.start[mine] < w1) & (ops.end[mine] > w0)]
+    inside = mine[(gather(ops.start, mine) < w1) & (gather(ops.end, mine) > w0)]
     if inside.size == 0:
         return
     names = sorted(set(cats)) + ["memory"]

@@ -30,6 +30,7 @@ from nsys_parsers.arrays import (
     ROWS,
     gather,
     let_go,
+    let_go_all,
     let_go_fields,
     runs_by_code,
     sorted_unique,
@@ -123,6 +124,13 @@ class Session:
         self.trace.load(*sorted(want))
         for key in [k for k in self._memo if str(k).startswith("view.")]:
             del self._memo[key]  # made again with the new columns
+
+    def let_go(self) -> None:
+        """Let the pages of every mapped or scratch array held for this session go
+        (``Trace.let_go``, and what the session made from them): a later read maps them
+        again from the page cache."""
+        self.trace.let_go()
+        let_go_all(list(self._memo.values()))
 
     def _once(self, key: Any, make: Any) -> Any:
         """``make()``, computed once per ``key``."""
