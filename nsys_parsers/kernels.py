@@ -99,6 +99,8 @@ class LaunchThreads:
                 c = corr[a:a + ROWS]
                 part = np.searchsorted(self._pids, pid[a:a + ROWS]) * self._corr_max + c
                 key[at + a:at + a + c.size] = np.where(c >= 0, part, -1)  # no id: no launch
+                let_go(c)  # the mapped pages, once read
+                let_go(pid[a:a + ROWS])
             at += pid.size
         order = np.argsort(key, kind="stable")
         key.sort(kind="stable")  # in place: the same values as key[order]
