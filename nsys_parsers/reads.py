@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from nsys_parsers import cancel
-from nsys_parsers.arrays import factorize
+from nsys_parsers.arrays import factorize, let_go
+from nsys_parsers.cache import held
 from nsys_parsers.sqlite_file import connect_readonly
 
 CHUNK_ROWS = 1 << 19
@@ -164,7 +165,7 @@ class IntColumns:
 
     A column given a cache file (``cache.ColumnFile``) is written there instead and comes
     back mapped: it never takes the process's memory. A file that fails (a full disk) is
-    read again into memory."""
+    read again into scratch (``cache.held``: memory where no scratch file can be made)."""
 
     def __init__(self, reader: Reader, query: str, chunks: list[dict[str, int]], ncols: int,
                  files: Sequence[Any] | None = None):
@@ -173,8 +174,7 @@ class IntColumns:
         self._starts = starts.tolist()
         self._files = list(files) if files is not None else [None] * ncols
         self._cols: list[np.ndarray | None] = [
-            np.empty(int(starts[-1]), dtype=np.int64) if f is None else None
-            for f in self._files]
+            held(int(starts[-1]), np.int64) if f is None else None for f in self._files]
         self._futures = self._submit()
         self._joined: list[np.ndarray] | None = None
         self.filed: list[dict[str, Any] | None] = [None] * ncols  # manifest entries
@@ -194,6 +194,7 @@ class IntColumns:
                 col, file = self._cols[i], self._files[i]
                 if col is not None:
                     col[at:at + n] = part
+                    let_go(col[at:at + n])  # a scratch file's pages, once written
                 elif file is not None:
                     file.write(at, part)
             return n
@@ -212,6 +213,7 @@ class IntColumns:
                     for col, file in zip(self._cols, self._files):
                         if col is not None:
                             col[pos:pos + n] = col[at:at + n]
+                            let_go(col[pos:at + n])
                         elif file is not None:
                             file.write(pos, file.read(at, n), moved=True)
                 pos += n
@@ -236,7 +238,7 @@ class IntColumns:
             if file is not None:
                 file.discard()
         self._files = [None] * len(self._files)
-        self._cols = [np.empty(int(self._starts[-1]), dtype=np.int64) for _ in self._files]
+        self._cols = [held(int(self._starts[-1]), np.int64) for _ in self._files]
         self.filed = [None] * len(self._files)
         self._futures = self._submit()
 
@@ -251,7 +253,7 @@ class TextColumn:
     def __init__(self, reader: Reader, query: str, chunks: list[dict[str, int]]):
         starts = np.cumsum([0] + [b["hi"] - b["lo"] for b in chunks])
         self._starts = starts.tolist()
-        self._codes = np.empty(int(starts[-1]), dtype=np.int64)
+        self._codes = held(int(starts[-1]), np.int64)
         self._futures = [reader.submit(self._fill_job(query, b, int(at), int(end)))
                          for b, at, end in zip(chunks, starts, starts[1:])]
 
@@ -265,6 +267,7 @@ class TextColumn:
             del values
             assert at + codes.size <= end, "a rowid chunk gave more rows than its rowids"
             self._codes[at:at + codes.size] = codes
+            let_go(self._codes[at:at + codes.size])
             return codes.size, distinct
         return fill
 
@@ -277,6 +280,7 @@ class TextColumn:
                              dtype=np.int64)
             if n:
                 self._codes[pos:pos + n] = remap[self._codes[at:at + n]]
+                let_go(self._codes[pos:at + n])
             pos += n
         return self._codes[:pos], list(index)
 
