@@ -327,6 +327,19 @@ def let_go_fields(*values: Any) -> None:
                     let_go(column)
 
 
+def value_range(values: np.ndarray) -> tuple[int, int]:
+    """(smallest, largest) of non-empty integer ``values``, a block (``ROWS``) at a time, the
+    mapped pages let go as they pass."""
+    lo, hi = None, None
+    for a in range(0, values.size, ROWS):
+        part = values[a:a + ROWS]
+        p_lo, p_hi = int(part.min()), int(part.max())
+        lo, hi = (p_lo, p_hi) if lo is None or hi is None else (min(lo, p_lo), max(hi, p_hi))
+        let_go(part)
+    assert lo is not None and hi is not None, "no values"
+    return lo, hi
+
+
 def let_go_all(value: Any) -> None:
     """``let_go`` every array in ``value``: an array, a dataclass of arrays, or a tuple,
     list or dict of those (anything else: nothing)."""

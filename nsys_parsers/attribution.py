@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import let_go, sorted_unique
+from nsys_parsers.arrays import gather, let_go, sorted_unique, value_range
+from nsys_parsers.cache import joined
 from nsys_parsers.errors import BadOption
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.ranges import Ranges
@@ -53,8 +54,8 @@ def pairs(kernels: Kernels, ranges: Ranges, chunk: int | None = None) -> Pairs:
         return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     if len(parts) == 1:
         return parts[0]
-    return Pairs(range_idx=np.concatenate([q.range_idx for q in parts]),
-                 kernel_idx=np.concatenate([q.kernel_idx for q in parts]))
+    return Pairs(range_idx=joined([q.range_idx for q in parts]),  # in scratch when large
+                 kernel_idx=joined([q.kernel_idx for q in parts]))
 
 
 def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
@@ -71,10 +72,8 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     l_start = kernels.launch_start[k_has]
     # Thread codes from the (few) launching threads; ranges on other threads drop out.
     tids = sorted_unique(l_tid)
-    lo_t = int(min(l_start.min(), ranges.start.min()))
-    hi_t = int(max(kernels.launch_end[k_has].max(), ranges.end.max()))
-    let_go(ranges.start)
-    let_go(ranges.end)
+    lo_t = min(int(l_start.min()), value_range(ranges.start)[0])  # pages let go as read
+    hi_t = max(int(kernels.launch_end[k_has].max()), value_range(ranges.end)[1])
     span = hi_t - lo_t + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
@@ -83,12 +82,15 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     order = np.argsort(l_key, kind="stable")
     l_key_sorted = l_key[order]
     del l_key, l_tid, l_start
+    for column in (kernels.launch_tid, kernels.launch_start, kernels.launch_end):
+        let_go(column)  # read through: their pages go
     chunk = chunk or CHUNK
     for a in range(0, len(ranges), chunk):
         b = min(a + chunk, len(ranges))
         if a:  # the mapped pages of the chunk before are passed
             for column in (ranges.tid, ranges.start, ranges.end):
                 let_go(column[a - chunk:a])
+            let_go(kernels.launch_end)  # what the chunk's check gathered
         r_tid = ranges.tid[a:b]
         r_pos = np.minimum(np.searchsorted(tids, r_tid), tids.size - 1)
         use = np.flatnonzero((tids[r_pos] == r_tid) & ~ranges.cross_thread[a:b])
@@ -133,16 +135,16 @@ def innermost(p: Pairs, ranges: Ranges) -> Pairs:
         return p
     ri, ki = p.range_idx, p.kernel_idx
     nk = int(ki.max()) + 1
-    rs = ranges.start[ri]
-    let_go(ranges.start)  # the gathers map pages over every range: let them go at once
+    rs = gather(ranges.start, ri)  # a window at a time: the pairs are in range order
     latest = np.full(nk, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(latest, ki, rs)
     cand = np.flatnonzero(rs == latest[ki])  # the pairs of each kernel's latest start
-    re_ = ranges.end[ri[cand]]
+    del rs, latest  # each per-pair and per-kernel temporary goes once used
+    re_ = gather(ranges.end, ri[cand])
     earliest = np.full(nk, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(earliest, ki[cand], re_)
-    let_go(ranges.end)
     cand = cand[re_ == earliest[ki[cand]]]  # of those, the earliest end
+    del re_, earliest
     top = np.full(nk, -1, dtype=np.int64)
     np.maximum.at(top, ki[cand], ri[cand])  # of those, the highest range index
     kernels = np.flatnonzero(top >= 0)

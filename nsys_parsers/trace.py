@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nsys_parsers import queries as Q
-from nsys_parsers.arrays import ROWS, factorize, let_go, let_go_all, sorted_unique
+from nsys_parsers.arrays import factorize, let_go_all, sorted_unique, value_range
 from nsys_parsers.attribution import (
     ATTRIBUTIONS,
     Pairs,
@@ -381,7 +381,7 @@ class Trace:
             else code.size
         return code.size == rows - self._domain_rows() and (
             not code.size or self._of_array(("max code", item), code,
-                                             lambda: _largest(code)) < len(names))
+                                             lambda: value_range(code)[1]) < len(names))
 
     def _domain_rows(self) -> int:
         if not self.resolver.held("nvtx.flags"):
@@ -579,12 +579,3 @@ class Trace:
         if self.cache is not None:
             self.cache.flush()
 
-
-def _largest(values: np.ndarray) -> int:
-    """The largest of ``values`` (-1: none), a block at a time, the mapped pages let go."""
-    out = -1
-    for a in range(0, values.size, ROWS):
-        part = values[a:a + ROWS]
-        out = max(out, int(part.max(initial=-1)))
-        let_go(part)
-    return out
