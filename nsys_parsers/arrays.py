@@ -35,11 +35,16 @@ def distinct_sorted(s: np.ndarray) -> np.ndarray:
 def take_rows(value: T, keep: np.ndarray, whole: tuple[str, ...] = ()) -> T:
     """A dataclass of per-row columns with only the rows at indices (or where the mask is
     true) ``keep``: every numpy field is taken, but those named in ``whole``; other fields
-    (names, labels, None) are kept as they are. A new value."""
+    (names, labels, None) are kept as they are. A new value. A mapped column's pages are let
+    go once taken (a few rows spread over a column map pages around each, 64 KB)."""
     obj: Any = value
-    cols = {f.name: getattr(obj, f.name) for f in fields(obj)}
-    return replace(obj, **{k: v[keep] for k, v in cols.items()
-                           if isinstance(v, np.ndarray) and k not in whole})
+    taken = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, np.ndarray) and f.name not in whole:
+            taken[f.name] = v[keep]
+            let_go(v)
+    return replace(obj, **taken)
 
 
 R = TypeVar("R", bound="Rows")

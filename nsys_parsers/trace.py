@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nsys_parsers import queries as Q
-from nsys_parsers.arrays import factorize, let_go_all, sorted_unique, value_range
+from nsys_parsers.arrays import factorize, gather, let_go, let_go_all, sorted_unique, value_range
 from nsys_parsers.attribution import (
     ATTRIBUTIONS,
     Pairs,
@@ -47,7 +47,7 @@ from nsys_parsers.attribution import (
     launching_share,
 )
 from nsys_parsers.budget import check_need
-from nsys_parsers.cache import ColumnCache, joined
+from nsys_parsers.cache import ColumnCache, held, joined
 from nsys_parsers.completeness import Extents
 from nsys_parsers.errors import BadOption
 from nsys_parsers.export import Export
@@ -464,13 +464,18 @@ class Trace:
 
     def _names_of_rows(self, ranges: Ranges, rows: np.ndarray) -> RangeNames:
         """Names of the ranges at ``rows`` (and of the domains), by rowid seeks."""
-        want = sorted_unique(np.concatenate([ranges.rowid[rows], ranges.domains[:, 0]]))
+        want = sorted_unique(np.concatenate([gather(ranges.rowid, rows),  # windowed
+                                             ranges.domains[:, 0]]))
         rid, codes, keys = self._keys_by_rowid(want)
-        range_codes = np.full(len(ranges), -1, dtype=np.int64)
+        del want
+        range_codes = held(len(ranges), np.int64)  # a code per range: scratch when large
+        range_codes.fill(-1)
+        let_go(range_codes)
         if len(ranges):
             pos = np.minimum(np.searchsorted(ranges.rowid, rid), len(ranges) - 1)
-            ok = ranges.rowid[pos] == rid
+            ok = gather(ranges.rowid, pos) == rid  # rid ascending: a window at a time
             range_codes[pos[ok]] = codes[ok]
+            let_go(range_codes)
         dpos = np.searchsorted(rid, ranges.domains[:, 0])
         dom_codes = (codes[np.minimum(dpos, max(rid.size - 1, 0))] if rid.size
                      else np.zeros(0, dtype=np.int64))
@@ -482,19 +487,28 @@ class Trace:
         sql = Q.NVTX_KEYS_BY_ROWID.sql(self.export, name_key=Q.nvtx_name_key(self.export))
 
         def job(ids: str) -> Any:
-            def run(conn: Any) -> tuple[np.ndarray, list[str]]:
+            def run(conn: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
                 rid_json, keys_json = conn.execute(sql, (ids,)).fetchone()
-                return ints_from_json(rid_json), json.loads(keys_json)
+                codes, distinct = factorize(json.loads(keys_json))  # a chunk's keys: few
+                return ints_from_json(rid_json), codes, distinct
             return run
 
         step = max(1, min(ROWID_CHUNK, -(-rowids.size // max(1, self.workers))))
         futures = [self.reader().submit(job(json.dumps(rowids[a:a + step].tolist())))
                    for a in range(0, rowids.size, step)]
-        parts = [f.result() for f in futures]
-        if not parts:
+        if not futures:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
-        codes, keys = factorize([k for _, ks in parts for k in ks])
-        return np.concatenate([r for r, _ in parts]), codes, keys
+        # each chunk's codes mapped to the codes of all its keys, in order of first sight
+        # (what one factorize of every key gives), not every row's key string held at once
+        index: dict[str, int] = {}
+        rids, codes = [], []
+        for f in futures:
+            rid, part, distinct = f.result()
+            remap = np.array([index.setdefault(k, len(index)) for k in distinct],
+                             dtype=np.int64)
+            rids.append(rid)
+            codes.append(remap[part] if part.size else part.astype(np.int64))
+        return np.concatenate(rids), np.concatenate(codes), list(index)
 
     def _resolve(self, keys: list[str]) -> list[str]:
         strings = strings_by_id(self.export.db, Q.STRINGS_BY_ID.sql(self.export),
