@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, Rows, let_go
+from nsys_parsers.arrays import ROWS, Rows, let_go, value_range
 from nsys_parsers.cache import held_where, joined
 
 
@@ -53,9 +53,14 @@ def _gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray
     gap = end[by_end]
     let_go(end)
     np.subtract(nxt, gap, out=gap)  # > 0: a hole, when both sides are of one group
-    counts = np.bincount(group)
-    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
+    _between_groups(gap, np.bincount(group))
     return by_start, by_end, nxt, gap
+
+
+def _between_groups(gap: np.ndarray, counts: np.ndarray) -> None:
+    """Set to 0 the gaps (of intervals sorted by group) where one group ends and the next
+    begins; ``counts``: the intervals of each group code."""
+    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0
 
 
 def long_holes(group: np.ndarray, start: np.ndarray, end: np.ndarray, longer_than: int
@@ -90,7 +95,7 @@ def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups:
     present = np.flatnonzero(counts > 0)
     out[present] = last[present] - first[present]
     if group.size > 1:
-        gap = _sorted_gaps(group, start, end, ngroups)
+        gap = _sorted_gaps(group, start, end, counts)
         np.maximum(gap, 0, out=gap)
         # the gaps of a group lie at its sorted positions, less its last (its first
         # interval's position, where reduceat starts a group's sum; the last group's sum
@@ -100,14 +105,16 @@ def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups:
     return out
 
 
-def _sorted_gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+def _sorted_gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray, counts: np.ndarray
                  ) -> np.ndarray:
     """``_gaps``' gaps (its fourth array) from the starts and the ends each sorted by value,
     as keys of (group, time) built a block at a time and sorted in place: two arrays of the
-    intervals' length, where ``_gaps`` holds orders too (``union_length`` needs no order)."""
-    lo = min(int(start.min()), int(end.min()))
-    width = max(int(start.max()), int(end.max())) - lo + 1
-    if ngroups * width >= 2**62:  # pragma: no cover - spans of years
+    intervals' length, where ``_gaps`` holds orders too (``union_length`` needs no order).
+    ``counts``: the intervals of each group code."""
+    (s_lo, s_hi), (e_lo, e_hi) = value_range(start), value_range(end)
+    lo = min(s_lo, e_lo)
+    width = max(s_hi, e_hi) - lo + 1
+    if counts.size * width >= 2**62:  # pragma: no cover - spans of years
         return _gaps(group, start, end)[3]
     keys = []
     for t in (start, end):
@@ -124,8 +131,7 @@ def _sorted_gaps(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups:
     by_start, gap = keys[0], keys[1][:-1]
     np.subtract(by_start[1:], gap, out=gap)  # the ends' keys become the gaps, in place
     del keys, by_start
-    counts = np.bincount(group, minlength=ngroups)
-    gap[np.cumsum(counts[counts > 0])[:-1] - 1] = 0  # where one group ends, the next begins
+    _between_groups(gap, counts)
     return gap
 
 
