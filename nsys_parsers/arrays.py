@@ -94,9 +94,15 @@ def is_sorted(values: np.ndarray) -> bool:
 def factorize(items: list) -> tuple[np.ndarray, list]:
     """(code per item, distinct items in order of first appearance)."""
     index: dict = {}
-    codes = np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int64,
-                        count=len(items))
-    return codes, list(index)
+    return codes_in(index, items), list(index)
+
+
+def codes_in(index: dict, items: list) -> np.ndarray:
+    """The code of each item in ``index`` (item -> code), the items not in it yet added
+    with the next codes: the chunks of one column factorized apart are merged by passing
+    each chunk's distinct items, in order, to one ``index``."""
+    return np.fromiter((index.setdefault(x, len(index)) for x in items), dtype=np.int64,
+                       count=len(items))
 
 
 def dense_rank(key: np.ndarray, bound: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, let_go
+from nsys_parsers.arrays import ROWS, codes_in, let_go
 from nsys_parsers.cache import held
 from nsys_parsers.ids import global_pid
 
@@ -87,7 +87,7 @@ def unique_names(names: list[str], codes: np.ndarray) -> tuple[list[str], np.nda
     if len(set(names)) == len(names):
         return names, codes
     index: dict[str, int] = {}
-    remap = np.array([index.setdefault(n, len(index)) for n in names], dtype=np.int64)
+    remap = codes_in(index, names)
     return list(index), remap[codes] if codes.size else codes
 
 
@@ -123,7 +123,7 @@ def union(a: RangeNames, b: RangeNames) -> RangeNames:
     """Names of ``a`` where resolved, else of ``b`` (both of the same ranges)."""
     index = {n: i for i, n in enumerate(a.names)}
     names = list(a.names)
-    remap = np.array([index.setdefault(n, len(index)) for n in b.names], dtype=np.int64)
+    remap = codes_in(index, b.names)
     names += list(index)[len(names):]
     code = np.where(a.code >= 0, a.code,
                     np.where(b.code >= 0, remap[np.maximum(b.code, 0)] if remap.size else -1,

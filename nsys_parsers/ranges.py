@@ -12,6 +12,7 @@ start/end range ended on another thread (bit 8) and the domain id (bits 9-48).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,22 +91,11 @@ def attributable_rows(flags: np.ndarray) -> np.ndarray:
     return (etype != NVTX_DOMAIN_CREATE) & ~cross
 
 
-def has_unclosed(end: np.ndarray) -> bool:
-    """Whether some NVTX row read was never closed (``end`` < 0), a step of FLAG_STEP rows
-    at a time, the mapped pages let go once read."""
-    for a in range(0, end.size, FLAG_STEP):
-        part = end[a:a + FLAG_STEP]
-        found = bool((part < 0).any())
-        let_go(part)
-        if found:
-            return True
-    return False
-
-
 def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.ndarray,
-                 rowid: np.ndarray, capture_end: int) -> Ranges:
+                 rowid: np.ndarray, capture_end: Callable[[], int]) -> Ranges:
     """Ranges from the NVTX rows read (range and domain-create rows, in table order; ``end``
-    is -1 where a range was never closed)."""
+    is -1 where a range was never closed: it ends at ``capture_end()``, asked only then, or
+    at the last start if later)."""
     is_domain, pushpop, cross = _masks(flags)
     dom = np.flatnonzero(is_domain)
     domains = np.stack([rowid[dom], flags[dom] >> 9, global_pid(tid[dom]),
@@ -123,6 +113,6 @@ def build_ranges(start: np.ndarray, end: np.ndarray, tid: np.ndarray, flags: np.
         let_go(end[a:a + FLAG_STEP])
         let_go(part)
     if some:
-        end = np.where(unclosed, max(capture_end, int(start.max(initial=0))), end)
+        end = np.where(unclosed, max(capture_end(), int(start.max(initial=0))), end)
     return Ranges(start=start, end=end, tid=tid, pushpop=pushpop, cross_thread=cross,
                   unclosed=unclosed, rowid=rowid, flags=flags, domains=domains)

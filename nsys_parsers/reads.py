@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from nsys_parsers import cancel
-from nsys_parsers.arrays import factorize, let_go
+from nsys_parsers.arrays import codes_in, factorize, let_go
 from nsys_parsers.cache import held
 from nsys_parsers.sqlite_file import connect_readonly
 
@@ -276,8 +276,7 @@ class TextColumn:
         pos = 0
         for f, at in zip(self._futures, self._starts):
             n, values = _result(f)
-            remap = np.array([index.setdefault(v, len(index)) for v in values],
-                             dtype=np.int64)
+            remap = codes_in(index, values)
             if n:
                 self._codes[pos:pos + n] = remap[self._codes[at:at + n]]
                 let_go(self._codes[pos:at + n])

@@ -38,7 +38,15 @@ from typing import Any, Callable
 import numpy as np
 
 from nsys_parsers import queries as Q
-from nsys_parsers.arrays import factorize, gather, let_go, let_go_all, sorted_unique, value_range
+from nsys_parsers.arrays import (
+    codes_in,
+    factorize,
+    gather,
+    let_go,
+    let_go_all,
+    sorted_unique,
+    value_range,
+)
 from nsys_parsers.attribution import (
     ATTRIBUTIONS,
     Pairs,
@@ -73,7 +81,7 @@ from nsys_parsers.items import (
 from nsys_parsers.kernels import ApiCalls, Kernels, kernel_name_column
 from nsys_parsers.memops import MEMCPY_KINDS, MemOps
 from nsys_parsers.names import RangeNames, range_names, resolve_keys, text_ids, union
-from nsys_parsers.ranges import Ranges, build_ranges, has_unclosed, is_domain_row
+from nsys_parsers.ranges import Ranges, build_ranges, is_domain_row
 from nsys_parsers.reads import Reader, ints_from_json, strings_by_id
 from nsys_parsers.resolver import Resolver
 from nsys_parsers.schema import (
@@ -301,10 +309,10 @@ class Trace:
 
     def _make_ranges(self) -> Ranges:
         c = {k: self.resolver.array(f"nvtx.{k}") for k in NVTX}
-        capture_end = 0
-        if has_unclosed(c["end"]):
+
+        def capture_end() -> int:  # asked only when some range was never closed
             self.resolver.get("capture_end")
-            capture_end = int(self.resolver.array("capture_end")[0])
+            return int(self.resolver.array("capture_end")[0])
         return build_ranges(c["start"], c["end"], c["tid"], c["flags"], c["rowid"],
                             capture_end)
 
@@ -457,7 +465,7 @@ class Trace:
         if rows.size == 0:
             return []
         few = build_ranges(cols["start"], cols["end"], cols["tid"], cols["flags"],
-                           cols["rowid"], 0)
+                           cols["rowid"], lambda: 0)
         at = np.searchsorted(cols["rowid"][~is_domain_row(cols["flags"])], cols["rowid"][rows])
         names = self._names_of_rows(few, np.arange(len(few)))
         return [names.names[int(c)] for c in names.code[at].tolist()]
@@ -504,10 +512,8 @@ class Trace:
         rids, codes = [], []
         for f in futures:
             rid, part, distinct = f.result()
-            remap = np.array([index.setdefault(k, len(index)) for k in distinct],
-                             dtype=np.int64)
             rids.append(rid)
-            codes.append(remap[part] if part.size else part.astype(np.int64))
+            codes.append(codes_in(index, distinct)[part])
         return np.concatenate(rids), np.concatenate(codes), list(index)
 
     def _resolve(self, keys: list[str]) -> list[str]:
@@ -592,4 +598,3 @@ class Trace:
             self._reader = None
         if self.cache is not None:
             self.cache.flush()
-
