@@ -22,6 +22,16 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return distinct_sorted(values if is_sorted(values) else np.sort(values))
 
 
+def few_distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of a column that has few (names' ids), a block (``ROWS``)
+    at a time: no copy of the column is sorted, its mapped pages let go as they pass."""
+    parts = []
+    for a in range(0, values.size, ROWS):
+        parts.append(np.unique(values[a:a + ROWS]))
+        let_go(values[a:a + ROWS])
+    return sorted_unique(np.concatenate(parts)) if parts else np.asarray(values)[:0].copy()
+
+
 def distinct_sorted(s: np.ndarray) -> np.ndarray:
     """The distinct values of ``s``, which is sorted (a new array)."""
     if s.size == 0:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
 import numpy as np
 
 from nsys_parsers import queries as Q
-from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.arrays import few_distinct
 from nsys_parsers.kernels import join_launches
 from nsys_parsers.names import kernel_names
 from nsys_parsers.reads import rowid_span, strings_by_id
@@ -119,8 +119,9 @@ def _column(prefix: str, key: str) -> Column:
 def names_of_ids(export: Any, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Names of StringIds ids (kernel names, API call names) of an open export: the distinct
     names and the code of each id."""
-    strings = strings_by_id(export.db, Q.STRINGS_BY_ID.sql(export), sorted_unique(ids))
-    return kernel_names(strings, ids)
+    distinct = few_distinct(ids)
+    strings = strings_by_id(export.db, Q.STRINGS_BY_ID.sql(export), distinct)
+    return kernel_names(strings, ids, distinct)
 
 
 def _names_of_ids(ids_item: str, out: str) -> Derived:

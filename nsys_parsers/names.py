@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, codes_in, let_go
+from nsys_parsers.arrays import ROWS, codes_in, few_distinct, let_go
 from nsys_parsers.cache import held
 from nsys_parsers.ids import global_pid
 
@@ -91,12 +92,21 @@ def unique_names(names: list[str], codes: np.ndarray) -> tuple[list[str], np.nda
     return list(index), remap[codes] if codes.size else codes
 
 
-def kernel_names(strings: dict[int, str], name_ids: np.ndarray
-                 ) -> tuple[list[str], np.ndarray]:
-    """(distinct names, code per kernel) from the kernels' StringIds ids and their text."""
-    ids_u, codes = np.unique(name_ids, return_inverse=True)
-    names = [strings.get(int(i), f"<unknown kernel name {int(i)}>") for i in ids_u]
-    return unique_names(names, codes.ravel())
+def kernel_names(strings: dict[int, str], name_ids: np.ndarray,
+                 ids_u: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
+    """(distinct names, code per kernel) from the kernels' StringIds ids and their text
+    (``ids_u``: the distinct ids, sorted, when known), a block (``ROWS``) of kernels at a
+    time into a code per kernel (scratch when large)."""
+    ids_u = few_distinct(name_ids) if ids_u is None else ids_u
+    index: dict[str, int] = {}
+    remap = codes_in(index, [strings.get(int(i), f"<unknown kernel name {int(i)}>")
+                             for i in ids_u.tolist()])  # equal names merged
+    codes = held(name_ids.size, np.int64)
+    for a in range(0, name_ids.size, ROWS):
+        codes[a:a + ROWS] = remap[np.searchsorted(ids_u, name_ids[a:a + ROWS])]
+        let_go(codes[a:a + ROWS])
+        let_go(name_ids[a:a + ROWS])
+    return list(index), codes
 
 
 def text_ids(keys: list[str]) -> list[int]:
@@ -136,28 +146,52 @@ def range_names(ranges, range_codes: np.ndarray, dom_codes: np.ndarray,
     """The names of ``ranges`` (a Ranges as read, in table order) from the key code of each
     range (-1: not resolved) and of each domain-create row, and the keys' display names:
     non-default domains prefixed, equal names merged. ``owned``: ``range_codes`` is the
-    caller's to change (else it is copied before it changes: it may be a cached item)."""
-    names, final = _with_domains(ranges, resolved, range_codes, dom_codes)
-    valid = final >= 0
-    if not valid.all():
-        sub_names, sub_codes = unique_names(names, final[valid])
-        if final is range_codes and not owned:
-            final = final.copy()
-        final[valid] = sub_codes
-        names = sub_names
+    caller's to change (else the codes are written to a new array: it may be a cached
+    item). A block (``ROWS``) of ranges at a time: a code per range is the one array held."""
+    domains = _domains(ranges, resolved, dom_codes)
+    base = len(resolved) + 1
+    combos = None if domains is None else _combos_present(domains, range_codes, base)
+    if domains is None or combos is None:
+        names, remap = _merged(list(resolved))
+        if remap is None:  # every key its own name: the codes are the names' codes
+            return RangeNames(code=range_codes, names=names)
     else:
-        names, final = unique_names(names, final)
+        names, remap = _merged([f"{domains[0][dj - 1]}:{resolved[c]}" if dj > 0
+                                else resolved[c]
+                                for dj, c in (divmod(u, base) for u in combos.tolist())])
+    final = range_codes if owned else held(len(range_codes), np.int32)
+    for a in range(0, len(range_codes), ROWS):
+        b = min(a + ROWS, len(range_codes))
+        codes = np.asarray(range_codes[a:b])
+        of = (codes if domains is None or combos is None
+              else np.searchsorted(combos, _combo(domains, a, b, codes, base)))
+        if remap is not None and remap.size:
+            of = remap[np.maximum(of, 0)]
+        final[a:b] = np.where(codes >= 0, of, -1)
+        let_go(final[a:b])
+        let_go(range_codes[a:b])
     return RangeNames(code=final, names=names)
 
 
-def _with_domains(ranges, resolved: list[str], codes: np.ndarray, dom_codes: np.ndarray
-                  ) -> tuple[list[str], np.ndarray]:
-    """Prefix names of ranges in non-default domains with ``domain:``."""
-    if ranges.domains.shape[0] == 0:
-        return list(resolved), codes
-    domain = ranges.domain
-    if not bool((domain != 0).any()):
-        return list(resolved), codes
+def _merged(names: list[str]) -> tuple[list[str], np.ndarray | None]:
+    """(distinct names, the new code of each of ``names``), the codes None where every name
+    is distinct already."""
+    index: dict[str, int] = {}
+    remap = codes_in(index, names)
+    return (names, None) if len(index) == len(names) else (list(index), remap)
+
+
+# (the name of each (domain, process) pair; of the ranges [a, b): each one's pair index + 1)
+Domains = tuple[list[str], Callable[[int, int], np.ndarray]]
+
+
+def _domains(ranges, resolved: list[str], dom_codes: np.ndarray) -> Domains | None:
+    """(name of each (domain, process) pair, the function giving the pair's index + 1 of
+    each range of a block, 0 in the default domain) of ranges in non-default domains,
+    None where every range is in the default one."""
+    if ranges.domains.shape[0] == 0 or not any(
+            bool(ranges.domain_at(a, a + ROWS).any()) for a in range(0, len(ranges), ROWS)):
+        return None
     # (domainId, process) -> domain name; nsys takes the first creation of each pair.
     order = np.argsort(ranges.domains[:, 3], kind="stable")
     seen: dict[tuple[int, int], int] = {}
@@ -167,22 +201,28 @@ def _with_domains(ranges, resolved: list[str], codes: np.ndarray, dom_codes: np.
         if key not in seen:
             seen[key] = len(dom_names)
             dom_names.append(resolved[int(dom_codes[i])])
-    domain_of = np.full(len(ranges), -1, dtype=np.int64)
-    pidkey = global_pid(ranges.tid)
-    for (did, pk), j in seen.items():
-        domain_of[(domain == did) & (pidkey == pk)] = j
-    base = len(resolved) + 1
-    combo = np.where(codes >= 0, (domain_of + 1) * base + codes, -1)
-    uniq_c, inv = np.unique(combo, return_inverse=True)
-    names = []
-    for u in uniq_c:
-        if u < 0:
-            names.append("")  # placeholder for unresolved rows, dropped below
-            continue
-        dj, c = divmod(int(u), base)
-        names.append(f"{dom_names[dj - 1]}:{resolved[c]}" if dj > 0 else resolved[c])
-    final = inv.ravel()
-    if uniq_c.size and uniq_c[0] < 0:  # unresolved rows stay -1
-        names = names[1:]
-        final = final - 1
-    return names, final
+
+    def domain_of(a: int, b: int) -> np.ndarray:
+        out = np.zeros(b - a, dtype=np.int64)
+        did, pidkey = ranges.domain_at(a, b), global_pid(np.asarray(ranges.tid[a:b]))
+        for (d, pk), j in seen.items():
+            out[(did == d) & (pidkey == pk)] = j + 1
+        let_go(ranges.tid[a:b])
+        return out
+    return dom_names, domain_of
+
+
+def _combo(domains: Domains, a: int, b: int, codes: np.ndarray, base: int) -> np.ndarray:
+    """Each range's (domain, key) pair of the block [a, b) as one integer; -1 unresolved."""
+    return np.where(codes >= 0, domains[1](a, b) * base + codes, -1)
+
+
+def _combos_present(domains: Domains, range_codes: np.ndarray, base: int) -> np.ndarray:
+    """The distinct (domain, key) pairs of the resolved ranges, sorted."""
+    parts = []
+    for a in range(0, len(range_codes), ROWS):
+        b = min(a + ROWS, len(range_codes))
+        combo = _combo(domains, a, b, np.asarray(range_codes[a:b]), base)
+        parts.append(np.unique(combo[combo >= 0]))
+        let_go(range_codes[a:b])
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)

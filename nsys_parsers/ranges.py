@@ -38,16 +38,27 @@ class Ranges(Rows):
     domains: np.ndarray  # NvtxDomainCreate rows: (rowid, domain id, process key, start)
     WHOLE = ("domains",)  # a table of its own: not taken with the ranges
 
-    @property
-    def domain(self) -> np.ndarray:
-        """Each range's domain id (0: the default domain), computed when asked: an int64
-        per range held for the few questions that read it cost 8 bytes a range."""
-        return self.flags >> 9
+    def domain_at(self, a: int, b: int) -> np.ndarray:
+        """The domain id (0: the default domain) of the ranges [a, b), computed when asked
+        (an int64 per range held for the few questions that read it cost 8 bytes a
+        range), the flags' pages let go once read."""
+        f = self.flags[a:b]
+        out = f >> 9
+        let_go(f)
+        return out
+
+    def in_domains(self) -> np.ndarray:
+        """The rows of the ranges in a non-default domain, a step of FLAG_STEP at a time."""
+        return np.concatenate([np.flatnonzero(self.domain_at(a, a + FLAG_STEP)) + a
+                               for a in range(0, len(self), FLAG_STEP)] or [_NO_ROWS])
 
 
 # Rows per step of the flags' masks: their int64 temporaries stay a few MB (whole, they
 # took 24 bytes a range at once: 460 MiB at 20 M ranges).
 FLAG_STEP = 1 << 20
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def _masks(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -471,50 +471,56 @@ class Trace:
         return [names.names[int(c)] for c in names.code[at].tolist()]
 
     def _names_of_rows(self, ranges: Ranges, rows: np.ndarray) -> RangeNames:
-        """Names of the ranges at ``rows`` (and of the domains), by rowid seeks."""
+        """Names of the ranges at ``rows`` (and of the domains), by rowid seeks: each chunk's
+        key codes written to a code per range (scratch when large) as it comes."""
         want = sorted_unique(np.concatenate([gather(ranges.rowid, rows),  # windowed
                                              ranges.domains[:, 0]]))
-        rid, codes, keys = self._keys_by_rowid(want)
-        del want
-        range_codes = held(len(ranges), np.int64)  # a code per range: scratch when large
+        range_codes = held(len(ranges), np.int32)
         range_codes.fill(-1)
         let_go(range_codes)
-        if len(ranges):
-            pos = np.minimum(np.searchsorted(ranges.rowid, rid), len(ranges) - 1)
-            ok = gather(ranges.rowid, pos) == rid  # rid ascending: a window at a time
-            range_codes[pos[ok]] = codes[ok]
-            let_go(range_codes)
-        dpos = np.searchsorted(rid, ranges.domains[:, 0])
-        dom_codes = (codes[np.minimum(dpos, max(rid.size - 1, 0))] if rid.size
-                     else np.zeros(0, dtype=np.int64))
+        dom_rowid = ranges.domains[:, 0]
+        dom_codes = np.zeros(dom_rowid.size, dtype=np.int64)
+
+        def found(rid: np.ndarray, codes: np.ndarray) -> None:
+            order = np.argsort(rid, kind="stable")  # the chunk's rows in rowid order
+            rid, codes = rid[order], codes[order]
+            if len(ranges):
+                pos = np.minimum(np.searchsorted(ranges.rowid, rid), len(ranges) - 1)
+                ok = gather(ranges.rowid, pos) == rid
+                range_codes[pos[ok]] = codes[ok]
+                let_go(ranges.rowid)
+                let_go(range_codes)
+            at = np.minimum(np.searchsorted(rid, dom_rowid), max(rid.size - 1, 0))
+            hit = rid[at] == dom_rowid if rid.size else np.zeros(dom_rowid.size, dtype=bool)
+            dom_codes[hit] = codes[at[hit]]
+        keys = self._keys_by_rowid(want, found)
+        del want
         return range_names(ranges, range_codes, dom_codes, self._resolve(keys), owned=True)
 
-    def _keys_by_rowid(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """(rowids, key code of each, distinct keys) of NVTX rows, sought in chunks on the
-        reader threads."""
+    def _keys_by_rowid(self, rowids: np.ndarray,
+                       found: Callable[[np.ndarray, np.ndarray], None]) -> list[str]:
+        """The distinct keys of NVTX rows, sought in chunks on the reader threads; each
+        chunk's (rowids, key code of each) given to ``found`` as it comes."""
         sql = Q.NVTX_KEYS_BY_ROWID.sql(self.export, name_key=Q.nvtx_name_key(self.export))
 
-        def job(ids: str) -> Any:
+        def job(ids: np.ndarray) -> Any:
             def run(conn: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
-                rid_json, keys_json = conn.execute(sql, (ids,)).fetchone()
+                rid_json, keys_json = conn.execute(sql, (json.dumps(ids.tolist()),)).fetchone()
                 codes, distinct = factorize(json.loads(keys_json))  # a chunk's keys: few
                 return ints_from_json(rid_json), codes, distinct
             return run
 
         step = max(1, min(ROWID_CHUNK, -(-rowids.size // max(1, self.workers))))
-        futures = [self.reader().submit(job(json.dumps(rowids[a:a + step].tolist())))
+        futures = [self.reader().submit(job(rowids[a:a + step]))  # its text made there
                    for a in range(0, rowids.size, step)]
-        if not futures:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
         # each chunk's codes mapped to the codes of all its keys, in order of first sight
         # (what one factorize of every key gives), not every row's key string held at once
         index: dict[str, int] = {}
-        rids, codes = [], []
-        for f in futures:
-            rid, part, distinct = f.result()
-            rids.append(rid)
-            codes.append(codes_in(index, distinct)[part])
-        return np.concatenate(rids), np.concatenate(codes), list(index)
+        futures.reverse()
+        while futures:  # a chunk let go once given
+            rid, part, distinct = futures.pop().result()
+            found(rid, codes_in(index, distinct)[part])
+        return list(index)
 
     def _resolve(self, keys: list[str]) -> list[str]:
         strings = strings_by_id(self.export.db, Q.STRINGS_BY_ID.sql(self.export),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from reports.pipeline.ask import answer, ask
@@ -159,6 +160,67 @@ def test_domains_text_and_textid_names(tmp_path):
     assert rows[("same",)]["instances"] == 2
 
 
+def test_domain_names_a_few_rows_at_a_time_equal_plain_sql(tmp_path, monkeypatch):
+    """Range names in domains of two processes (one domain id in both, one created twice),
+    by textId and inline, resolved a few ranges, text rows and sought rowids at a time (the
+    text chunks' distinct names merged in chunk order as they come), equal a lookup in
+    plain SQL: of every range (``ranges``), and of the ranges with kernels only, sought by
+    rowid (``nvtx-kernels``)."""
+    import sqlite3
+    from collections import Counter
+
+    import nsys_parsers.cache as cache_mod
+    import nsys_parsers.names as names_mod
+    import nsys_parsers.reads as reads_mod
+    import nsys_parsers.trace as trace_mod
+
+    s = Synth()
+    s.domain(3, "MPI", pid=1, start=0)
+    s.domain(3, "MPI again", pid=1, start=5)  # nsys takes the first creation
+    s.domain(3, "NCCL", pid=2, start=1)  # the same id in another process
+    s.domain(5, "io", pid=2, start=2)
+    rng = np.random.default_rng(52)
+    for i in range(90):
+        pid = int(rng.integers(1, 3))
+        domain = [0, 3, 3 if pid == 1 else 5][int(rng.integers(0, 3))]
+        s.range(f"op{i % 7}", 100 * i, 100 * i + 90, pid=pid, domain=domain or None,
+                inline=bool(i % 2))
+        if i % 4 == 0:
+            s.kernel(f"k{i % 3}", 100 * i + 10, 100 * i + 20,
+                     launch=(100 * i + 1, 100 * i + 2), pid=pid)
+    p = s.write(tmp_path / "dom.sqlite")
+    with sqlite3.connect(p) as db:
+        first = {}
+        for did, pid, name in db.execute(
+                "SELECT domainId, globalTid >> 24, text FROM NVTX_EVENTS WHERE eventType = 75 "
+                "ORDER BY start"):
+            first.setdefault((did, pid), name)
+        named = {rowid: (f"{first[(did, pid)]}:{name}" if did else name, start)
+                 for rowid, name, did, pid, start in db.execute(
+                     "SELECT n.rowid, coalesce(t.value, n.text), coalesce(n.domainId, 0), "
+                     "n.globalTid >> 24, n.start FROM NVTX_EVENTS AS n LEFT JOIN StringIds "
+                     "AS t ON t.id = n.textId WHERE n.eventType = 59")}
+        kernel_at = [a for (a,) in db.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL")]
+    want = Counter(name for name, _ in named.values())
+    with_kernels = {name for name, start in named.values()
+                    if any(start <= t < start + 90 for t in kernel_at)}
+    assert len(with_kernels) < len(want)  # some names sought, not all
+    monkeypatch.setattr(names_mod, "ROWS", 4)
+    monkeypatch.setattr(reads_mod, "TEXT_CHUNK_ROWS", 3)
+    monkeypatch.setattr(trace_mod, "ROWID_CHUNK", 2)
+    monkeypatch.setattr(cache_mod, "SCRATCH_BYTES", 0)  # the codes in scratch files
+    seeks = []
+    by_rowid = trace_mod.Trace._keys_by_rowid
+    monkeypatch.setattr(trace_mod.Trace, "_keys_by_rowid", lambda self, rowids, found: (
+        seeks.append(rowids.size), by_rowid(self, rowids, found))[1])
+    got = Counter()
+    for r in ask("ranges", [p], cache=False).rows:
+        got[r["range"]] += r["instances"]
+    assert got == want and seeks == []
+    assert {r["range"] for r in ask("nvtx-kernels", [p], cache=False).rows} == with_kernels
+    assert seeks == [23 + 4]  # the ranges with kernels and the domains, by rowid
+
+
 def test_invalid_utf8_and_huge_names(tmp_path, cli):
     huge = "void k<" + "x" * 300_000 + ">()"
     s = Synth()
@@ -264,8 +326,8 @@ def test_inline_names_with_any_character(tmp_path, monkeypatch):
 
     seeks = []
     by_rowid = Trace._keys_by_rowid
-    monkeypatch.setattr(Trace, "_keys_by_rowid", lambda self, rowids: (
-        seeks.append(rowids.size), by_rowid(self, rowids))[1])
+    monkeypatch.setattr(Trace, "_keys_by_rowid", lambda self, rowids, found: (
+        seeks.append(rowids.size), by_rowid(self, rowids, found))[1])
     with Session(p, cache=False) as a:
         got = {r["range"]: r["total_ns"] for r in answer(a, "nvtx-kernels").rows}
         assert got == {**{odd[i]: 100 for i in range(0, len(odd), 2)}, bad: 100}

@@ -59,7 +59,7 @@ def _calls(s: Session) -> tuple[dict[str, int], dict[str, int], bool]:
     r = s.ranges
     if r is None or not len(r):
         return calls, nbytes, False
-    domain_rows = np.flatnonzero(r.domain != 0)  # NCCL's ranges are in its own domain
+    domain_rows = r.in_domains()  # NCCL's ranges are in its own domain
     if domain_rows.size == 0:
         return calls, nbytes, False
     names = s.names(rows=domain_rows)
