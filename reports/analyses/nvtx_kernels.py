@@ -23,10 +23,12 @@ from nsys_parsers.arrays import (
     Grouping,
     distinct_count,
     group_ids,
+    let_go,
     let_go_fields,
     sorted_unique,
 )
 from nsys_parsers.attribution import Pairs
+from nsys_parsers.cache import held
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
 from nsys_parsers.names import RangeNames
@@ -91,16 +93,19 @@ def nvtx_kernel_report(k: Kernels | None, r: Ranges | None, names: RangeNames, p
     # The group key (range name, style, thread, kernel name) as two columns: the range's
     # name and style, and the kernel's thread and name (thread and name of an attributed
     # kernel are its range's thread and its own), in the same order as the four columns.
-    range_key = np.full(n, -1, dtype=np.int64)
-    kernel_key = np.empty(n, dtype=np.int64)
+    # Both keys are written and read a block at a time: held in scratch when large.
+    range_key, kernel_key = held(n, np.int64), held(n, np.int64)
     for at, ranges_of, kernels_of in _items(shown, loose):
-        if ranges_of.size:
-            range_key[at][:ranges_of.size] = names.code[ranges_of]
-            range_key[at][:ranges_of.size] *= 2
-            range_key[at][:ranges_of.size] += r.pushpop[ranges_of]
+        rk = np.full(at.stop - at.start, -1, dtype=np.int64)
+        rk[:ranges_of.size] = names.code[ranges_of]
+        rk[:ranges_of.size] *= 2
+        rk[:ranges_of.size] += r.pushpop[ranges_of]
+        range_key[at] = rk
         kernel_key[at] = np.searchsorted(tids, k.launch_tid[kernels_of]) * nnames
         kernel_key[at] += k.name_code[kernels_of]
         let_go_fields(k, r, names, shown, p)  # what the block's gathers mapped
+        let_go(range_key[at])
+        let_go(kernel_key[at])
     tabled = Grouping.of(range_key, kernel_key)
     if tabled is not None:  # each item's group as 4 bytes, not its two 8-byte keys
         g_rkey, g_kkey = tabled.values
