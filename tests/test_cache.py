@@ -286,6 +286,39 @@ def test_merged_range_codes_go_to_a_scratch_file_and_leave_nothing(tmp_path, mon
     assert [merged.names[c] if c >= 0 else None for c in merged.code.tolist()] == plain
 
 
+def test_scratch_items_are_written_in_parts_and_read_back_exactly(tmp_path, monkeypatch):
+    """An item held in a scratch file (``held``) is written to the cache a few words at a
+    time (its pages let go as they pass), as ``np.load`` reads it: dtype, shape, values."""
+    import nsys_parsers.arrays as arrays
+
+    monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(cache, "SCRATCH_BYTES", 0)
+    monkeypatch.setattr(cache, "DIGEST_WORDS", 3)
+    entry = ColumnCache({"export": "s"}, root=tmp_path / "c")
+    want = {"i32": np.arange(-5, 1_000, dtype=np.int32), "b": np.arange(77) % 3 == 0,
+            "m": np.arange(60, dtype=np.int64).reshape(20, 3)}
+    items = {}
+    for k, v in want.items():
+        h = cache.held(v.size, v.dtype).reshape(v.shape)
+        h[...] = v
+        assert isinstance(h, np.memmap)
+        items[k] = Item(h, None, {})
+    parts = []
+
+    def let_go(view):
+        parts.append((isinstance(view, np.memmap), view.nbytes))
+        arrays.let_go(view)
+    monkeypatch.setattr(cache, "let_go", let_go)
+    kept = entry.keep(items)
+    # the checksum and the file, each 3 words of the mapping at a time
+    assert all(mapped and n <= 24 for mapped, n in parts)
+    assert len(parts) >= 2 * sum(v.nbytes // 24 for v in want.values())
+    for k, v in want.items():
+        got = entry.get(k)
+        assert got is not None and got.array.dtype == v.dtype and got.array.shape == v.shape
+        assert got.array.tolist() == v.tolist() and kept[k].tolist() == v.tolist()
+
+
 def test_items_round_trip_exactly(tmp_path):
     entry = ColumnCache({"export": "k"}, root=tmp_path)
     arrays = {"i": np.array([-1, 0, 2**62], dtype=np.int64), "b": np.array([True, False]),
