@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_parsers.arrays import gather, let_go, sorted_unique, value_range
+from nsys_parsers.arrays import ROWS, few_distinct, gather, let_go, sorted_unique, value_range
 from nsys_parsers.cache import joined
 from nsys_parsers.errors import BadOption
 from nsys_parsers.kernels import Kernels
@@ -36,6 +36,9 @@ __all__ = ["ATTRIBUTIONS", "CHUNK", "Pairs", "attribute", "innermost", "launchin
 # Ranges per chunk of the pair search: its temporaries stay in a few MB, reused chunk after
 # chunk (1 << 20 took 136 MB on 0.8 M ranges), at no cost in time.
 CHUNK = 1 << 16
+# Pairs held in memory before they are joined in scratch (``pairs``): 16 bytes each.
+PIECE = 1 << 22
+NO_LAUNCH = np.iinfo(np.int64).max  # the key of a kernel with no launch call: sorts last
 
 
 @dataclass
@@ -48,14 +51,30 @@ class Pairs:
 
 
 def pairs(kernels: Kernels, ranges: Ranges, chunk: int | None = None) -> Pairs:
-    """Every (range, kernel) pair where the kernel's launch call lies in the range."""
-    parts = list(pair_chunks(kernels, ranges, chunk))
-    if not parts:
+    """Every (range, kernel) pair where the kernel's launch call lies in the range: the
+    chunks' pairs joined in scratch (when large) every ``PIECE`` pairs, then at the end."""
+    pieces: list[Pairs] = []
+    parts: list[Pairs] = []
+    for part in pair_chunks(kernels, ranges, chunk):
+        parts.append(part)
+        if sum(len(q) for q in parts) >= PIECE:
+            pieces.append(_joined(parts))
+            parts = []
+    if parts:  # a lone part of a few pairs stays itself
+        pieces.append(_joined(parts, held=len(parts) > 1 or bool(pieces)))
+    if not pieces:
         return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    if len(parts) == 1:
+    return pieces[0] if len(pieces) == 1 else _joined(pieces)
+
+
+def _joined(parts: list[Pairs], held: bool = True) -> Pairs:
+    """Pairs one after the other: in scratch (``cache.joined``) when ``held``, else in
+    memory (a lone part is itself)."""
+    if len(parts) == 1 and not held:
         return parts[0]
-    return Pairs(range_idx=joined([q.range_idx for q in parts]),  # in scratch when large
-                 kernel_idx=joined([q.kernel_idx for q in parts]))
+    join = joined if held else np.concatenate
+    return Pairs(range_idx=join([q.range_idx for q in parts]),
+                 kernel_idx=join([q.kernel_idx for q in parts]))
 
 
 def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
@@ -65,25 +84,23 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
     pairs per range reads, never holding them all."""
     assert kernels.launch_tid is not None and kernels.launch_start is not None \
         and kernels.launch_end is not None, "attribution needs the kernels' launches"
-    k_has = np.flatnonzero(kernels.launch_tid >= 0)
-    if k_has.size == 0 or len(ranges) == 0:
+    tids = few_distinct(kernels.launch_tid)  # the (few) launching threads, -1 (none) out
+    tids = tids[tids >= 0]
+    if tids.size == 0 or len(ranges) == 0:
         return
-    l_tid = kernels.launch_tid[k_has]
-    l_start = kernels.launch_start[k_has]
-    # Thread codes from the (few) launching threads; ranges on other threads drop out.
-    tids = sorted_unique(l_tid)
-    lo_t = min(int(l_start.min()), value_range(ranges.start)[0])  # pages let go as read
-    hi_t = max(int(kernels.launch_end[k_has].max()), value_range(ranges.end)[1])
+    lo_l, hi_l = _launch_bounds(kernels)
+    lo_t = min(lo_l, value_range(ranges.start)[0])  # pages let go as read
+    hi_t = max(hi_l, value_range(ranges.end)[1])
     span = hi_t - lo_t + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
-    # Pack (thread, time) into one sortable int64: each thread gets its own time zone.
-    l_key = np.searchsorted(tids, l_tid) * span + (l_start - lo_t)
-    order = np.argsort(l_key, kind="stable")
-    l_key_sorted = l_key[order]
-    del l_key, l_tid, l_start
-    for column in (kernels.launch_tid, kernels.launch_start, kernels.launch_end):
-        let_go(column)  # read through: their pages go
+    # Pack (thread, time) into one sortable int64: each thread gets its own time zone;
+    # kernels with no launch sort last, past every range's key. Ranges on other threads
+    # drop out.
+    l_key = _launch_keys(kernels, tids, span, lo_t)
+    order = np.argsort(l_key, kind="stable")  # ties: in kernel order
+    order = order.astype(np.int32) if order.size < 2**31 else order
+    l_key.sort(kind="stable")  # in place: the same values as l_key[order]
     chunk = chunk or CHUNK
     for a in range(0, len(ranges), chunk):
         b = min(a + chunk, len(ranges))
@@ -97,8 +114,8 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
         if use.size == 0:
             continue
         base = r_pos[use] * span
-        lo = np.searchsorted(l_key_sorted, base + (ranges.start[a:b][use] - lo_t), side="left")
-        hi = np.searchsorted(l_key_sorted, base + (ranges.end[a:b][use] - lo_t), side="right")
+        lo = np.searchsorted(l_key, base + (ranges.start[a:b][use] - lo_t), side="left")
+        hi = np.searchsorted(l_key, base + (ranges.end[a:b][use] - lo_t), side="right")
         counts = hi - lo
         nz = np.flatnonzero(counts > 0)
         if nz.size == 0:
@@ -107,11 +124,41 @@ def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
         total = int(counts_nz.sum())
         offsets = np.repeat(np.cumsum(counts_nz) - counts_nz - lo[nz], counts_nz)
         pos = np.arange(total, dtype=np.int64) - offsets
-        kernel_rows = k_has[order[pos]]
+        kernel_rows = order[pos].astype(np.int64)
         range_rows = np.repeat(use[nz] + a, counts_nz)
         ok = kernels.launch_end[kernel_rows] <= ranges.end[range_rows]
         if ok.any():
             yield Pairs(range_idx=range_rows[ok], kernel_idx=kernel_rows[ok])
+
+
+def _launch_bounds(kernels: Kernels) -> tuple[int, int]:
+    """(earliest start, latest end) of the kernels' launch calls, a block at a time."""
+    assert kernels.launch_tid is not None and kernels.launch_start is not None \
+        and kernels.launch_end is not None
+    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    for a in range(0, len(kernels), ROWS):
+        cols = (kernels.launch_tid[a:a + ROWS], kernels.launch_start[a:a + ROWS],
+                kernels.launch_end[a:a + ROWS])
+        has = cols[0] >= 0
+        lo = min(lo, int(cols[1].min(where=has, initial=lo)))
+        hi = max(hi, int(cols[2].max(where=has, initial=hi)))
+        for c in cols:
+            let_go(c)
+    return lo, hi
+
+
+def _launch_keys(kernels: Kernels, tids: np.ndarray, span: int, lo_t: int) -> np.ndarray:
+    """Each kernel's (launching thread, call start) packed, ``NO_LAUNCH`` where it has no
+    launch call; a block at a time, the mapped pages let go."""
+    assert kernels.launch_tid is not None and kernels.launch_start is not None
+    key = np.empty(len(kernels), dtype=np.int64)
+    for a in range(0, key.size, ROWS):
+        tid, start = kernels.launch_tid[a:a + ROWS], kernels.launch_start[a:a + ROWS]
+        key[a:a + ROWS] = np.where(tid >= 0, np.searchsorted(tids, tid) * span + (start - lo_t),
+                                   NO_LAUNCH)
+        let_go(tid)
+        let_go(start)
+    return key
 
 
 def launching_share(kernels: Kernels, ranges: Ranges, sample: int = 2048) -> float:
@@ -130,25 +177,35 @@ def launching_share(kernels: Kernels, ranges: Ranges, sample: int = 2048) -> flo
 def innermost(p: Pairs, ranges: Ranges) -> Pairs:
     """For each kernel, its deepest enclosing range only: of the ranges that contain it, the
     one that starts last, then the one that ends first, then the highest index. In kernel
-    order. Three passes of per-kernel maxima and minima (``ufunc.at``), no sort."""
+    order. Three passes over the pairs, a block (``ROWS``) at a time, of per-kernel maxima
+    and minima (``ufunc.at``), no sort: what is held is three values per kernel."""
     if len(p) == 0:
         return p
-    ri, ki = p.range_idx, p.kernel_idx
-    nk = int(ki.max()) + 1
-    rs = gather(ranges.start, ri)  # a window at a time: the pairs are in range order
+    nk = value_range(p.kernel_idx)[1] + 1
     latest = np.full(nk, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, ki, rs)
-    cand = np.flatnonzero(rs == latest[ki])  # the pairs of each kernel's latest start
-    del rs, latest  # each per-pair and per-kernel temporary goes once used
-    re_ = gather(ranges.end, ri[cand])
+    for ri, ki in _pair_blocks(p):
+        np.maximum.at(latest, ki, gather(ranges.start, ri))
     earliest = np.full(nk, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(earliest, ki[cand], re_)
-    cand = cand[re_ == earliest[ki[cand]]]  # of those, the earliest end
-    del re_, earliest
+    for ri, ki in _pair_blocks(p):  # of the pairs of each kernel's latest start,
+        cand = gather(ranges.start, ri) == latest[ki]
+        np.minimum.at(earliest, ki[cand], gather(ranges.end, ri[cand]))  # the earliest end
     top = np.full(nk, -1, dtype=np.int64)
-    np.maximum.at(top, ki[cand], ri[cand])  # of those, the highest range index
+    for ri, ki in _pair_blocks(p):  # of those, the highest range index
+        cand = gather(ranges.start, ri) == latest[ki]
+        cand[cand] = gather(ranges.end, ri[cand]) == earliest[ki[cand]]
+        np.maximum.at(top, ki[cand], ri[cand])
+    del latest, earliest
     kernels = np.flatnonzero(top >= 0)
     return Pairs(range_idx=top[kernels], kernel_idx=kernels)
+
+
+def _pair_blocks(p: Pairs) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(ranges, kernels) of the pairs a block (``ROWS``) at a time, the mapped pages of
+    the pairs and of the ranges' times let go after each."""
+    for a in range(0, len(p), ROWS):
+        yield np.asarray(p.range_idx[a:a + ROWS]), np.asarray(p.kernel_idx[a:a + ROWS])
+        let_go(p.range_idx[a:a + ROWS])
+        let_go(p.kernel_idx[a:a + ROWS])
 
 
 def attribute(kernels: Kernels, ranges: Ranges, mode: str = "all") -> Pairs:

@@ -147,3 +147,27 @@ def test_capture_attribution_of_graph_nodes(tmp_path):
         "--graph-attribution capture: 8 kernels recorded as graph nodes count in the NVTX "
         "ranges that were open when their node was captured, not where the graph was "
         "launched.")
+
+
+def test_innermost_a_few_pairs_at_a_time_equals_plain_python(fx, monkeypatch):
+    """``innermost`` passes the pairs a block at a time (blocks of 5 here, a kernel's pairs
+    spread over several): for each kernel, of its ranges, the latest start, then the
+    earliest end, then the highest index, as a loop over the pairs in plain Python says."""
+    from nsys_parsers import attribution
+    from reports.pipeline.session import Session
+
+    with Session(fx("cs336_lizhieffe_ddp53_profile.sqlite")) as s:
+        s.load("kernels", "launches", "ranges")
+        r = s.trace.ranges
+        every = attribution.pairs(s.trace.kernels, r)
+        monkeypatch.setattr(attribution, "ROWS", 5)
+        got = attribution.innermost(every, r)
+        starts, ends = r.start.tolist(), r.end.tolist()
+    best: dict[int, tuple[int, int, int]] = {}
+    for ri, ki in zip(every.range_idx.tolist(), every.kernel_idx.tolist()):
+        key = (starts[ri], -ends[ri], ri)
+        if ki not in best or key > best[ki]:
+            best[ki] = key
+    want = sorted((ki, key[2]) for ki, key in best.items())
+    assert len(want) > 700 and len(set(every.kernel_idx.tolist())) == len(want)
+    assert list(zip(got.kernel_idx.tolist(), got.range_idx.tolist())) == want

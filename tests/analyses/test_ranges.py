@@ -203,7 +203,11 @@ def test_instances_and_pairs_the_same_a_few_ranges_at_a_time(fx, monkeypatch):
         k, r = s.trace.kernels, s.trace.ranges
         whole = attribution.pairs(k, r, chunk=len(r))
         chunked = list(attribution.pair_chunks(k, r, chunk=7))
+        monkeypatch.setattr(attribution, "PIECE", 50)  # the chunks joined in pieces first
+        pieces = attribution.pairs(k, r, chunk=7)
         depth = nesting_depth(r)
+    assert pieces.range_idx.tolist() == np.concatenate([p.range_idx for p in chunked]).tolist()
+    assert pieces.kernel_idx.tolist() == np.concatenate([p.kernel_idx for p in chunked]).tolist()
     assert len(chunked) > 50 and len(whole) == sum(len(p) for p in chunked) > 700
     assert all((p.range_idx // 7 == p.range_idx[0] // 7).all() for p in chunked)
     got = sorted(zip(np.concatenate([p.range_idx for p in chunked]).tolist(),
