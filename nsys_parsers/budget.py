@@ -24,11 +24,13 @@ from nsys_parsers.reads import rowid_span
 
 ENV = "NSYS_MINE_MEMORY_MB"
 MB = 1 << 20
-BASE_BYTES = 64 * MB  # Python, numpy and the command line before any column
-# How much more an answer holds when its columns are read into memory rather than into the
-# cache's files (no cache): enough for every answer measured both ways at x1200
-# (docs/PERFORMANCE.md, "Memory"; the most: nvtx-kernels, 1,788 MiB in memory, 866 cached:
-# 2.15 times, above the interpreter's 64 MiB).
+# An answer's fixed cost: Python, numpy and the command line (about 64 MiB), the reader
+# threads' chunks, the values below SCRATCH_BYTES held in memory, the heap the reads leave:
+# the NVTX answers take 230-290 MiB cold at x300 (docs/PERFORMANCE.md, "Memory").
+BASE_BYTES = 256 * MB
+# How much more an answer holds per row when its columns are read into memory rather than
+# into the cache's files (no cache): enough for every answer measured both ways at x1200
+# (the most: diff of two files, 562 MiB in memory, 319 cached: 1.7 times its per-row cost).
 IN_MEMORY = 2.2
 # What a table's rows are called in the message, in the order the message names them.
 NOUNS = {"kernel": "kernels", "graph": "graph launches", "api": "API calls",

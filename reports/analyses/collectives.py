@@ -174,7 +174,7 @@ def collective_sentence(row: dict[str, Any]) -> str:
 
 
 ANALYSIS = Analysis(
-    name="collectives", bytes_per_row=139,
+    name="collectives", bytes_per_row=32,
     help="""NCCL collectives per kind: calls, kernels, time, exposed time and bytes moved.
 
     AllReduce, Broadcast, AllGather, ReduceScatter, Reduce, Send/Recv, AllToAll: kernels of

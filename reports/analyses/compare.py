@@ -221,7 +221,7 @@ def _two_sides(params: dict[str, Any], sources: list[Path]) -> dict[str, Any]:
 
 
 ANALYSIS = Analysis(
-    name="compare", bytes_per_row=33,
+    name="compare", bytes_per_row=5,
     help="""How the kernel mix changes: two ranges of one export, or two exports, side by side.
 
     By kernel category and by kernel (matched on a name without template arguments and tile

@@ -360,7 +360,7 @@ def _regression(s: Session, rule: CheckRule, baseline: Session | None, alpha: fl
 FAIL_ON = ("never", "regression")
 
 ANALYSIS = Analysis(
-    name="diff", bytes_per_row=37,
+    name="diff", bytes_per_row=6,
     help="""Run-to-run: per range and per kernel, time per instance, change, and a verdict.
 
     regression / improvement only past --threshold AND beyond the noise (Mann-Whitney U test

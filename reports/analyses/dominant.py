@@ -316,7 +316,7 @@ def _share_name(where: str, v: dict[str, Any]) -> str:
 
 
 ANALYSIS = Analysis(
-    name="dominant", bytes_per_row=27,
+    name="dominant", bytes_per_row=5,
     help="""Which kernel dominates: for the whole export and for each NVTX range.
 
     One row per range: the dominant kernel, its share of the range's GPU time, its calls per

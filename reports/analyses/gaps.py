@@ -403,7 +403,7 @@ def gap_sentence(row: dict[str, Any]) -> str:
 
 
 ANALYSIS = Analysis(
-    name="gaps", bytes_per_row=172,
+    name="gaps", bytes_per_row=32,
     help="""Idle GPU gaps per process and device (as nsys analyze's gpu-starv), and their cause.
 
     Holes in each (process, device)'s GPU operations (kernels, memcpy, memset) longer than

@@ -126,7 +126,7 @@ def _limit_check(column: str, what: str) -> Any:
 
 
 ANALYSIS = Analysis(
-    name="gpus", bytes_per_row=143,
+    name="gpus", bytes_per_row=31,
     help="""Per-device GPU time: busy, idle, communication (NCCL) and how much of it is exposed.
 
     One row per (process, device): span (first GPU operation to last), busy (the union of

@@ -100,7 +100,7 @@ def kernel_summary(s: Session, range_name: str | None = None, by: str | None = N
 
 
 ANALYSIS = Analysis(
-    name="kernels", bytes_per_row=52,
+    name="kernels", bytes_per_row=20,
     help="""CUDA kernel summary by name (as nsys cuda_gpu_kern_sum / gpukernsum).
 
     Several exports or a sweep folder: one table with a `config` column.

@@ -157,7 +157,7 @@ def launch_sentence(row: dict[str, Any]) -> str:
 
 
 ANALYSIS = Analysis(
-    name="launches", bytes_per_row=57,
+    name="launches", bytes_per_row=16,
     help="""Kernel launch and execution times: API, queue and kernel time (as nsys kernexecsum).
 
     One row per (process, launching thread, device, launch API, kernel): how long the launch

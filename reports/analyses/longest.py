@@ -42,7 +42,7 @@ def longest(s: Session, count: int = 100) -> Report:
 
 
 ANALYSIS = Analysis(
-    name="longest", bytes_per_row=30,
+    name="longest", bytes_per_row=6,
     help="""The longest kernel runs: each instance with its device, stream and launching range.
 
     A kernel summary averages its runs; this lists the single runs that took longest (the

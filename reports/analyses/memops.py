@@ -55,7 +55,7 @@ def memops_summary(s: Session) -> Report:
 
 
 ANALYSIS = Analysis(
-    name="memops", bytes_per_row=110,
+    name="memops", bytes_per_row=4,
     help="""Memory operations: memcpy by kind and memset, count, bytes, time and throughput.
 
     Example: `nsys-mine memops run.sqlite`

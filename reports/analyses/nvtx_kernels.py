@@ -170,7 +170,7 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 
 ANALYSIS = Analysis(
-    name="nvtx-kernels", bytes_per_row=28,
+    name="nvtx-kernels", bytes_per_row=5,
     help="""Kernels grouped by the NVTX range that launched them (as nsys nvtx_kern_sum).
 
     Examples: `nsys-mine nvtx-kernels run.sqlite` ·

@@ -428,7 +428,7 @@ def _per_instance(unit: str) -> Callable[[str, dict[str, Any]], str]:
 
 
 ANALYSIS = Analysis(
-    name="ranges", bytes_per_row=28,
+    name="ranges", bytes_per_row=5,
     help="""NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
 
     Several exports or a sweep folder: one table with a `config` column. Module ranges

@@ -16,7 +16,7 @@ from reports.sidecar import config_line, measured_steps, read_sidecar
 
 # The page's peak per row of the tables it reads (all its sections' answers held at once),
 # measured as the analyses' bytes_per_row are (nsys_parsers.budget): x1200 of the benchmark.
-PAGE_BYTES_PER_ROW = 31
+PAGE_BYTES_PER_ROW = 7
 
 
 def export_page(session: Session, *, label: str, sidecar: dict[str, Any] | None = None,

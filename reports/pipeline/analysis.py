@@ -57,10 +57,11 @@ class Analysis:
     title: str = ""
     order: int = 100
     default_top: Optional[int] = None  # the --top default of the command (None: 20 rows)
-    # the answer's peak memory (cold or warm, the larger, with the column cache) per row of
-    # the tables of its first load, on the benchmark's shallow x1200 file (compare and diff:
-    # two files; docs/PERFORMANCE.md): checked against the memory budget before anything is
-    # read (nsys_parsers.budget; times its IN_MEMORY without a cache); 0: not checked
+    # the answer's peak memory above budget.BASE_BYTES (cold or warm, the larger, with the
+    # column cache) per row of the tables of its first load, the most of the benchmark's
+    # shallow x300, x1200 and x4800 files (compare and diff: two files; docs/PERFORMANCE.md):
+    # checked against the memory budget before anything is read (nsys_parsers.budget; times
+    # its IN_MEMORY without a cache); 0: not checked
     bytes_per_row: int = 100
     checks: tuple[CheckKey, ...] = ()
     exit_code: Callable[[Report, dict[str, Any]], int] | None = None
