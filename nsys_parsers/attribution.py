@@ -55,26 +55,24 @@ def pairs(kernels: Kernels, ranges: Ranges, chunk: int | None = None) -> Pairs:
     chunks' pairs joined in scratch (when large) every ``PIECE`` pairs, then at the end."""
     pieces: list[Pairs] = []
     parts: list[Pairs] = []
+    n = 0  # the pairs of ``parts``
     for part in pair_chunks(kernels, ranges, chunk):
         parts.append(part)
-        if sum(len(q) for q in parts) >= PIECE:
+        n += len(part)
+        if n >= PIECE:
             pieces.append(_joined(parts))
-            parts = []
-    if parts:  # a lone part of a few pairs stays itself
-        pieces.append(_joined(parts, held=len(parts) > 1 or bool(pieces)))
+            parts, n = [], 0
+    if parts:  # fewer than PIECE pairs: a lone part stays itself
+        pieces.append(parts[0] if len(parts) == 1 else _joined(parts))
     if not pieces:
         return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     return pieces[0] if len(pieces) == 1 else _joined(pieces)
 
 
-def _joined(parts: list[Pairs], held: bool = True) -> Pairs:
-    """Pairs one after the other: in scratch (``cache.joined``) when ``held``, else in
-    memory (a lone part is itself)."""
-    if len(parts) == 1 and not held:
-        return parts[0]
-    join = joined if held else np.concatenate
-    return Pairs(range_idx=join([q.range_idx for q in parts]),
-                 kernel_idx=join([q.kernel_idx for q in parts]))
+def _joined(parts: list[Pairs]) -> Pairs:
+    """Pairs one after the other, in scratch when large (``cache.joined``)."""
+    return Pairs(range_idx=joined([q.range_idx for q in parts]),
+                 kernel_idx=joined([q.kernel_idx for q in parts]))
 
 
 def pair_chunks(kernels: Kernels, ranges: Ranges, chunk: int | None = None
