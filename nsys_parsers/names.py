@@ -51,7 +51,9 @@ class RangeNames:
         """Every call of a PyTorch operator under one name (``aten::mm, seq = 7`` ->
         ``aten::mm``), so that reports aggregate per operator instead of per call."""
         merged = [OP_ID_SUFFIX.sub("", n) for n in self.names]
-        names, remap = unique_names(merged, np.arange(len(merged), dtype=np.int64))
+        names, remap = _merged(merged)
+        if remap is None:  # every name distinct already
+            remap = np.arange(len(merged), dtype=np.int64)
         if len(names) < 2**31:  # a code per range, held for the question: 4 bytes, not 8
             remap = remap.astype(np.int32)
         code = self.code
@@ -83,30 +85,21 @@ def looks_like_emit_nvtx(names: list[str], min_share: float = 0.2) -> bool:
     return hits >= max(1, int(min_share * len(names)))
 
 
-def unique_names(names: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Merge codes whose names are equal (e.g. one range named by textId, one inline)."""
-    if len(set(names)) == len(names):
-        return names, codes
-    index: dict[str, int] = {}
-    remap = codes_in(index, names)
-    return list(index), remap[codes] if codes.size else codes
-
-
 def kernel_names(strings: dict[int, str], name_ids: np.ndarray,
                  ids_u: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
     """(distinct names, code per kernel) from the kernels' StringIds ids and their text
     (``ids_u``: the distinct ids, sorted, when known), a block (``ROWS``) of kernels at a
     time into a code per kernel (scratch when large)."""
     ids_u = few_distinct(name_ids) if ids_u is None else ids_u
-    index: dict[str, int] = {}
-    remap = codes_in(index, [strings.get(int(i), f"<unknown kernel name {int(i)}>")
-                             for i in ids_u.tolist()])  # equal names merged
+    names, remap = _merged([strings.get(int(i), f"<unknown kernel name {int(i)}>")
+                            for i in ids_u.tolist()])  # equal names merged
     codes = held(name_ids.size, np.int64)
     for a in range(0, name_ids.size, ROWS):
-        codes[a:a + ROWS] = remap[np.searchsorted(ids_u, name_ids[a:a + ROWS])]
+        at = np.searchsorted(ids_u, name_ids[a:a + ROWS])
+        codes[a:a + ROWS] = at if remap is None else remap[at]
         let_go(codes[a:a + ROWS])
         let_go(name_ids[a:a + ROWS])
-    return list(index), codes
+    return names, codes
 
 
 def text_ids(keys: list[str]) -> list[int]:
@@ -174,8 +167,9 @@ def range_names(ranges, range_codes: np.ndarray, dom_codes: np.ndarray,
 
 
 def _merged(names: list[str]) -> tuple[list[str], np.ndarray | None]:
-    """(distinct names, the new code of each of ``names``), the codes None where every name
-    is distinct already."""
+    """Equal names merged (e.g. one range named by textId, one inline): (distinct names,
+    the new code of each of ``names``), the codes None where every name is distinct
+    already."""
     index: dict[str, int] = {}
     remap = codes_in(index, names)
     return (names, None) if len(index) == len(names) else (list(index), remap)
