@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,39 +146,50 @@ def digest(data: np.ndarray | bytes) -> list[int]:
     a truncation the length that is stored beside it. Summed ``DIGEST_WORDS`` at a time (a
     sum mod 2**64 and a XOR add up across parts); the pages of a mapped item are let go as
     they pass, so checking an item maps 16 MB of it at a time, not all of it."""
+    return _digest_of(_byte_parts(data))
+
+
+def _byte_parts(data: np.ndarray | bytes) -> Iterator[np.ndarray]:
+    """The bytes of ``data`` ``DIGEST_WORDS`` words at a time (every part whole words but
+    the last); a mapped array's pages let go after each part."""
     if isinstance(data, np.memmap) and data.flags.c_contiguous:
         flat: Any = data.reshape(-1).view(np.uint8)  # still the mapping: let_go works on it
     else:
         raw: Any = data if isinstance(data, bytes) else np.ascontiguousarray(data)
         flat = np.frombuffer(memoryview(raw).cast("B"), dtype=np.uint8)
-    whole = flat.size // 8 * 8
+    for a in range(0, flat.size, DIGEST_WORDS * 8):
+        part = flat[a:a + DIGEST_WORDS * 8]
+        yield part
+        let_go(part)
+
+
+def _digest_of(parts: Iterable[np.ndarray]) -> list[int]:
+    """``digest`` of the bytes given in parts (``_byte_parts``)."""
     total = xor = 0
-    for a in range(0, whole, DIGEST_WORDS * 8):
-        part = flat[a:min(a + DIGEST_WORDS * 8, whole)]
-        words = np.frombuffer(part, dtype="<u8")
+    for part in parts:
+        whole = part.size // 8 * 8
+        words = np.frombuffer(part[:whole], dtype="<u8")
         total, xor = total + int(words.sum(dtype=np.uint64)), xor ^ int(
             np.bitwise_xor.reduce(words))
-        let_go(part)
-    if whole < flat.size:
-        last = int.from_bytes(bytes(flat[whole:]), "little")
-        total, xor = total + last, xor ^ last
+        if whole < part.size:  # the last part's partial word
+            last = int.from_bytes(bytes(part[whole:]), "little")
+            total, xor = total + last, xor ^ last
     return [total % 2**64, xor]
 
 
-def _save(path: Path, array: np.ndarray) -> None:
-    """``np.save``; a mapped array (a scratch file's: ``held``) written ``DIGEST_WORDS``
-    words at a time, its pages let go as they pass (``np.save`` mapped all of it: the
-    kernels' name codes, 132 MB at 16.5 M kernels, resident through the next steps)."""
-    if not (isinstance(array, np.memmap) and array.flags.c_contiguous):
-        np.save(path, array, allow_pickle=False)
-        return
-    flat = array.reshape(-1).view(np.uint8)
+def _save(path: Path, array: np.ndarray) -> list[int]:
+    """Write a C-contiguous ``array`` as ``np.save`` does and give its ``digest``: one pass
+    over its bytes, ``DIGEST_WORDS`` words at a time, a mapped array's (a scratch file's:
+    ``held``) pages let go as they pass (``np.save`` mapped all of it: the kernels' name
+    codes, 132 MB at 16.5 M kernels, resident through the next steps)."""
     with open(path, "wb") as f:
         np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
-        for a in range(0, flat.size, DIGEST_WORDS * 8):
-            part = flat[a:a + DIGEST_WORDS * 8]
-            f.write(part.data)
-            let_go(part)
+
+        def written() -> Iterator[np.ndarray]:
+            for part in _byte_parts(array):
+                f.write(part.data)
+                yield part
+        return _digest_of(written())
 
 
 class ColumnCache:
@@ -294,10 +306,11 @@ class ColumnCache:
                     array = np.ascontiguousarray(array)
                 if array.nbytes > self.limit:
                     continue
-                entry: dict[str, Any] = {"file": f"{name}.{token}.npy",
-                                         "dtype": array.dtype.str, "shape": list(array.shape),
-                                         "digest": digest(array), "meta": item.meta}
-                _save(self.dir / entry["file"], array)
+                file = f"{name}.{token}.npy"
+                entry: dict[str, Any] = {"file": file, "dtype": array.dtype.str,
+                                         "shape": list(array.shape),
+                                         "digest": _save(self.dir / file, array),
+                                         "meta": item.meta}
                 if item.strings is not None:
                     raw = json.dumps(item.strings, ensure_ascii=False).encode()
                     entry["strings"] = f"{name}.{token}.json"
