@@ -79,9 +79,9 @@ def communication_mask(s: Session, ops: GpuOps) -> np.ndarray:
 def windows_of(s: Session, range_name: str, pids: np.ndarray) -> tuple[Intervals, np.ndarray]:
     """The instances of ``range_name`` as windows of each group (the groups' processes:
     ``pids``), and how many instances each group has."""
+    inst = s.instances_of(range_name)  # a typed error first when there are no NVTX ranges
     r = s.ranges
     assert r is not None
-    inst = s.instances_of(range_name)
     w_pid = pid_of(r.tid[inst])
     groups, starts, ends = [], [], []
     counts = np.zeros(pids.size, dtype=np.int64)

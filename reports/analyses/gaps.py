@@ -354,9 +354,10 @@ def _range_open_within(s: Session, gap_pid: np.ndarray, t: np.ndarray,
 
 def _starts_inside(s: Session, gap_pid: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Which gaps start inside an instance of ``within`` in their process."""
+    assert s.within is not None
+    inst = s.instances_of(s.within)  # a typed error first when there are no NVTX ranges
     r = s.ranges
-    assert r is not None and s.within is not None
-    inst = s.instances_of(s.within)
+    assert r is not None
     i_pid = pid_of(r.tid[inst])
     codes = sorted_unique(np.concatenate([i_pid, gap_pid]))
     hit = open_at_grouped(np.searchsorted(codes, i_pid), r.start[inst], r.end[inst],

@@ -40,6 +40,13 @@ def test_gates_that_name_a_range_of_an_export_without_nvtx(cli, fx, tmp_path):
         assert res.exit_code == 1, command
         assert res.stderr.startswith("Error: cannot restrict to range 'step': the export has "
                                      "no NVTX ranges") and "--trace=nvtx" in res.stderr
+    for command in ("gpus", "gaps", "ranks"):  # windows of --within (AssertionError before)
+        res = cli(command, export, "--within", "step")
+        assert res.exit_code == 1, command
+        assert res.stderr == (f"Error: {NO_NVTX}: no NVTX_EVENTS table for NVTX range 'step': "
+                              "NVTX was not traced (or the program emitted no NVTX ranges): "
+                              "profile with `nsys profile --trace=nvtx` and instrument the "
+                              "code with NVTX ranges.\n"), (command, res.stderr)
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nrange = "aten::mm"\nmin_instances = 1\n'
                      '[[rule]]\nmax_gpu_ns_per_instance = 1e12\n')
