@@ -29,12 +29,14 @@ Numbers are nanoseconds on the rank's own clock; ``reports.ranks.matching`` alig
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nsys_parsers.arrays import ROWS, let_go
 from nsys_parsers.capture import (
     capture_environment,
     capture_host,
@@ -43,6 +45,7 @@ from nsys_parsers.capture import (
 )
 from nsys_parsers.ids import pid_of
 from nsys_parsers.intervals import holes, open_at_grouped
+from nsys_parsers.kernels import Kernels
 from nsys_parsers.nccl import ITEMS_READ as NCCL_ITEMS
 from nsys_parsers.nccl import NcclCalls, nccl_calls
 from reports.categories import categorize_many
@@ -58,6 +61,7 @@ MIN_GAP_MS = 0.05  # idle gaps shorter than 50 µs are launch latency, not a cau
 TOP_RANGES = 60
 TOP_KERNELS = 100
 LANE_POINTS = 3000  # a lane keeps at most about this many intervals
+MEDIAN_BATCH = 4 * ROWS  # kernel durations held at once for the medians (one name: all its)
 
 # Where a file name says its rank: rank_3, rank-3, rank3, r3, -3.
 _FILE_RANK = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE),
@@ -251,9 +255,9 @@ def _collectives(s: Session, out: RankSummary, calls: NcclCalls | None) -> None:
     k = s.kernels
     if k is None or not len(k) or k.pid is None or k.device is None or k.stream is None:
         return
-    comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
-    mine = np.flatnonzero(comm[np.maximum(k.name_code, 0)] & (pid_of(k.pid) == out.pid)
-                          & (k.device == out.device) & (k.start > 0))
+    comm = _comm_names(s)
+    mine = _rows_where(len(k), lambda b: comm[np.maximum(k.name_code[b], 0)]
+                       & _on(k, b, out.pid, out.device))
     if mine.size == 0:
         return
     kind = [collective_kind(k.names[c]) for c in k.name_code[mine].tolist()]
@@ -341,7 +345,7 @@ def _steps(s: Session, name: str, pid: int) -> np.ndarray:
     code = names.index(name)
     if code is None:
         return np.zeros((0, 2), dtype=np.int64)
-    rows = np.flatnonzero((names.code == code) & (pid_of(r.tid) == pid))
+    rows = _rows_where(len(r), lambda b: (names.code[b] == code) & (pid_of(r.tid[b]) == pid))
     rows = rows[np.argsort(r.start[rows], kind="stable")]
     return np.stack([r.start[rows], r.end[rows]], axis=1).astype(np.int64)
 
@@ -353,26 +357,33 @@ def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
     if r is None or not len(r):
         return []
     names = s.names()
-    mine = np.flatnonzero((pid_of(r.tid) == pid) & (names.code >= 0))
-    if mine.size == 0:
-        return []
     nn = len(names.names)
-    code = names.code[mine]
-    count = np.bincount(code, minlength=nn)
-    cpu = np.bincount(code, weights=(r.end[mine] - r.start[mine]).astype(np.float64),
-                      minlength=nn)
+    count = np.zeros(nn, dtype=np.int64)
+    cpu: np.ndarray = np.zeros(nn)
+    for b in _blocks(len(r)):  # every sum is of integers below 2**53: exact in any order
+        code = names.code[b]
+        mine = (pid_of(r.tid[b]) == pid) & (code >= 0)
+        count += np.bincount(code[mine], minlength=nn)
+        cpu += np.bincount(code[mine], weights=(r.end[b][mine] - r.start[b][mine])
+                           .astype(np.float64), minlength=nn)
+        _let_go_rows(b, r.tid, r.start, r.end, names.code)
+    if not count.any():
+        return []
     gpu: np.ndarray = np.zeros(nn)
     dominant: dict[int, tuple[str, int]] = {}
     if k is not None and len(k):
-        p = s.pairs("all")
-        keep = (pid_of(r.tid[p.range_idx]) == pid) & (names.code[p.range_idx] >= 0)
-        rc, kc = names.code[p.range_idx[keep]], p.kernel_idx[keep]
-        dur = (k.end[kc] - k.start[kc]).astype(np.float64)
-        gpu = np.bincount(rc, weights=dur, minlength=nn)
-        if rc.size:
-            nk = max(len(k.names), 1)
+        nk = max(len(k.names), 1)
+        joints, totals = [], []
+        for rc, kc in _pairs_of(s, pid, names.code):
+            dur = (k.end[kc] - k.start[kc]).astype(np.float64)
+            gpu += np.bincount(rc, weights=dur, minlength=nn)
             joint, inv = np.unique(rc * nk + k.name_code[kc], return_inverse=True)
-            total = np.bincount(inv, weights=dur)
+            joints.append(joint)
+            totals.append(np.bincount(inv, weights=dur))
+            _let_go_columns(k.end, k.start, k.name_code)
+        if joints:
+            joint, inv = np.unique(np.concatenate(joints), return_inverse=True)
+            total = np.bincount(inv, weights=np.concatenate(totals))
             order = np.lexsort((-total, joint // nk))
             for i in order.tolist():
                 dominant.setdefault(int(joint[i] // nk),
@@ -387,6 +398,64 @@ def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
                     "cpu_ns": int(cpu[c]), "gpu_ns": int(gpu[c]), "kernel": kernel,
                     "kernel_ns": kernel_ns})
     return out
+
+
+def _blocks(n: int) -> list[slice]:
+    """Rows ``0 .. n`` a block (``ROWS``) at a time: what is read of a column per step."""
+    return [slice(a, a + ROWS) for a in range(0, n, ROWS)]
+
+
+def _let_go_rows(rows: slice, *columns: np.ndarray) -> None:
+    """Let the mapped pages of a block of rows of each column go once read (``let_go``)."""
+    for column in columns:
+        let_go(column[rows])
+
+
+def _let_go_columns(*columns: np.ndarray) -> None:
+    """Let every mapped page of some columns go (after a block read them at random rows)."""
+    for column in columns:
+        let_go(column)
+
+
+def _rows_where(n: int, hit: Callable[[slice], np.ndarray]) -> np.ndarray:
+    """The rows ``0 .. n`` where the mask ``hit`` (of a block of rows) is set, found a block
+    at a time: no mask or temporary of every row is held."""
+    parts = [np.flatnonzero(hit(b)) + b.start for b in _blocks(n)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _on(k: Kernels, b: slice, pid: int, device: int) -> np.ndarray:
+    """Which kernels of block ``b`` ran for ``pid`` on ``device`` (with a start)."""
+    assert k.pid is not None and k.device is not None
+    mine: np.ndarray = (pid_of(k.pid[b]) == pid) & (k.device[b] == device) & (k.start[b] > 0)
+    _let_go_rows(b, k.pid, k.device, k.start)
+    return mine
+
+
+def _comm_names(s: Session) -> np.ndarray:
+    """Which kernel name codes are communication kernels (one entry at least)."""
+    k = s.kernels
+    assert k is not None
+    return np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
+
+
+def _pairs_of(s: Session, pid: int, code: np.ndarray, table: np.ndarray | None = None
+              ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The (range code, kernel index) of every attribution pair of ``pid``'s ranges whose
+    code (``code`` of the range, through ``table`` where given) is not negative, a block of
+    pairs at a time."""
+    r, p = s.ranges, s.pairs("all")
+    assert r is not None
+    for b in _blocks(len(p)):
+        ri, ki = p.range_idx[b], p.kernel_idx[b]
+        c = code[ri]
+        if table is not None:
+            c = np.where(c >= 0, table[c], -1)
+        keep = (pid_of(r.tid[ri]) == pid) & (c >= 0)
+        rows = (c[keep], ki[keep])
+        _let_go_columns(r.tid, code)
+        _let_go_rows(b, p.range_idx, p.kernel_idx)
+        yield rows
 
 
 def _windows(out: RankSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -421,31 +490,39 @@ def _range_windows(s: Session, out: RankSummary) -> None:
     for i, row in enumerate(out.ranges):
         index[code_of[row["range"]]] = i
     by_time, lo, arrive = _windows(out)
-    which = np.where(names.code >= 0, index[names.code], -1)
-    mine = np.flatnonzero((pid_of(r.tid) == out.pid) & (which >= 0))
-    win, cpu = _clipped(r.start[mine].astype(np.int64), r.end[mine].astype(np.int64), lo,
-                        arrive)
-    cells = [(win, which[mine], cpu, np.zeros_like(cpu))]
+    n = len(out.ranges)
+    cells: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (cell, cpu ns, gpu ns)
+
+    def add(win: np.ndarray, which: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> None:
+        hit = (cpu > 0) | (gpu > 0)
+        if hit.any():
+            cell, inv = np.unique(win[hit] * n + which[hit], return_inverse=True)
+            cells.append((cell, np.bincount(inv, weights=cpu[hit].astype(np.float64)),
+                          np.bincount(inv, weights=gpu[hit].astype(np.float64))))
+
+    for b in _blocks(len(r)):
+        code = names.code[b]
+        which = np.where(code >= 0, index[code], -1)
+        mine = np.flatnonzero((pid_of(r.tid[b]) == out.pid) & (which >= 0))
+        win, cpu = _clipped(r.start[b][mine].astype(np.int64),
+                            r.end[b][mine].astype(np.int64), lo, arrive)
+        add(win, which[mine], cpu, np.zeros_like(cpu))
+        _let_go_rows(b, r.tid, r.start, r.end, names.code)
     k = s.kernels
     if k is not None and len(k):
-        p = s.pairs("all")
-        keep = (pid_of(r.tid[p.range_idx]) == out.pid) & (which[p.range_idx] >= 0)
-        kc = p.kernel_idx[keep]
-        kwin, gpu = _clipped(k.start[kc].astype(np.int64), k.end[kc].astype(np.int64), lo,
-                             arrive)
-        cells.append((kwin, which[p.range_idx[keep]], np.zeros_like(gpu), gpu))
-    win = np.concatenate([c[0] for c in cells])
-    rng = np.concatenate([c[1] for c in cells])
-    cpu = np.concatenate([c[2] for c in cells])
-    gpu = np.concatenate([c[3] for c in cells])
-    hit = (cpu > 0) | (gpu > 0)
-    if not hit.any():
+        for rc, kc in _pairs_of(s, out.pid, names.code, index):
+            kwin, gpu = _clipped(k.start[kc].astype(np.int64), k.end[kc].astype(np.int64),
+                                 lo, arrive)
+            add(kwin, rc, np.zeros_like(gpu), gpu)
+            _let_go_columns(k.start, k.end)
+    if not cells:
         return
-    cell, inv = np.unique(win[hit] * len(out.ranges) + rng[hit], return_inverse=True)
+    cell, inv = np.unique(np.concatenate([c[0] for c in cells]), return_inverse=True)
     out.coll_range = np.stack([
-        by_time[cell // len(out.ranges)], cell % len(out.ranges),
-        np.bincount(inv, weights=cpu[hit].astype(np.float64)).astype(np.int64),
-        np.bincount(inv, weights=gpu[hit].astype(np.float64)).astype(np.int64)], axis=1)
+        by_time[cell // n], cell % n,
+        np.bincount(inv, weights=np.concatenate([c[1] for c in cells])).astype(np.int64),
+        np.bincount(inv, weights=np.concatenate([c[2] for c in cells])).astype(np.int64)],
+        axis=1)
 
 
 def _kernel_times(s: Session, pid: int, device: int) -> list[dict[str, Any]]:
@@ -454,27 +531,62 @@ def _kernel_times(s: Session, pid: int, device: int) -> list[dict[str, Any]]:
     k = s.kernels
     if k is None or not len(k) or k.pid is None or k.device is None:
         return []
-    comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
-    mine = np.flatnonzero((pid_of(k.pid) == pid) & (k.device == device) & (k.start > 0)
-                          & ~comm[np.maximum(k.name_code, 0)])
-    if mine.size == 0:
-        return []
-    code = k.name_code[mine]
-    dur = (k.end[mine] - k.start[mine]).astype(np.int64)
-    total = np.bincount(code, weights=dur.astype(np.float64), minlength=len(k.names))
-    order = np.lexsort((dur, code))
-    code, dur = code[order], dur[order]
-    bounds = np.searchsorted(code, np.arange(len(k.names) + 1))
-    out = []
-    for c in np.argsort(-total)[:TOP_KERNELS].tolist():
-        a, b = int(bounds[c]), int(bounds[c + 1])
-        if b == a:
-            continue
-        mid = dur[a:b]
-        n = b - a
-        med = float(mid[n // 2]) if n % 2 else (float(mid[n // 2 - 1]) + float(mid[n // 2])) / 2
-        out.append({"kernel": k.names[c], "count": n, "med_ns": med, "total_ns": int(total[c])})
+    comm = _comm_names(s)
+    nk = len(k.names)
+
+    def durations(b: slice, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(name code, duration) of the rank's compute kernels of block ``b`` whose name is
+        set in ``names``."""
+        code = k.name_code[b]
+        mine = _on(k, b, pid, device) & names[np.maximum(code, 0)]
+        dur = (k.end[b][mine] - k.start[b][mine]).astype(np.int64)
+        _let_go_rows(b, k.name_code, k.start, k.end)
+        return code[mine], dur
+
+    count = np.zeros(nk, dtype=np.int64)
+    total: np.ndarray = np.zeros(nk)
+    for b in _blocks(len(k)):
+        code, dur = durations(b, ~comm)
+        count += np.bincount(code, minlength=nk)
+        total += np.bincount(code, weights=dur.astype(np.float64), minlength=nk)
+    top = [c for c in np.argsort(-total)[:TOP_KERNELS].tolist() if count[c]]
+    med: dict[int, float] = {}
+    for batch in _batches(top, count, MEDIAN_BATCH):  # the durations of a few names at once
+        names = np.zeros(nk, dtype=bool)
+        names[batch] = True
+        parts = [durations(b, names) for b in _blocks(len(k))]
+        code = np.concatenate([p[0] for p in parts])
+        dur = np.concatenate([p[1] for p in parts])
+        del parts
+        order = np.argsort(code, kind="stable")
+        bounds = np.searchsorted(code[order], np.arange(nk + 1))
+        for c in batch:
+            med[c] = _median(dur[order[bounds[c]:bounds[c + 1]]])
+    return [{"kernel": k.names[c], "count": int(count[c]), "med_ns": med[c],
+             "total_ns": int(total[c])} for c in top]
+
+
+def _batches(codes: list[int], count: np.ndarray, most: int) -> list[list[int]]:
+    """``codes`` in batches of at most ``most`` rows in all (``count`` per code), in order; a
+    code of more rows alone."""
+    out: list[list[int]] = []
+    rows = most
+    for c in codes:
+        if rows + int(count[c]) > most:
+            out.append([])
+            rows = 0
+        out[-1].append(c)
+        rows += int(count[c])
     return out
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of some integers (the mean of the two middle ones for an even count)."""
+    n = values.size
+    if n % 2:
+        return float(np.partition(values, n // 2)[n // 2])
+    low, high = np.partition(values, [n // 2 - 1, n // 2])[n // 2 - 1:n // 2 + 1]
+    return (float(low) + float(high)) / 2
 
 
 def _union(start: np.ndarray, end: np.ndarray, min_hole: int) -> np.ndarray:
@@ -488,22 +600,44 @@ def _union(start: np.ndarray, end: np.ndarray, min_hole: int) -> np.ndarray:
     return np.stack([lo, hi], axis=1).astype(np.int64)
 
 
+def _union_of_blocks(parts: Iterator[tuple[np.ndarray, np.ndarray]], min_hole: int
+                     ) -> np.ndarray:
+    """``_union`` of the intervals of every (start, end) part, each part's union taken first:
+    the same, as closing a hole shorter than ``min_hole`` in one part's union closes no hole
+    of the whole union but short ones (a hole of the whole lies inside a hole of each part's
+    union), and a union with its holes closed has at most its span / ``min_hole`` holes."""
+    pieces = [_union(start, end, min_hole) for start, end in parts]
+    whole = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
+    return _union(whole[:, 0], whole[:, 1], min_hole)
+
+
 def _lanes(s: Session, out: RankSummary) -> None:
     """Compute and communication kernels of the rank as unions: over its whole span (holes
     under span / LANE_POINTS closed) and, with steps, over its middle step in detail."""
     k = s.kernels
     if k is None or not len(k) or k.pid is None or k.device is None:
         return
-    comm = np.array([c == COMMUNICATION for c in categorize_many(k.names, s.rules)] or [False])
-    mine = (pid_of(k.pid) == out.pid) & (k.device == out.device) & (k.start > 0)
-    is_comm = comm[np.maximum(k.name_code, 0)]
+    comm = _comm_names(s)
     span = int(out.gpus.get("span_ns") or 0)
-    for lane, mask in (("compute", mine & ~is_comm), ("comm", mine & is_comm)):
-        rows = np.flatnonzero(mask)
-        out.lanes[lane] = _union(k.start[rows], k.end[rows], span // LANE_POINTS)
+    for lane, names in (("compute", ~comm), ("comm", comm)):
+        out.lanes[lane] = _union_of_blocks(_lane_parts(k, out, names), span // LANE_POINTS)
         if out.steps.shape[0]:
-            a, b = out.steps[out.steps.shape[0] // 2]
-            inside = rows[(k.end[rows] > a) & (k.start[rows] < b)]
-            out.step_lanes[lane] = _union(np.maximum(k.start[inside], a),
-                                          np.minimum(k.end[inside], b),
-                                          int(b - a) // LANE_POINTS)
+            a, z = (int(t) for t in out.steps[out.steps.shape[0] // 2])
+            out.step_lanes[lane] = _union_of_blocks(_lane_parts(k, out, names, (a, z)),
+                                                    (z - a) // LANE_POINTS)
+
+
+def _lane_parts(k: Kernels, out: RankSummary, names: np.ndarray,
+                window: tuple[int, int] | None = None
+                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(start, end) of the rank's kernels whose name is set in ``names``, a block at a time;
+    with a ``window`` (start, end), those that overlap it, clipped to it."""
+    for b in _blocks(len(k)):
+        mine = _on(k, b, out.pid, out.device) & names[np.maximum(k.name_code[b], 0)]
+        start, end = np.asarray(k.start[b][mine]), np.asarray(k.end[b][mine])
+        _let_go_rows(b, k.name_code, k.start, k.end)
+        if window is not None:
+            a, z = window
+            inside = (end > a) & (start < z)
+            start, end = np.maximum(start[inside], a), np.minimum(end[inside], z)
+        yield start, end

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("distributed")
@@ -182,6 +183,61 @@ def test_the_summary_is_small(built):
     s = summarize_export(built / "rank_0.sqlite")[0]
     assert len(pickle.dumps(s)) < 200_000
     assert s.collectives == 230 and s.keyed_by == "communicator"
+
+
+def test_the_summary_is_the_same_a_few_rows_at_a_time(fx, monkeypatch):
+    """A worker reads its rank's columns a block of rows at a time (its peak does not grow
+    with the export): every field of every summary is the same with blocks of 7 rows and
+    the medians' durations 20 at a time, on the real captures, with steps (the middle step's
+    lanes) and without."""
+    import reports.ranks.summary as summary
+
+    def every_field(*args, **kwargs) -> list[dict]:
+        return [vars(s) for s in summarize_export(*args, **kwargs)]
+
+    cases = [((fx(DDP),), {}), ((fx(DDP),), {"step_range": "distributed_training"}),
+             ((fx(f"{NCCL_TREE}/example_2_nsys_report_ault43.cscs.ch_491764.sqlite"),), {})]
+    whole = [every_field(*a, **kw) for a, kw in cases]
+    monkeypatch.setattr(summary, "ROWS", 7)
+    monkeypatch.setattr(summary, "MEDIAN_BATCH", 20)
+    for (args, kwargs), expected in zip(cases, whole):
+        got = every_field(*args, **kwargs)
+        assert len(got) == len(expected) > 0
+        for g, e in zip(got, expected):
+            assert g.keys() == e.keys()
+            for name in e:
+                if isinstance(e[name], np.ndarray):
+                    assert g[name].dtype == e[name].dtype, name
+                    assert np.array_equal(g[name], e[name]), name
+                elif isinstance(e[name], dict):  # lanes
+                    assert g[name].keys() == e[name].keys(), name
+                    assert all(np.array_equal(g[name][k], e[name][k]) for k in e[name]), name
+                else:
+                    assert g[name] == e[name], name
+    # every part was there to compare: collectives, their windows, medians, lanes with holes
+    for s in whole[0]:
+        assert s["coll_start"].size > 0 and s["coll_range"].shape[0] > 0 and s["kernels"]
+        assert s["lanes"]["compute"].shape[0] > 1 and s["coll_idle"].any()
+    assert all(s["coll_start"].size > 0 for s in whole[2])  # UTC timestamps (1.7e18 ns)
+    assert all(s["step_lanes"]["compute"].shape[0] > 1 for s in whole[1])
+
+
+def test_a_union_of_unions_block_by_block_is_the_union():
+    """``_union_of_blocks``: each part's union (its short holes closed) first, then theirs,
+    is the union of all the intervals with its short holes closed, however they are split;
+    and ``_median`` is numpy's median."""
+    from reports.ranks.summary import _median, _union, _union_of_blocks
+    rng = np.random.default_rng(52)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        start = rng.integers(0, 1000, n)
+        end = start + rng.integers(0, 80, n)
+        min_hole = int(rng.integers(0, 40))
+        cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 5))))
+        parts = [(start[a:b], end[a:b]) for a, b in zip([0, *cuts], [*cuts, n])]
+        assert np.array_equal(_union_of_blocks(iter(parts), min_hole),
+                              _union(start, end, min_hole))
+        assert _median(end) == float(np.median(end))
 
 
 def test_bad_ranks_do_not_sink_the_answer(built, tmp_path, client):
