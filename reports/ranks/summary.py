@@ -29,7 +29,7 @@ Numbers are nanoseconds on the rank's own clock; ``reports.ranks.matching`` alig
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,7 +185,7 @@ def summarize_session(s: Session, step_range: str | None = None) -> list[RankSum
     s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges",
            *NCCL_ITEMS)  # one read of all
     gpus = answer(s, "gpus")
-    gaps = answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows
+    gaps = _Gaps.of(answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows)  # the rows go here
     calls = nccl_calls(s.trace) if s.has_ranges else None
     utc = session_start_utc(s.export)
     env, args = capture_environment(s.export)
@@ -208,8 +208,7 @@ def summarize_session(s: Session, step_range: str | None = None) -> list[RankSum
             gpus=dict(row), hints=hints, utc_clock=utc_clock, host=host,
             notes=list(gpus.notes))
         _collectives(s, summary, calls)
-        _idle_before(summary, [g for g in gaps if g["pid"] == pid
-                               and g["device"] == device])
+        _idle_before(summary, gaps.of_rank(pid, device))
         if steps_name is not None:
             summary.step_range = steps_name
             summary.steps = _steps(s, steps_name, pid)
@@ -311,23 +310,59 @@ def _stream_order(stream: np.ndarray, start: np.ndarray) -> np.ndarray:
     return np.array([rank[st] for st in stream.tolist()], dtype=np.int64)
 
 
-def _idle_before(out: RankSummary, gaps: list[dict[str, Any]]) -> None:
+@dataclass
+class _Gaps:
+    """The gaps' columns the summary reads (``gaps``' rows as arrays: a row dict and a
+    sentence per gap were held to the end, 107 MiB of 168 K gaps): the cause as an index
+    into ``CAUSES`` (3, unknown, for any other), the range open as a code into ``ranges``
+    (-1: none)."""
+
+    pid: np.ndarray
+    device: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    cause: np.ndarray
+    range: np.ndarray
+    ranges: list[str]
+
+    @classmethod
+    def of(cls, rows: Sequence[dict[str, Any]]) -> _Gaps:
+        names: dict[str, int] = {}
+        return cls(
+            pid=np.array([g["pid"] for g in rows], dtype=np.int64),
+            device=np.array([g["device"] for g in rows], dtype=np.int64),
+            start=np.array([g["start_ns"] for g in rows], dtype=np.int64),
+            end=np.array([g["end_ns"] for g in rows], dtype=np.int64),
+            cause=np.array([CAUSES.index(g["cause"]) if g["cause"] in CAUSES else 3
+                            for g in rows], dtype=np.int64),
+            range=np.array([-1 if g["range"] is None else names.setdefault(g["range"],
+                                                                           len(names))
+                            for g in rows], dtype=np.int64),
+            ranges=list(names))
+
+    def of_rank(self, pid: int, device: int) -> _Gaps:
+        """The gaps of one process and device, in the same order."""
+        mine = (self.pid == pid) & (self.device == device)
+        return _Gaps(self.pid[mine], self.device[mine], self.start[mine], self.end[mine],
+                     self.cause[mine], self.range[mine], self.ranges)
+
+
+def _idle_before(out: RankSummary, gaps: _Gaps) -> None:
     """GPU idle time before each collective (after the previous one's end), by cause, and the
     NVTX range open during the ``cpu`` part."""
     n = out.collectives
     out.coll_idle = np.zeros((n, len(CAUSES)), dtype=np.int64)
-    if n == 0 or not gaps:
+    if n == 0 or not gaps.start.size:
         return
     by_time, prev_end, arrive = _windows(out)
-    g_start = np.array([g["start_ns"] for g in gaps], dtype=np.int64)
-    g_end = np.array([g["end_ns"] for g in gaps], dtype=np.int64)
-    jj, length = _clipped(g_start, g_end, prev_end, arrive)  # the window of the next arrival
-    cause = np.array([CAUSES.index(g["cause"]) if g["cause"] in CAUSES else 3 for g in gaps])
+    jj, length = _clipped(gaps.start, gaps.end, prev_end, arrive)  # the next arrival's window
+    cause = gaps.cause
     target = by_time[jj]
     np.add.at(out.coll_idle, (target[length > 0], cause[length > 0]), length[length > 0])
     per: dict[tuple[int, str], int] = {}
     for i in np.flatnonzero((length > 0) & (cause == 0)).tolist():
-        name = gaps[i]["range"] or "(no range)"
+        at = int(gaps.range[i])
+        name = gaps.ranges[at] if at >= 0 and gaps.ranges[at] else "(no range)"
         key = (int(target[i]), name)
         per[key] = per.get(key, 0) + int(length[i])
     out.idle_ranges = sorted({name for _, name in per})
