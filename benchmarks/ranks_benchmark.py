@@ -98,7 +98,10 @@ def run_measured(cmd: list[str], env: dict[str, str]) -> Measured:
 
     t0 = time.perf_counter()
     out = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+    # run outside any checkout: `python -m` puts the working folder first on sys.path, so a
+    # --nsys-mine wrapper of another worktree run from this one would import this one's code
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env,
+                            cwd=tempfile.gettempdir())
     ps = psutil.Process(proc.pid)
     peaks: dict[int, int] = {}
     roles = {proc.pid: "client"}
@@ -179,8 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="also `gpus` and `gaps` alone on one export at each replay")
     ap.add_argument("--nsys-mine", type=Path, default=NSYS_MINE,
                     help="the nsys-mine to time (another worktree's: a script running "
-                         "`python -m profile_cli \"$@\"` with it on PYTHONPATH)")
+                         "`python -P -m profile_cli \"$@\"` with it on PYTHONPATH: -P, or "
+                         "`python -m` puts the working folder, a checkout, first)")
     a = ap.parse_args(argv)
+    a.out = a.out.resolve()  # the commands run elsewhere (run_measured)
     exe = str(a.nsys_mine)
     results = []
 
