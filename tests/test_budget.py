@@ -183,3 +183,37 @@ def test_a_question_leaves_no_check_behind(fx, monkeypatch):
         assert s.ranges is not None and len(s.ranges) > 0
         with pytest.raises(OverBudget, match="`gaps` needs about"):
             answer(s, "gaps")  # a question's first new load is
+
+
+def test_ranks_and_its_workers_are_checked_once_at_the_summary_need(cli, fx, monkeypatch):
+    """`ranks` of one export, and a rank's summary on a worker (``summarize_export``, whose
+    OverBudget the client says as that rank's error), are checked once, at the summary's
+    bytes per row over every table it reads: the `gpus` and `gaps` answers it asks load
+    nothing more, so their own 31 and 32 bytes a row are not asked (a worker refused a
+    2.3 GB rank below 1.2 GB of budget, where it takes 330 MB)."""
+    from reports.ranks.summary import BYTES_PER_ROW, summarize_export
+
+    path = fx(DDP)
+    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS")
+    assert [_rows(path, t) for t in tables] == [4652, 24203, 330, 30, 778]
+    need = _need_mb(path, BYTES_PER_ROW, *tables)
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", str(need - 1))
+    r = cli("ranks", path)
+    assert r.exit_code == 1 and r.stderr.startswith(
+        f"Error: {path.name}: `ranks` needs about {need:,} MB of memory (4,652 kernels, "
+        f"24,203 API calls, 330 memcpys, 30 memsets, 778 NVTX rows), more than the budget "
+        f"of {need - 1:,} MB")
+    with pytest.raises(OverBudget, match=f"`ranks` needs about {need:,} MB of memory"):
+        summarize_export(path)
+    monkeypatch.setenv("NSYS_MINE_MEMORY_MB", str(need))  # exactly enough: answered
+    assert cli("ranks", path, "-f", "csv").exit_code == 0
+    import nsys_parsers.trace
+
+    asked: list[tuple[str, int]] = []
+    check = nsys_parsers.trace.check_need
+    monkeypatch.setattr(nsys_parsers.trace, "check_need", lambda export, tables, per_row, what,
+                        **kw: (asked.append((what, per_row)), check(export, tables, per_row,
+                                                                    what, **kw)))
+    assert [s.collectives for s in summarize_export(path)] == [230, 230]
+    assert asked == [("`ranks`", BYTES_PER_ROW)]  # not `gaps` at 32 after it

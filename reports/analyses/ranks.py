@@ -38,7 +38,7 @@ from reports.ranks.answer import (
 )
 from reports.ranks.cluster import Engine
 from reports.ranks.matching import collective_rows
-from reports.ranks.summary import summarize_session
+from reports.ranks.summary import BYTES_PER_ROW, summarize_session
 from reports.render import View
 
 RANKS_COLUMNS = RANK_COLUMNS
@@ -153,6 +153,7 @@ ANALYSIS = Analysis(
     `nsys-mine ranks runs/ --scheduler slurm --slurm-partition gpu`
     """,
     run=ranks_of_export, run_job=_run_job, inputs="job", input_name="exports",
+    bytes_per_row=BYTES_PER_ROW,
     options=("within", "rules", "nsys", "cache"),
     params=(
         Param("scheduler", ("--scheduler",), "Where the exports are mined: local (a Dask "

@@ -62,6 +62,10 @@ TOP_RANGES = 60
 TOP_KERNELS = 100
 LANE_POINTS = 3000  # a lane keeps at most about this many intervals
 MEDIAN_BATCH = 4 * ROWS  # kernel durations held at once for the medians (one name: all its)
+# one summary's peak above budget.BASE_BYTES per row of the tables it reads, cold, the most
+# of the benchmark's x300, x1200 and x4800 files (as an analysis's ``bytes_per_row``;
+# docs/PERFORMANCE.md): a worker checks its export against the budget before reading it
+BYTES_PER_ROW = 6
 
 # Where a file name says its rank: rank_3, rank-3, rank3, r3, -3.
 _FILE_RANK = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE),
@@ -177,13 +181,16 @@ def summarize_export(path: str | Path, options: AnalysisOptions | None = None,
     ``step_range``: the range whose instances are steps (default: ``options.within``, else
     ``step`` if present)."""
     with Session(path, options or AnalysisOptions()) as s:
+        s.expect("`ranks`", BYTES_PER_ROW)  # OverBudget: this rank's error, said by the client
         return summarize_session(s, step_range)
 
 
 def summarize_session(s: Session, step_range: str | None = None) -> list[RankSummary]:
     """The summaries of an open export (``summarize_export``)."""
-    s.load("kernels", "kernel_ids", "kernel_places", "launches", "memops", "ranges",
-           *NCCL_ITEMS)  # one read of all
+    # one read of all, what the gpus and gaps answers need too: the first load is checked
+    # against the budget at the summary's bytes per row, and theirs load nothing more
+    s.load("kernels", "kernel_ids", "kernel_places", "launches", "launch_ids", "memops",
+           "ranges", *NCCL_ITEMS)
     gpus = answer(s, "gpus")
     gaps = _Gaps.of(answer(s, "gaps", min_gap_ms=MIN_GAP_MS).rows)  # the rows go here
     calls = nccl_calls(s.trace) if s.has_ranges else None
