@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                          "`python -m` puts the working folder, a checkout, first)")
     a = ap.parse_args(argv)
     a.out = a.out.resolve()  # the commands run elsewhere (run_measured)
-    exe = str(a.nsys_mine)
+    exe = str(a.nsys_mine.resolve() if len(a.nsys_mine.parts) > 1 else a.nsys_mine)
     results = []
 
     def emit(row: dict[str, Any]) -> None:

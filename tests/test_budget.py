@@ -212,8 +212,11 @@ def test_ranks_and_its_workers_are_checked_once_at_the_summary_need(cli, fx, mon
 
     asked: list[tuple[str, int]] = []
     check = nsys_parsers.trace.check_need
-    monkeypatch.setattr(nsys_parsers.trace, "check_need", lambda export, tables, per_row, what,
-                        **kw: (asked.append((what, per_row)), check(export, tables, per_row,
-                                                                    what, **kw)))
+
+    def recorded(export, tables, per_row, what, **kw):
+        asked.append((what, per_row))
+        return check(export, tables, per_row, what, **kw)
+
+    monkeypatch.setattr(nsys_parsers.trace, "check_need", recorded)
     assert [s.collectives for s in summarize_export(path)] == [230, 230]
     assert asked == [("`ranks`", BYTES_PER_ROW)]  # not `gaps` at 32 after it

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, let_go
+from nsys_parsers.arrays import ROWS, let_go, let_go_all
 from nsys_parsers.capture import (
     capture_environment,
     capture_host,
@@ -422,7 +422,7 @@ def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
             joint, inv = np.unique(rc * nk + k.name_code[kc], return_inverse=True)
             joints.append(joint)
             totals.append(np.bincount(inv, weights=dur))
-            _let_go_columns(k.end, k.start, k.name_code)
+            let_go_all((k.end, k.start, k.name_code))  # read at random rows
         if joints:
             joint, inv = np.unique(np.concatenate(joints), return_inverse=True)
             total = np.bincount(inv, weights=np.concatenate(totals))
@@ -451,12 +451,6 @@ def _let_go_rows(rows: slice, *columns: np.ndarray) -> None:
     """Let the mapped pages of a block of rows of each column go once read (``let_go``)."""
     for column in columns:
         let_go(column[rows])
-
-
-def _let_go_columns(*columns: np.ndarray) -> None:
-    """Let every mapped page of some columns go (after a block read them at random rows)."""
-    for column in columns:
-        let_go(column)
 
 
 def _rows_where(n: int, hit: Callable[[slice], np.ndarray]) -> np.ndarray:
@@ -495,7 +489,7 @@ def _pairs_of(s: Session, pid: int, code: np.ndarray, table: np.ndarray | None =
             c = np.where(c >= 0, table[c], -1)
         keep = (pid_of(r.tid[ri]) == pid) & (c >= 0)
         rows = (c[keep], ki[keep])
-        _let_go_columns(r.tid, code)
+        let_go_all((r.tid, code))  # read at random rows
         _let_go_rows(b, p.range_idx, p.kernel_idx)
         yield rows
 
@@ -556,7 +550,7 @@ def _range_windows(s: Session, out: RankSummary) -> None:
             kwin, gpu = _clipped(k.start[kc].astype(np.int64), k.end[kc].astype(np.int64),
                                  lo, arrive)
             add(kwin, rc, np.zeros_like(gpu), gpu)
-            _let_go_columns(k.start, k.end)
+            let_go_all((k.start, k.end))  # read at random rows
     if not cells:
         return
     cell, inv = np.unique(np.concatenate([c[0] for c in cells]), return_inverse=True)
