@@ -141,26 +141,43 @@ def _verify_export(sqlite: Path) -> str | None:
     return None
 
 
-# nsys (2022.4 here) now and then fails to start its session when another nsys starts at the
-# same moment on the machine (a job array's tasks on one node, configs run side by side):
-# nothing has run yet, so the run is made again, after a short random pause.
-NSYS_START_RACE = "Local Endpoint is not available"
+# nsys (2022.4 here) now and then fails for reasons of its own when other nsys runs start or
+# end at the same moment on a loaded machine (a job array's tasks on one node, configs run side
+# by side): its session does not start, or its processes lose track of each other. The run is
+# made again, after a short random pause. Each entry: what nsys prints (all of it), and why.
+NSYS_RACES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("Local Endpoint is not available",),
+     "could not start its session (Local Endpoint is not available: another nsys was "
+     "starting at the same moment)"),
+    (("ProcessWaiter", "sem_open"),
+     "lost track of the workload's process (its ProcessWaiter's sem_open failed: nsys's own "
+     "processes raced each other on a loaded machine)"),
+    (("Connection to the Agent lost",),
+     "lost its connection to its agent (Connection to the Agent lost)"),
+)
 START_RETRIES = 2
+
+
+def nsys_race(stderr: str) -> str | None:
+    """Why nsys failed for a reason of its own that a second try does not meet, or None."""
+    for needles, why in NSYS_RACES:
+        if all(n in stderr for n in needles):
+            return why
+    return None
 
 
 def run_nsys(argv: list[str], timeout_s: float, *, env: dict[str, str] | None,
              stop: threading.Event | None, notes: list[str]) -> ProcessOutcome:
     """``run_with_timeout`` of an nsys command line, made again (at most ``START_RETRIES``
-    times) when nsys could not start its session and the workload did not run; each retry
-    is said in ``notes``."""
+    times) when it failed for one of nsys's own races (``NSYS_RACES``); each retry is said
+    in ``notes``. Only our own workload runs this way: running it twice is harmless."""
     for attempt in range(START_RETRIES + 1):
         outcome = run_with_timeout(argv, timeout_s, env=env, stop=stop)
-        if (outcome.timed_out or outcome.returncode == 0 or attempt == START_RETRIES
-                or NSYS_START_RACE not in outcome.stderr
-                or _workload_row(outcome.stdout) is not None):
+        why = None if outcome.timed_out or outcome.returncode == 0 else nsys_race(
+            outcome.stderr)
+        if why is None or attempt == START_RETRIES:
             return outcome
-        notes.append(f"nsys could not start its session ({NSYS_START_RACE}: another nsys "
-                     f"was starting at the same moment); the run was made again.")
+        notes.append(f"nsys {why}; the run was made again.")
         time.sleep(0.5 + 2 * random.random())
     return outcome
 
