@@ -3,7 +3,8 @@
 Ranges of one thread sorted by (start, longest first); a range's depth is 1 + the number of
 ranges before it in that order that have not ended when it starts. Exact for push/pop ranges
 (which nest properly); for start/end ranges, which may overlap, it counts the ranges open at
-its start. Vectorized: two sorts and binary searches, no Python loop over rows.
+its start. Vectorized: two sorts of packed keys and binary searches, a block of rows at a
+time, no Python loop over rows and no order of all the rows.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Protocol
 
 import numpy as np
 
-from nsys_parsers.arrays import sorted_unique
+from nsys_parsers.arrays import ROWS, distinct_sorted, let_go, sorted_unique, value_range
+from nsys_parsers.cache import held
 from nsys_parsers.ranges import Ranges
 
 
@@ -29,35 +31,89 @@ class Spans(Protocol):
 
 
 def nesting_depth(ranges: Spans) -> np.ndarray:
+    """The depth of each range (in ``cache.held``: a scratch file's mapping when large).
+
+    In (thread, start, longest first, row) order, a range's depth is 1 + its position among
+    its thread's ranges - the ranges of its thread that ended by its start (end <= start).
+    Its position is counted as the number of its thread's ranges that started before it (a
+    binary search in the sorted (thread, start) keys) plus, where several ranges of a thread
+    start at the same moment, its rank among them (longest first, then row): never a whole
+    order of the rows. The sorted keys of the starts and of the ends are held as the depth
+    is; the rows go a block (``ROWS``) at a time, their pages let go as they pass."""
     n = len(ranges)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     tids = sorted_unique(ranges.tid)
-    code = np.searchsorted(tids, ranges.tid)
-    lo = int(min(ranges.start.min(), ranges.end.min()))
-    span = int(max(ranges.start.max(), ranges.end.max())) - lo + 1
+    (s_lo, s_hi), (e_lo, e_hi) = value_range(ranges.start), value_range(ranges.end)
+    lo, hi = min(s_lo, e_lo), max(s_hi, e_hi)
+    span = hi - lo + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
-    # In place, a few arrays of n at a time (a range instance answer holds the rest).
-    order = np.lexsort((-ranges.end, ranges.start, code))  # thread, start, longest first
-    depth = np.empty(n, dtype=np.int64)
-    depth[order] = np.arange(n, dtype=np.int64)  # position in that order
-    del order
-    per_thread = np.bincount(code, minlength=tids.size)
-    depth -= (np.cumsum(per_thread) - per_thread)[code]  # ranges of the thread before it
-    ends = code * span
-    ends += ranges.end
-    ends -= lo
-    ends.sort()  # the ends, thread by thread
-    starts = code * span
-    starts += ranges.start
-    starts -= lo
-    closed = np.searchsorted(ends, starts, side="right")
-    del starts
-    closed -= np.searchsorted(ends, np.arange(tids.size, dtype=np.int64) * span)[code]
-    depth -= closed  # of those, the ones ended by its start (same thread)
-    depth += 1
+    starts, ends = held(n, np.int64), held(n, np.int64)
+    for a in range(0, n, ROWS):
+        base = np.searchsorted(tids, ranges.tid[a:a + ROWS]) * span - lo
+        np.add(base, ranges.start[a:a + ROWS], out=starts[a:a + ROWS])
+        np.add(base, ranges.end[a:a + ROWS], out=ends[a:a + ROWS])
+        _let_go(ranges, a, starts, ends)
+    for keys in (starts, ends):
+        keys.sort()  # (thread, time) keys, thread by thread
+        let_go(keys)
+    first = np.arange(len(tids), dtype=np.int64) * span  # each thread's first key
+    first_start, first_end = np.searchsorted(starts, first), np.searchsorted(ends, first)
+    depth = held(n, np.int64)
+    for a in range(0, n, ROWS):
+        code = np.searchsorted(tids, ranges.tid[a:a + ROWS])
+        key = code * span
+        key += ranges.start[a:a + ROWS]
+        key -= lo
+        d = depth[a:a + ROWS]
+        np.subtract(np.searchsorted(starts, key), first_start[code], out=d)  # started before
+        d -= np.searchsorted(ends, key, side="right")  # of those, ended by its start
+        d += first_end[code] + 1
+        _let_go(ranges, a, starts, ends, d)
+    _add_tie_ranks(ranges, starts, tids, span, lo, depth)
     return depth
+
+
+def _let_go(ranges: Spans, a: int, *more: np.ndarray) -> None:
+    """The mapped pages of a block of the ranges' columns and of ``more``, once read."""
+    for column in (ranges.tid, ranges.start, ranges.end):
+        let_go(column[a:a + ROWS])
+    for arr in more:
+        let_go(arr)
+
+
+def _add_tie_ranks(ranges: Spans, starts: np.ndarray, tids: np.ndarray, span: int, lo: int,
+                   depth: np.ndarray) -> None:
+    """Add to the depth of each range that starts at the same moment as others of its thread
+    its rank among them, longest first, then by row (what a stable sort of the rows by
+    (thread, start, -end) gives)."""
+    tied = []  # the keys that occur more than once, a block of the sorted keys at a time
+    for a in range(0, starts.size - 1, ROWS):
+        block = starts[a:a + ROWS + 1]
+        tied.append(block[1:][block[1:] == block[:-1]])
+        let_go(starts)
+    keys = distinct_sorted(np.concatenate(tied)) if tied else np.zeros(0, np.int64)
+    if keys.size == 0:
+        return
+    rows_at, keys_at = [], []
+    for a in range(0, len(ranges), ROWS):
+        key = np.searchsorted(tids, ranges.tid[a:a + ROWS]) * span
+        key += ranges.start[a:a + ROWS]
+        key -= lo
+        at = np.searchsorted(keys, key)
+        hit = keys[np.minimum(at, keys.size - 1)] == key
+        rows_at.append(np.flatnonzero(hit) + a)
+        keys_at.append(key[hit])
+        _let_go(ranges, a)
+    rows, key = np.concatenate(rows_at), np.concatenate(keys_at)
+    order = np.lexsort((-ranges.end[rows], key))  # stable: rows in order among equal ends
+    key = key[order]
+    group_first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    sizes = np.diff(np.r_[group_first, key.size])
+    rank = np.arange(key.size, dtype=np.int64) - np.repeat(group_first, sizes)
+    depth[rows[order]] += rank
+    let_go(depth)
 
 
 def enclosing(ranges: Ranges) -> np.ndarray:

@@ -24,10 +24,13 @@ from nsys_parsers.arrays import (
     distinct_pairs,
     group_ids,
     is_sorted,
+    let_go,
+    let_go_all,
     let_go_fields,
     sorted_unique,
 )
 from nsys_parsers.attribution import Pairs, innermost, pair_chunks
+from nsys_parsers.cache import held
 from nsys_parsers.errors import BadOption
 from nsys_parsers.ids import pid_of, tid_of
 from nsys_parsers.kernels import Kernels
@@ -183,7 +186,11 @@ INSTANCE_VIEW = View(
 def range_instances(s: Session) -> Report:
     """One row per (shown) range instance: its CPU-side start and duration and its GPU
     projection (nsys nvtxgpuproj): the first start to the last end of the GPU operations
-    (kernels, memcpy, memset) launched inside it, and how many launch calls made them."""
+    (kernels, memcpy, memset) launched inside it, and how many launch calls made them.
+
+    A range's values are held in scratch files (``cache.held``) and the rows are ordered by
+    start (ties: by depth, then row) with one stable sort of the starts: what the answer
+    holds in memory grows by about 13 bytes a range (the order, and whether it launched)."""
     r = s.ranges
     assert r is not None
     names = s.names()
@@ -191,19 +198,21 @@ def range_instances(s: Session) -> Report:
     first, span, count = _projection(s, r, notes)
     shown = s.shown()
     depth = nesting_depth(r)
-    if shown is None:  # every row: no copies of the sort keys (the answer's memory peak)
-        order = np.lexsort((depth, r.start))
-    else:
-        rows_idx = np.flatnonzero(shown)
-        order = rows_idx[np.lexsort((depth[rows_idx], r.start[rows_idx]))]
-    has = count[order] > 0
+    order = by_start_then_depth(r.start, depth, None if shown is None
+                                else np.flatnonzero(shown))
+    has = np.empty(order.size, dtype=bool)
+    cross = 0
+    for a in range(0, order.size, ROWS):
+        at = order[a:a + ROWS]
+        np.greater(count[at], 0, out=has[a:a + ROWS])
+        cross += int(r.cross_thread[at].sum())
+        let_go_all((count, r.cross_thread))
     rows = ColumnRows(order.size, _instance_columns(
         order, names, r, first, span, has, count, depth))
     notes.append(f"{int(has.sum()):,} of {order.size:,} instances launched GPU operations: "
                  f"gpu start and time run from the first one's start to the last one's end "
                  f"(the GPU projection of nsys's nvtxgpuproj); gpu ops counts their launch "
                  f"calls.")
-    cross = int(r.cross_thread[order].sum())
     if cross:
         notes.append(f"{cross} start/end ranges ended on another thread: no GPU projection "
                      f"(as nsys).")
@@ -212,37 +221,80 @@ def range_instances(s: Session) -> Report:
                   title="NVTX range instances")
 
 
+def by_start_then_depth(start: np.ndarray, depth: np.ndarray, rows: np.ndarray | None
+                        ) -> np.ndarray:
+    """The rows (``rows``, else all) ordered by start, ties by depth, then by row: what
+    ``np.lexsort((depth, start))`` gives, from one stable sort of the starts and a sort of
+    the tied rows alone (the two-key sort of every row held three orders at once)."""
+    order = np.argsort(start if rows is None else start[rows], kind="stable")
+    if rows is not None:
+        order = rows[order]
+    let_go(start)
+    tied = []  # positions in ``order`` of rows whose start equals a neighbour's
+    for a in range(0, order.size, ROWS):
+        at = start[order[a:a + ROWS + 1]]
+        same = np.flatnonzero(at[1:] == at[:-1]) + a
+        tied.append(np.union1d(same, same + 1))
+        let_go(start)
+    pos = np.unique(np.concatenate(tied)) if tied else np.zeros(0, dtype=np.int64)
+    if pos.size:
+        rows_tied = order[pos]
+        t = start[rows_tied]
+        run = np.cumsum(np.r_[True, (np.diff(pos) != 1) | (t[1:] != t[:-1])])
+        order[pos] = rows_tied[np.lexsort((depth[rows_tied], run))]  # stable: rows in order
+        let_go_all((start, depth))
+    return order
+
+
 def _projection(s: Session, r: Ranges, notes: list[str]
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of each range, the first start and the span (to the last end) of the GPU operations
     launched inside it, and how many launch calls made them (-1, 0, 0: none), reduced a
-    chunk of pairs at a time; the operations are let go before the rows are sorted."""
+    chunk of pairs at a time into scratch arrays (``cache.held``), their pages let go after
+    each chunk; the operations are let go before the rows are sorted."""
     n = len(r)
-    first = np.full(n, -1, dtype=np.int64)
-    last = np.full(n, -1, dtype=np.int64)
-    count = np.zeros(n, dtype=np.int64)
+    first, last, count = held(n, np.int64), held(n, np.int64), held(n, np.int64)
+    for a in range(0, n, ROWS):
+        first[a:a + ROWS], last[a:a + ROWS], count[a:a + ROWS] = -1, -1, 0
+        let_go_all((first, last, count))
     ops = s.gpu_ops(launches=True, keep=False)
     if ops is None:
         notes.append("no CUDA kernels, memcpy or memset were traced: no GPU projection; "
                      "profile with `nsys profile --trace=cuda,nvtx`.")
-        return first, last - first, count
+        _spans(first, last, count)
+        return first, last, count
     assert ops.launch_tid is not None
-    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     for p in pair_chunks(ops.as_launched(), r):  # never every pair at once
-        np.minimum.at(lo, p.range_idx, ops.start[p.kernel_idx])
+        if len(p) == 0:
+            continue
+        # a range's pairs are all in one chunk, whose ranges are a run of rows
+        base = int(p.range_idx.min())
+        lo = np.full(int(p.range_idx.max()) - base + 1, np.iinfo(np.int64).max,
+                     dtype=np.int64)
+        np.minimum.at(lo, p.range_idx - base, ops.start[p.kernel_idx])
+        at = sorted_unique(p.range_idx)
+        first[at] = lo[at - base]
         np.maximum.at(last, p.range_idx, ops.end[p.kernel_idx])
-        # launch calls, not operations (nsys counts distinct correlationIds); a range's
-        # pairs are all in one chunk
+        # launch calls, not operations (nsys counts distinct correlationIds)
         _, (call_range, _) = group_ids(p.range_idx, ops.correlation[p.kernel_idx])
         np.add.at(count, call_range, 1)
-    has = count > 0
-    first[has] = lo[has]
+        let_go_all((first, last, count))
     no_launch = int((ops.launch_tid < 0).sum())
     if no_launch:
         notes.append(f"{no_launch:,} of {len(ops):,} GPU operations have no launch record "
                      f"(trimmed export): they are in no range's projection.")
-    last -= first
+    _spans(first, last, count)
     return first, last, count
+
+
+def _spans(first: np.ndarray, last: np.ndarray, count: np.ndarray) -> None:
+    """``last`` turned into the span from ``first`` in place (0 where nothing launched), a
+    block at a time."""
+    for a in range(0, first.size, ROWS):
+        f, la = first[a:a + ROWS], last[a:a + ROWS]
+        la -= f
+        la[count[a:a + ROWS] == 0] = 0
+        let_go_all((first, last, count))
 
 
 def _instance_columns(order: np.ndarray, names: RangeNames, r: Ranges, first: np.ndarray,
@@ -250,22 +302,30 @@ def _instance_columns(order: np.ndarray, names: RangeNames, r: Ranges, first: np
                       ) -> dict[str, Callable[[slice], list[Any]]]:
     """The columns of ``range_instances``, each a function of a slice of its rows (the
     instances in ``order``), made when they are written."""
+    def at_rows(values: np.ndarray, at: slice) -> np.ndarray:
+        """``values`` of the rows of the slice; the mapped pages read are let go once a
+        block (``ROWS``) of rows is passed (rows in order of start: a window of time)."""
+        got = values[order[at]]
+        if (at.stop or 0) // ROWS != (at.start or 0) // ROWS:
+            let_go(values)
+        return got
+
     def maybe(values: np.ndarray) -> Callable[[slice], list[Any]]:
-        return lambda at: [v if h else None for v, h in zip(values[order[at]].tolist(),
+        return lambda at: [v if h else None for v, h in zip(at_rows(values, at).tolist(),
                                                            has[at].tolist())]
     return {
         "range": lambda at: [names.names[c] if c >= 0 else None
-                             for c in names.code[order[at]].tolist()],
+                             for c in at_rows(names.code, at).tolist()],
         "style": lambda at: ["PushPop" if x else "StartEnd"
-                             for x in r.pushpop[order[at]].tolist()],
-        "pid": lambda at: pid_of(r.tid[order[at]]).tolist(),
+                             for x in at_rows(r.pushpop, at).tolist()],
+        "pid": lambda at: pid_of(at_rows(r.tid, at)).tolist(),
         "tid": lambda at: tid_of(r.tid[order[at]]).tolist(),
         "start_ns": lambda at: r.start[order[at]].tolist(),
-        "duration_ns": lambda at: (r.end[order[at]] - r.start[order[at]]).tolist(),
+        "duration_ns": lambda at: (at_rows(r.end, at) - at_rows(r.start, at)).tolist(),
         "gpu_start_ns": maybe(first),
         "gpu_duration_ns": maybe(span),
-        "gpu_ops": lambda at: count[order[at]].tolist(),
-        "depth": lambda at: depth[order[at]].tolist(),
+        "gpu_ops": lambda at: at_rows(count, at).tolist(),
+        "depth": lambda at: at_rows(depth, at).tolist(),
     }
 
 

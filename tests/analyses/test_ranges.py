@@ -298,3 +298,62 @@ def test_statistics_a_block_at_a_time_equal_those_at_once(fx, monkeypatch):
                      if x == c and (mask is None or mask[i])] for c in range(ncodes)]
             assert order.tolist() == sum(want, [])
             assert [order[bounds[c]:bounds[c + 1]].tolist() for c in range(ncodes)] == want
+
+
+def _depth_by_definition(start: list[int], end: list[int], tid: list[int]) -> list[int]:
+    """Depth as nesting.py defines it, in plain Python: 1 + the ranges of its thread before
+    it in (start, longest first, row) order - the ranges of its thread that ended by its
+    start."""
+    out = []
+    for i in range(len(start)):
+        same = [j for j in range(len(start)) if tid[j] == tid[i]]
+        before = [j for j in same if (start[j], -end[j], j) < (start[i], -end[i], i)]
+        out.append(1 + len(before) - sum(1 for j in same if end[j] <= start[i]))
+    return out
+
+
+def test_depth_and_instance_order_a_few_rows_at_a_time(fx, monkeypatch):
+    """Nesting depth and the order of ``--instances`` (by start, ties by depth, then row) go
+    a block of rows at a time, never sorting every row by two keys: with blocks of 1, 3 and
+    7 rows, on built ranges full of ties (same starts, zero-length ranges, three threads),
+    they equal the definition and ``np.lexsort``; on a real capture, blocks of 5 rows give
+    the rows of one block."""
+    from nsys_parsers import nesting
+    from reports.analyses import ranges as ranges_mod
+
+    class Spans:
+        def __init__(self, start, end, tid):
+            self.start, self.end, self.tid = (np.asarray(x, dtype=np.int64)
+                                              for x in (start, end, tid))
+
+        def __len__(self):
+            return self.start.size
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        n = int(rng.integers(1, 40))
+        start = rng.integers(0, 10, n)
+        end = start + rng.integers(0, 5, n)
+        tid = rng.integers(1, 4, n) * 1000
+        want = _depth_by_definition(start.tolist(), end.tolist(), tid.tolist())
+        rows = np.flatnonzero(rng.random(n) < 0.6)
+        for block in (1, 3, 7):
+            monkeypatch.setattr(nesting, "ROWS", block)
+            monkeypatch.setattr(ranges_mod, "ROWS", block)
+            depth = nesting.nesting_depth(Spans(start, end, tid))
+            assert np.asarray(depth).tolist() == want, (trial, block)
+            assert ranges_mod.by_start_then_depth(start, depth, None).tolist() == \
+                np.lexsort((depth, start)).tolist()
+            assert ranges_mod.by_start_then_depth(start, depth, rows).tolist() == \
+                rows[np.lexsort((depth[rows], start[rows]))].tolist()
+    monkeypatch.undo()
+    for name in ("cs336_lizhieffe_ddp53_profile.sqlite",
+                 "fastvideo_wan_h100x2_emitnvtx_nsys2026.2_trimmed.sqlite"):
+        whole = ask("ranges", [fx(name)], instances=True).rows
+        as_list = list(whole)
+        with monkeypatch.context() as mp:
+            mp.setattr(nesting, "ROWS", 5)
+            mp.setattr(ranges_mod, "ROWS", 5)
+            again = list(ask("ranges", [fx(name)], instances=True).rows)
+        assert again == as_list and sum(x["gpu_ops"] for x in as_list) > 700
+        assert [x["start_ns"] for x in as_list] == sorted(x["start_ns"] for x in as_list)
