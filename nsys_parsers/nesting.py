@@ -13,7 +13,13 @@ from typing import Protocol
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, distinct_sorted, let_go, sorted_unique, value_range
+from nsys_parsers.arrays import (
+    ROWS,
+    distinct_sorted,
+    few_distinct,
+    let_go,
+    value_range,
+)
 from nsys_parsers.cache import held
 from nsys_parsers.ranges import Ranges
 
@@ -43,7 +49,7 @@ def nesting_depth(ranges: Spans) -> np.ndarray:
     n = len(ranges)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    tids = sorted_unique(ranges.tid)
+    tids = few_distinct(ranges.tid)  # a block at a time: no sorted copy of the column
     (s_lo, s_hi), (e_lo, e_hi) = value_range(ranges.start), value_range(ranges.end)
     lo, hi = min(s_lo, e_lo), max(s_hi, e_hi)
     span = hi - lo + 1

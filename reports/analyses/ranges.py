@@ -22,11 +22,13 @@ from nsys_parsers.arrays import (
     ROWS,
     Grouping,
     distinct_pairs,
+    distinct_sorted,
     group_ids,
     is_sorted,
     let_go,
     let_go_all,
     let_go_fields,
+    runs_by_code,
     sorted_unique,
 )
 from nsys_parsers.attribution import Pairs, innermost, pair_chunks
@@ -170,6 +172,7 @@ def _pairs_of(p: Pairs | None, inner: Pairs | None, mine: np.ndarray, n: int,
     return sub(p), sub(inner)
 
 
+SAMPLE = 1 << 16  # starts sampled for the order's buckets
 INSTANCE_COLUMNS = [
     "range", "style", "pid", "tid", "start_ns", "duration_ns", "gpu_start_ns",
     "gpu_duration_ns", "gpu_ops", "depth",
@@ -198,8 +201,7 @@ def range_instances(s: Session) -> Report:
     first, span, count = _projection(s, r, notes)
     shown = s.shown()
     depth = nesting_depth(r)
-    order = by_start_then_depth(r.start, depth, None if shown is None
-                                else np.flatnonzero(shown))
+    order = by_start_then_depth(r.start, depth, shown)
     has = np.empty(order.size, dtype=bool)
     cross = 0
     for a in range(0, order.size, ROWS):
@@ -221,28 +223,37 @@ def range_instances(s: Session) -> Report:
                   title="NVTX range instances")
 
 
-def by_start_then_depth(start: np.ndarray, depth: np.ndarray, rows: np.ndarray | None
+def by_start_then_depth(start: np.ndarray, depth: np.ndarray, keep: np.ndarray | None
                         ) -> np.ndarray:
-    """The rows (``rows``, else all) ordered by start, ties by depth, then by row: what
-    ``np.lexsort((depth, start))`` gives, from one stable sort of the starts and a sort of
-    the tied rows alone (the two-key sort of every row held three orders at once)."""
-    order = np.argsort(start if rows is None else start[rows], kind="stable")
-    if rows is not None:
-        order = rows[order]
-    let_go(start)
-    tied = []  # positions in ``order`` of rows whose start equals a neighbour's
-    for a in range(0, order.size, ROWS):
-        at = start[order[a:a + ROWS + 1]]
-        same = np.flatnonzero(at[1:] == at[:-1]) + a
-        tied.append(np.union1d(same, same + 1))
-        let_go(start)
-    pos = np.unique(np.concatenate(tied)) if tied else np.zeros(0, dtype=np.int64)
-    if pos.size:
-        rows_tied = order[pos]
-        t = start[rows_tied]
-        run = np.cumsum(np.r_[True, (np.diff(pos) != 1) | (t[1:] != t[:-1])])
-        order[pos] = rows_tied[np.lexsort((depth[rows_tied], run))]  # stable: rows in order
-        let_go_all((start, depth))
+    """The rows (where the mask ``keep`` is set, else all) ordered by start, ties by depth,
+    then by row: what ``np.lexsort((depth, start))`` of those rows gives, in ``cache.held``
+    (32-bit rows where they fit), never a sort of every row at once. The rows are put in
+    buckets of about ``ROWS`` by their start (bounds from a sample of the starts: rows that
+    start together share a bucket), placed bucket by bucket in row order by a counting sort
+    (``runs_by_code``), and each bucket sorted on its own."""
+    n = start.size
+    m = n if keep is None else int(np.count_nonzero(keep))
+    step, parts = max(1, m // SAMPLE), []
+    for a in range(0, n, ROWS):
+        part = start[a:a + ROWS] if keep is None else start[a:a + ROWS][keep[a:a + ROWS]]
+        parts.append(part[::step].copy())
+        let_go(start[a:a + ROWS])
+    sample = np.sort(np.concatenate(parts)) if parts else start[:0].copy()
+    nb = -(-m // ROWS)
+    bounds = distinct_sorted(sample[(np.arange(1, nb) * sample.size) // nb]) \
+        if sample.size else sample
+    bucket = held(n, np.int32)
+    for a in range(0, n, ROWS):
+        np.copyto(bucket[a:a + ROWS], np.searchsorted(bounds, start[a:a + ROWS], side="right"),
+                  casting="unsafe")
+        let_go_all((start[a:a + ROWS], bucket))
+    order, at = runs_by_code(bucket, bounds.size + 1, keep, alloc=held)
+    del bucket
+    for b in range(bounds.size + 1):
+        rows = order[at[b]:at[b + 1]]
+        if rows.size > 1:
+            rows[...] = rows[np.lexsort((depth[rows], start[rows]))]  # stable: rows in order
+        let_go_all((order, start, depth))
     return order
 
 

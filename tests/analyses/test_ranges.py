@@ -336,15 +336,17 @@ def test_depth_and_instance_order_a_few_rows_at_a_time(fx, monkeypatch):
         end = start + rng.integers(0, 5, n)
         tid = rng.integers(1, 4, n) * 1000
         want = _depth_by_definition(start.tolist(), end.tolist(), tid.tolist())
-        rows = np.flatnonzero(rng.random(n) < 0.6)
+        keep = rng.random(n) < 0.6
+        rows = np.flatnonzero(keep)
         for block in (1, 3, 7):
             monkeypatch.setattr(nesting, "ROWS", block)
             monkeypatch.setattr(ranges_mod, "ROWS", block)
+            monkeypatch.setattr(ranges_mod, "SAMPLE", block + 1)
             depth = nesting.nesting_depth(Spans(start, end, tid))
             assert np.asarray(depth).tolist() == want, (trial, block)
             assert ranges_mod.by_start_then_depth(start, depth, None).tolist() == \
                 np.lexsort((depth, start)).tolist()
-            assert ranges_mod.by_start_then_depth(start, depth, rows).tolist() == \
+            assert ranges_mod.by_start_then_depth(start, depth, keep).tolist() == \
                 rows[np.lexsort((depth[rows], start[rows]))].tolist()
     monkeypatch.undo()
     for name in ("cs336_lizhieffe_ddp53_profile.sqlite",
