@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTCOMES = ("passed", "failed", "error", "skipped")
+OUTCOMES = ("passed", "failed", "error", "skipped", "unfinished")  # unfinished: stopped
 # The numbers a run is read for first (TFLOP/s, MFU, TTFT, TPOT, peak memory).
 HEADLINE = ("tflops", "mfu_pct", "ttft_s", "tpot_s", "peak_allocated_bytes")
 

@@ -312,3 +312,44 @@ def test_the_standin_nsys_runs_a_sweeps_workload_and_records_its_environment(tmp
     assert seen["CUDA_VISIBLE_DEVICES"] == os.environ.get("CUDA_VISIBLE_DEVICES")
     workload = json.loads(sidecar.read_text())["workload_row"]
     assert (workload["status"], workload["device"], workload["context"]) == ("ok", "cpu", 16)
+
+
+def test_a_test_the_time_limit_stopped_is_unfinished_not_passed(monkeypatch):
+    """The 2026-11-30 run: --time-limit's SIGINT stopped the suite inside a test whose setup
+    had passed; the record had it passed in 0.0 s. Only a body that ran to the end passes."""
+    from types import SimpleNamespace
+
+    import tests.gpu.conftest as gpu_conftest
+
+    monkeypatch.setattr(gpu_conftest, "_RESULTS", {})
+
+    def report(test, when, outcome, longrepr=None):
+        gpu_conftest.pytest_runtest_logreport(SimpleNamespace(
+            nodeid=f"tests/gpu/test_gpu_sweep.py::{test}", when=when, duration=0.5,
+            passed=outcome == "passed", failed=outcome == "failed",
+            skipped=outcome == "skipped", user_properties=[], longrepr=longrepr))
+
+    for when in ("setup", "call", "teardown"):
+        report("test_ok", when, "passed")
+    report("test_stopped", "setup", "passed")  # then SIGINT: no call, no teardown report
+    report("test_skip", "setup", "skipped", ("f.py", 1, "Skipped: no nsys found"))
+    report("test_skip", "teardown", "passed")
+    report("test_bad", "setup", "passed")
+    report("test_bad", "call", "failed", "AssertionError: 2 != 3")
+    report("test_teardown", "setup", "passed")
+    report("test_teardown", "call", "passed")
+    report("test_teardown", "teardown", "failed", "RuntimeError: leaked a process")
+    got = {t["test"].split("::")[1]: (t["outcome"], t["message"])
+           for t in gpu_conftest._RESULTS.values()}
+    assert got == {"test_ok": ("passed", None),
+                   "test_stopped": ("unfinished", gpu_conftest.UNFINISHED),
+                   "test_skip": ("skipped", "no nsys found"),
+                   "test_bad": ("failed", "AssertionError: 2 != 3"),
+                   "test_teardown": ("error", "RuntimeError: leaked a process")}
+    gpu_summary = script("gpu_summary")
+    results = {"pytest_exit": 2, "tests": list(gpu_conftest._RESULTS.values())}
+    md = gpu_summary.markdown(gpu_summary.summarize(results, None, {"devices": []}))
+    assert ("- result: 1 passed, 1 failed, 1 error, 1 skipped, 1 unfinished (pytest exit "
+            "status 2)") in md
+    assert ("- `test_stopped` (unfinished): the run was stopped (gpu_check.sh --time-limit) "
+            "before this test finished") in md

@@ -164,16 +164,23 @@ def _message(report) -> str:
 def pytest_runtest_logreport(report) -> None:
     """Collect the outcome, message, duration and recorded numbers of each GPU test."""
     entry = _RESULTS.setdefault(report.nodeid, {
-        "test": report.nodeid, "outcome": "passed", "duration_s": 0.0, "properties": {},
-        "message": None})
+        "test": report.nodeid, "outcome": "unfinished", "duration_s": 0.0, "properties": {},
+        "message": UNFINISHED})
     entry["duration_s"] = round(entry["duration_s"] + report.duration, 3)
     entry["properties"].update(dict(report.user_properties))
     if report.failed and entry["outcome"] not in ("failed", "error"):
         entry["outcome"] = "failed" if report.when == "call" else "error"  # error: a fixture
         entry["message"] = _message(report)
-    elif report.skipped and entry["outcome"] == "passed":
+    elif report.skipped and entry["outcome"] in ("unfinished", "passed"):
         entry["outcome"] = "skipped"
         entry["message"] = _message(report)
+    elif report.when == "call" and report.passed and entry["outcome"] == "unfinished":
+        entry["outcome"], entry["message"] = "passed", None  # its body ran to the end
+
+
+# A test set up whose body never reported: the run was stopped in it (--time-limit's SIGINT).
+# It had read as passed, in 0.0 s (the 2026-11-30 run).
+UNFINISHED = "the run was stopped (gpu_check.sh --time-limit) before this test finished"
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
