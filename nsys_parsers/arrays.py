@@ -361,6 +361,12 @@ def value_range(values: np.ndarray) -> tuple[int, int]:
     return lo, hi
 
 
+def let_go_rows(rows: slice, *columns: np.ndarray) -> None:
+    """Let the mapped pages of a block of rows of each column go once read (``let_go``)."""
+    for column in columns:
+        let_go(column[rows])
+
+
 def let_go_all(value: Any) -> None:
     """``let_go`` every array in ``value``: an array, a dataclass of arrays, or a tuple,
     list or dict of those (anything else: nothing)."""

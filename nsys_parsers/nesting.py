@@ -18,6 +18,8 @@ from nsys_parsers.arrays import (
     distinct_sorted,
     few_distinct,
     let_go,
+    let_go_all,
+    let_go_rows,
     value_range,
 )
 from nsys_parsers.cache import held
@@ -57,7 +59,7 @@ def nesting_depth(ranges: Spans) -> np.ndarray:
         raise OverflowError("time span too large to pack with thread ids")
     starts, ends = held(n, np.int64), held(n, np.int64)
     for a in range(0, n, ROWS):
-        base = np.searchsorted(tids, ranges.tid[a:a + ROWS]) * span - lo
+        base = _keys(ranges, tids, span, lo, a)
         np.add(base, ranges.start[a:a + ROWS], out=starts[a:a + ROWS])
         np.add(base, ranges.end[a:a + ROWS], out=ends[a:a + ROWS])
         _let_go(ranges, a, starts, ends)
@@ -69,9 +71,7 @@ def nesting_depth(ranges: Spans) -> np.ndarray:
     depth = held(n, np.int64)
     for a in range(0, n, ROWS):
         code = np.searchsorted(tids, ranges.tid[a:a + ROWS])
-        key = code * span
-        key += ranges.start[a:a + ROWS]
-        key -= lo
+        key = _keys(ranges, tids, span, lo, a, ranges.start)
         d = depth[a:a + ROWS]
         np.subtract(np.searchsorted(starts, key), first_start[code], out=d)  # started before
         d -= np.searchsorted(ends, key, side="right")  # of those, ended by its start
@@ -81,12 +81,21 @@ def nesting_depth(ranges: Spans) -> np.ndarray:
     return depth
 
 
+def _keys(ranges: Spans, tids: np.ndarray, span: int, lo: int, a: int,
+          time: np.ndarray | None = None) -> np.ndarray:
+    """The packed (thread, time - lo) keys of the block of rows from ``a`` (each thread its
+    own span of keys); without ``time``, the thread's part alone (its base, less ``lo``)."""
+    key = np.searchsorted(tids, ranges.tid[a:a + ROWS]) * span
+    key -= lo
+    if time is not None:
+        key += time[a:a + ROWS]
+    return key
+
+
 def _let_go(ranges: Spans, a: int, *more: np.ndarray) -> None:
     """The mapped pages of a block of the ranges' columns and of ``more``, once read."""
-    for column in (ranges.tid, ranges.start, ranges.end):
-        let_go(column[a:a + ROWS])
-    for arr in more:
-        let_go(arr)
+    let_go_rows(slice(a, a + ROWS), ranges.tid, ranges.start, ranges.end)
+    let_go_all(more)
 
 
 def _add_tie_ranks(ranges: Spans, starts: np.ndarray, tids: np.ndarray, span: int, lo: int,
@@ -104,9 +113,7 @@ def _add_tie_ranks(ranges: Spans, starts: np.ndarray, tids: np.ndarray, span: in
         return
     rows_at, keys_at = [], []
     for a in range(0, len(ranges), ROWS):
-        key = np.searchsorted(tids, ranges.tid[a:a + ROWS]) * span
-        key += ranges.start[a:a + ROWS]
-        key -= lo
+        key = _keys(ranges, tids, span, lo, a, ranges.start)
         at = np.searchsorted(keys, key)
         hit = keys[np.minimum(at, keys.size - 1)] == key
         rows_at.append(np.flatnonzero(hit) + a)

@@ -221,6 +221,24 @@ def test_profile_config_with_crashing_workload(tmp_path, monkeypatch, cli):
 
 
 
+def _profile_under_racing_nsys(tmp_path, monkeypatch, cli, then: str):
+    """``profile`` of the tiny model under a stand-in nsys that counts its tries in
+    ``tmp_path/calls`` and then runs the shell lines ``then``, with no pause between tries:
+    (the CLI result, how many tries, the sidecar)."""
+    from profile_cli.runs import nsys_run
+
+    monkeypatch.setattr(nsys_run.time, "sleep", lambda s: None)
+    calls = tmp_path / "calls"
+    nsys = fake_nsys(tmp_path / "nsys", f"""[ "$1" = profile ] || exit 0
+echo x >> {calls}
+{then}""")
+    pytest.importorskip("torch")
+    res = cli("profile", "--size", "tiny", "--context", "32", "--device", "cpu",
+              "--out-dir", tmp_path / "out", "--nsys", nsys)
+    side = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    return res, calls.read_text().count("x"), side
+
+
 @pytest.mark.parametrize("said, why", [
     ("[QuadDCommon::tag_message*] = Local Endpoint is not available.",
      "could not start its session"),
@@ -237,22 +255,13 @@ def test_nsys_that_fails_for_a_race_of_its_own_is_run_again(tmp_path, monkeypatc
     (four Slurm array tasks on one node): its session does not start, or its processes lose
     track of each other. The run is made again; what the next try says is the answer, and
     the note says why."""
-    from profile_cli.runs import nsys_run
-
-    monkeypatch.setattr(nsys_run.time, "sleep", lambda s: None)
-    calls = tmp_path / "calls"
     (tmp_path / "said").write_text(said + "\n")
-    nsys = fake_nsys(tmp_path / "nsys", f"""[ "$1" = profile ] || exit 0
-echo x >> {calls}
-if [ "$(wc -l < {calls})" = 1 ]; then cat {tmp_path / "said"} >&2; exit 1; fi
+    res, tries, side = _profile_under_racing_nsys(tmp_path, monkeypatch, cli, f"""\
+if [ "$(wc -l < {tmp_path / "calls"})" = 1 ]; then cat {tmp_path / "said"} >&2; exit 1; fi
 echo 'RuntimeError: boom in forward' >&2; exit 3
 """)
-    pytest.importorskip("torch")
-    res = cli("profile", "--size", "tiny", "--context", "32", "--device", "cpu",
-              "--out-dir", tmp_path / "out", "--nsys", nsys)
     assert res.exit_code == 1 and "boom in forward" in res.stderr
-    assert calls.read_text().count("x") == 2
-    side = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert tries == 2
     assert side["status"] == "failed" and "boom in forward" in side["reason"]
     (again,) = [n for n in side["notes"] if "made again" in n]
     assert again.startswith(f"nsys {why}") and again.endswith("; the run was made again.")
@@ -261,20 +270,10 @@ echo 'RuntimeError: boom in forward' >&2; exit 3
 def test_an_nsys_race_is_run_again_at_most_twice(tmp_path, monkeypatch, cli):
     """A race that comes back every time is the answer after three tries: failed, with
     nsys's own words in the reason and two notes."""
-    from profile_cli.runs import nsys_run
-
-    monkeypatch.setattr(nsys_run.time, "sleep", lambda s: None)
-    calls = tmp_path / "calls"
-    nsys = fake_nsys(tmp_path / "nsys", f"""[ "$1" = profile ] || exit 0
-echo x >> {calls}
-echo 'Connection to the Agent lost.' >&2; exit 1
-""")
-    pytest.importorskip("torch")
-    res = cli("profile", "--size", "tiny", "--context", "32", "--device", "cpu",
-              "--out-dir", tmp_path / "out", "--nsys", nsys)
+    res, tries, side = _profile_under_racing_nsys(
+        tmp_path, monkeypatch, cli, "echo 'Connection to the Agent lost.' >&2; exit 1\n")
     assert res.exit_code == 1 and "Connection to the Agent lost." in res.stderr
-    assert calls.read_text().count("x") == 3
-    side = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert tries == 3
     assert len([n for n in side["notes"] if "made again" in n]) == 2
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_parsers.arrays import ROWS, let_go, let_go_all
+from nsys_parsers.arrays import ROWS, let_go_all, let_go_rows
 from nsys_parsers.capture import (
     capture_environment,
     capture_host,
@@ -408,7 +408,7 @@ def _range_times(s: Session, pid: int) -> list[dict[str, Any]]:
         count += np.bincount(code[mine], minlength=nn)
         cpu += np.bincount(code[mine], weights=(r.end[b][mine] - r.start[b][mine])
                            .astype(np.float64), minlength=nn)
-        _let_go_rows(b, r.tid, r.start, r.end, names.code)
+        let_go_rows(b, r.tid, r.start, r.end, names.code)
     if not count.any():
         return []
     gpu: np.ndarray = np.zeros(nn)
@@ -447,12 +447,6 @@ def _blocks(n: int) -> list[slice]:
     return [slice(a, a + ROWS) for a in range(0, n, ROWS)]
 
 
-def _let_go_rows(rows: slice, *columns: np.ndarray) -> None:
-    """Let the mapped pages of a block of rows of each column go once read (``let_go``)."""
-    for column in columns:
-        let_go(column[rows])
-
-
 def _rows_where(n: int, hit: Callable[[slice], np.ndarray]) -> np.ndarray:
     """The rows ``0 .. n`` where the mask ``hit`` (of a block of rows) is set, found a block
     at a time: no mask or temporary of every row is held."""
@@ -464,7 +458,7 @@ def _on(k: Kernels, b: slice, pid: int, device: int) -> np.ndarray:
     """Which kernels of block ``b`` ran for ``pid`` on ``device`` (with a start)."""
     assert k.pid is not None and k.device is not None
     mine: np.ndarray = (pid_of(k.pid[b]) == pid) & (k.device[b] == device) & (k.start[b] > 0)
-    _let_go_rows(b, k.pid, k.device, k.start)
+    let_go_rows(b, k.pid, k.device, k.start)
     return mine
 
 
@@ -490,7 +484,7 @@ def _pairs_of(s: Session, pid: int, code: np.ndarray, table: np.ndarray | None =
         keep = (pid_of(r.tid[ri]) == pid) & (c >= 0)
         rows = (c[keep], ki[keep])
         let_go_all((r.tid, code))  # read at random rows
-        _let_go_rows(b, p.range_idx, p.kernel_idx)
+        let_go_rows(b, p.range_idx, p.kernel_idx)
         yield rows
 
 
@@ -543,7 +537,7 @@ def _range_windows(s: Session, out: RankSummary) -> None:
         win, cpu = _clipped(r.start[b][mine].astype(np.int64),
                             r.end[b][mine].astype(np.int64), lo, arrive)
         add(win, which[mine], cpu, np.zeros_like(cpu))
-        _let_go_rows(b, r.tid, r.start, r.end, names.code)
+        let_go_rows(b, r.tid, r.start, r.end, names.code)
     k = s.kernels
     if k is not None and len(k):
         for rc, kc in _pairs_of(s, out.pid, names.code, index):
@@ -576,7 +570,7 @@ def _kernel_times(s: Session, pid: int, device: int) -> list[dict[str, Any]]:
         code = k.name_code[b]
         mine = _on(k, b, pid, device) & names[np.maximum(code, 0)]
         dur = (k.end[b][mine] - k.start[b][mine]).astype(np.int64)
-        _let_go_rows(b, k.name_code, k.start, k.end)
+        let_go_rows(b, k.name_code, k.start, k.end)
         return code[mine], dur
 
     count = np.zeros(nk, dtype=np.int64)
@@ -671,7 +665,7 @@ def _lane_parts(k: Kernels, out: RankSummary, names: np.ndarray,
     for b in _blocks(len(k)):
         mine = _on(k, b, out.pid, out.device) & names[np.maximum(k.name_code[b], 0)]
         start, end = np.asarray(k.start[b][mine]), np.asarray(k.end[b][mine])
-        _let_go_rows(b, k.name_code, k.start, k.end)
+        let_go_rows(b, k.name_code, k.start, k.end)
         if window is not None:
             a, z = window
             inside = (end > a) & (start < z)
