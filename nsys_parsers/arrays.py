@@ -280,6 +280,51 @@ def distinct_count(gid: np.ndarray | Grouping, members: Iterable[np.ndarray], n:
     return count
 
 
+SAMPLE = 1 << 16  # values sampled for the bounds of ``sample_bounds``' buckets
+
+
+def sample_bounds(blocks: Iterable[np.ndarray], n: int) -> np.ndarray:
+    """Sorted distinct bounds that cut ``n`` values, given a block (``ROWS``) at a time, into
+    buckets of about ``ROWS`` each (``np.searchsorted(bounds, v, side="right")`` is the
+    bucket of ``v``), from a sample of about ``SAMPLE`` of them: values that are equal share
+    a bucket, so a bucket holds more where one value repeats."""
+    step = max(1, n // SAMPLE)
+    parts = [block[::step].copy() for block in blocks]
+    sample = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+    nb = -(-n // ROWS)
+    return distinct_sorted(sample[(np.arange(1, nb) * sample.size) // nb]) \
+        if sample.size else sample
+
+
+def sorted_blocks(n: int, block: Callable[[int], np.ndarray], dtype: Any,
+                  alloc: Callable[[int, Any], np.ndarray] = np.empty) -> np.ndarray:
+    """The ``n`` values that ``block(a)`` gives for rows ``a`` to ``a + ROWS``, sorted, in
+    ``alloc(n, dtype)`` (``cache.held``: a scratch file), without sorting them all at once:
+    each block's values sorted and placed in their buckets (``sample_bounds``), then each
+    bucket sorted on its own, its pages let go. What is resident is a block and a bucket,
+    not the ``n`` values (an in-place sort of a mapped array touches every page). ``block``
+    is called three times a block."""
+    bounds = sample_bounds((block(a) for a in range(0, n, ROWS)), n)
+    nb = bounds.size + 1
+    counts = np.zeros(nb, dtype=np.int64)
+    for a in range(0, n, ROWS):
+        counts += np.bincount(np.searchsorted(bounds, block(a), side="right"), minlength=nb)
+    at = np.concatenate([[0], np.cumsum(counts)])
+    out, nxt = alloc(n, dtype), at[:-1].copy()
+    for a in range(0, n, ROWS):
+        v = np.sort(block(a))
+        b = np.searchsorted(bounds, v, side="right")  # sorted too: runs of one bucket
+        per = np.bincount(b, minlength=nb)
+        out[nxt[b] + np.arange(v.size) - (np.cumsum(per) - per)[b]] = v
+        nxt += per
+        let_go(out)
+    for k in range(nb):
+        run = out[at[k]:at[k + 1]]
+        run.sort()
+        let_go(run)
+    return out
+
+
 def runs_by_code(code: np.ndarray, ncodes: int, keep: np.ndarray | None = None,
                  alloc: Callable[[int, Any], np.ndarray] = np.empty
                  ) -> tuple[np.ndarray, np.ndarray]:

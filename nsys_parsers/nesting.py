@@ -20,6 +20,7 @@ from nsys_parsers.arrays import (
     let_go,
     let_go_all,
     let_go_rows,
+    sorted_blocks,
     value_range,
 )
 from nsys_parsers.cache import held
@@ -57,15 +58,13 @@ def nesting_depth(ranges: Spans) -> np.ndarray:
     span = hi - lo + 1
     if span * (len(tids) + 1) >= 2**62:  # pragma: no cover - absurd time spans
         raise OverflowError("time span too large to pack with thread ids")
-    starts, ends = held(n, np.int64), held(n, np.int64)
-    for a in range(0, n, ROWS):
-        base = _keys(ranges, tids, span, lo, a)
-        np.add(base, ranges.start[a:a + ROWS], out=starts[a:a + ROWS])
-        np.add(base, ranges.end[a:a + ROWS], out=ends[a:a + ROWS])
-        _let_go(ranges, a, starts, ends)
-    for keys in (starts, ends):
-        keys.sort()  # (thread, time) keys, thread by thread
-        let_go(keys)
+    def keys_of(time: np.ndarray) -> np.ndarray:
+        def block(a: int) -> np.ndarray:
+            key = _keys(ranges, tids, span, lo, a, time)
+            _let_go(ranges, a)
+            return key
+        return sorted_blocks(n, block, np.int64, alloc=held)
+    starts, ends = keys_of(ranges.start), keys_of(ranges.end)  # (thread, time), sorted
     first = np.arange(len(tids), dtype=np.int64) * span  # each thread's first key
     first_start, first_end = np.searchsorted(starts, first), np.searchsorted(ends, first)
     depth = held(n, np.int64)

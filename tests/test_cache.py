@@ -320,6 +320,41 @@ def test_scratch_items_are_written_in_parts_and_read_back_exactly(tmp_path, monk
         assert got.array.tolist() == v.tolist() and kept[k].tolist() == v.tolist()
 
 
+def test_a_sort_into_a_scratch_file_goes_a_bucket_at_a_time(tmp_path, monkeypatch):
+    """``sorted_blocks`` sorts values given a block at a time into a scratch file by
+    buckets: equal to ``np.sort`` with blocks of 1 to 8 values, few or many sampled, runs of
+    one value longer than a bucket, values near the int64 limits, one value. A bucket is
+    sorted and let go on its own: about a block's values, not all of them."""
+    import nsys_parsers.arrays as arrays
+
+    monkeypatch.setenv("NSYS_MINE_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(cache, "SCRATCH_BYTES", 0)
+    rng = np.random.default_rng(3)
+    cases = [rng.integers(-50, 50, 200), np.r_[np.full(40, 7), rng.integers(0, 9, 30)],
+             np.array([5]), rng.integers(-2**62, 2**62, 97)]
+    real, sizes = arrays.let_go, []
+
+    def let_go(view):
+        sizes.append(view.size)
+        real(view)
+    monkeypatch.setattr(arrays, "let_go", let_go)
+    for values in cases:
+        for rows in (1, 3, 8):
+            for sample in (rows + 1, 1 << 16):
+                monkeypatch.setattr(arrays, "ROWS", rows)
+                monkeypatch.setattr(arrays, "SAMPLE", sample)
+                sizes.clear()
+                got = arrays.sorted_blocks(
+                    values.size, lambda a, v=values, r=rows: v[a:a + r].copy(), np.int64,
+                    alloc=cache.held)
+                assert isinstance(got, np.memmap)
+                assert got.tolist() == np.sort(values).tolist(), (values.size, rows)
+                buckets = sizes[-(len(sizes) - -(-values.size // rows)):]
+                assert sum(buckets) == values.size
+                if values is cases[0] and sample > rows == 8:  # all sampled: a few blocks
+                    assert max(buckets) <= 4 * rows
+
+
 def test_items_round_trip_exactly(tmp_path):
     entry = ColumnCache({"export": "k"}, root=tmp_path)
     arrays = {"i": np.array([-1, 0, 2**62], dtype=np.int64), "b": np.array([True, False]),

@@ -22,13 +22,13 @@ from nsys_parsers.arrays import (
     ROWS,
     Grouping,
     distinct_pairs,
-    distinct_sorted,
     group_ids,
     is_sorted,
     let_go,
     let_go_all,
     let_go_fields,
     runs_by_code,
+    sample_bounds,
     sorted_unique,
 )
 from nsys_parsers.attribution import Pairs, innermost, pair_chunks
@@ -172,7 +172,6 @@ def _pairs_of(p: Pairs | None, inner: Pairs | None, mine: np.ndarray, n: int,
     return sub(p), sub(inner)
 
 
-SAMPLE = 1 << 16  # starts sampled for the order's buckets
 INSTANCE_COLUMNS = [
     "range", "style", "pid", "tid", "start_ns", "duration_ns", "gpu_start_ns",
     "gpu_duration_ns", "gpu_ops", "depth",
@@ -228,20 +227,18 @@ def by_start_then_depth(start: np.ndarray, depth: np.ndarray, keep: np.ndarray |
     """The rows (where the mask ``keep`` is set, else all) ordered by start, ties by depth,
     then by row: what ``np.lexsort((depth, start))`` of those rows gives, in ``cache.held``
     (32-bit rows where they fit), never a sort of every row at once. The rows are put in
-    buckets of about ``ROWS`` by their start (bounds from a sample of the starts: rows that
-    start together share a bucket), placed bucket by bucket in row order by a counting sort
+    buckets of about ``ROWS`` by their start (``sample_bounds``: rows that start together
+    share a bucket), placed bucket by bucket in row order by a counting sort
     (``runs_by_code``), and each bucket sorted on its own."""
     n = start.size
     m = n if keep is None else int(np.count_nonzero(keep))
-    step, parts = max(1, m // SAMPLE), []
-    for a in range(0, n, ROWS):
-        part = start[a:a + ROWS] if keep is None else start[a:a + ROWS][keep[a:a + ROWS]]
-        parts.append(part[::step].copy())
+
+    def kept(a: int) -> np.ndarray:  # a copy: the block's mapped pages let go at once
+        part = start[a:a + ROWS]
+        part = np.array(part) if keep is None else part[keep[a:a + ROWS]]
         let_go(start[a:a + ROWS])
-    sample = np.sort(np.concatenate(parts)) if parts else start[:0].copy()
-    nb = -(-m // ROWS)
-    bounds = distinct_sorted(sample[(np.arange(1, nb) * sample.size) // nb]) \
-        if sample.size else sample
+        return part
+    bounds = sample_bounds((kept(a) for a in range(0, n, ROWS)), m)
     bucket = held(n, np.int32)
     for a in range(0, n, ROWS):
         np.copyto(bucket[a:a + ROWS], np.searchsorted(bounds, start[a:a + ROWS], side="right"),
@@ -261,8 +258,9 @@ def _projection(s: Session, r: Ranges, notes: list[str]
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of each range, the first start and the span (to the last end) of the GPU operations
     launched inside it, and how many launch calls made them (-1, 0, 0: none), reduced a
-    chunk of pairs at a time into scratch arrays (``cache.held``), their pages let go after
-    each chunk; the operations are let go before the rows are sorted."""
+    chunk of pairs at a time into scratch arrays (``cache.held``), their pages and those of
+    the operations' columns gathered let go after each chunk; the operations are let go
+    before the rows are sorted."""
     n = len(r)
     first, last, count = held(n, np.int64), held(n, np.int64), held(n, np.int64)
     for a in range(0, n, ROWS):
@@ -289,8 +287,11 @@ def _projection(s: Session, r: Ranges, notes: list[str]
         # launch calls, not operations (nsys counts distinct correlationIds)
         _, (call_range, _) = group_ids(p.range_idx, ops.correlation[p.kernel_idx])
         np.add.at(count, call_range, 1)
-        let_go_all((first, last, count))
-    no_launch = int((ops.launch_tid < 0).sum())
+        let_go_all((first, last, count, ops.start, ops.end, ops.correlation))
+    no_launch = 0
+    for a in range(0, len(ops), ROWS):  # a block at a time: the column's pages let go
+        no_launch += int(np.count_nonzero(ops.launch_tid[a:a + ROWS] < 0))
+        let_go(ops.launch_tid[a:a + ROWS])
     if no_launch:
         notes.append(f"{no_launch:,} of {len(ops):,} GPU operations have no launch record "
                      f"(trimmed export): they are in no range's projection.")

@@ -318,7 +318,7 @@ def test_depth_and_instance_order_a_few_rows_at_a_time(fx, monkeypatch):
     7 rows, on built ranges full of ties (same starts, zero-length ranges, three threads),
     they equal the definition and ``np.lexsort``; on a real capture, blocks of 5 rows give
     the rows of one block."""
-    from nsys_parsers import nesting
+    from nsys_parsers import arrays, nesting
     from reports.analyses import ranges as ranges_mod
 
     class Spans:
@@ -341,7 +341,8 @@ def test_depth_and_instance_order_a_few_rows_at_a_time(fx, monkeypatch):
         for block in (1, 3, 7):
             monkeypatch.setattr(nesting, "ROWS", block)
             monkeypatch.setattr(ranges_mod, "ROWS", block)
-            monkeypatch.setattr(ranges_mod, "SAMPLE", block + 1)
+            monkeypatch.setattr(arrays, "ROWS", block)  # the buckets of the sorts
+            monkeypatch.setattr(arrays, "SAMPLE", block + 1)
             depth = nesting.nesting_depth(Spans(start, end, tid))
             assert np.asarray(depth).tolist() == want, (trial, block)
             assert ranges_mod.by_start_then_depth(start, depth, None).tolist() == \
@@ -356,6 +357,7 @@ def test_depth_and_instance_order_a_few_rows_at_a_time(fx, monkeypatch):
         with monkeypatch.context() as mp:
             mp.setattr(nesting, "ROWS", 5)
             mp.setattr(ranges_mod, "ROWS", 5)
+            mp.setattr(arrays, "ROWS", 5)
             again = list(ask("ranges", [fx(name)], instances=True).rows)
         assert again == as_list and sum(x["gpu_ops"] for x in as_list) > 700
         assert [x["start_ns"] for x in as_list] == sorted(x["start_ns"] for x in as_list)
