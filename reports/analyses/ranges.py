@@ -14,7 +14,7 @@ CPU time; for exports with module ranges (``--nvtx modules``), the module tree
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -233,12 +233,12 @@ def by_start_then_depth(start: np.ndarray, depth: np.ndarray, keep: np.ndarray |
     n = start.size
     m = n if keep is None else int(np.count_nonzero(keep))
 
-    def kept(a: int) -> np.ndarray:  # a copy: the block's mapped pages let go at once
-        part = start[a:a + ROWS]
-        part = np.array(part) if keep is None else part[keep[a:a + ROWS]]
-        let_go(start[a:a + ROWS])
-        return part
-    bounds = sample_bounds((kept(a) for a in range(0, n, ROWS)), m)
+    def kept() -> Iterator[np.ndarray]:  # each block's pages let go once it is sampled
+        for a in range(0, n, ROWS):
+            part = start[a:a + ROWS]
+            yield part if keep is None else part[keep[a:a + ROWS]]
+            let_go(start[a:a + ROWS])
+    bounds = sample_bounds(kept(), m)
     bucket = held(n, np.int32)
     for a in range(0, n, ROWS):
         np.copyto(bucket[a:a + ROWS], np.searchsorted(bounds, start[a:a + ROWS], side="right"),
