@@ -500,9 +500,8 @@ def _per_instance(unit: str) -> Callable[[str, dict[str, Any]], str]:
 
 
 ANALYSIS = Analysis(
+    # --instances too: 828 MiB cold at x4800 where plain ranges takes 841 (docs/PERFORMANCE.md)
     name="ranges", bytes_per_row=5,
-    # --instances at x4800: 1,082 MiB cold (docs/PERFORMANCE.md, the sixth stop)
-    bytes_per_row_with={"instances": 8},
     help="""NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
 
     Several exports or a sweep folder: one table with a `config` column. Module ranges

@@ -63,8 +63,6 @@ class Analysis:
     # checked against the memory budget before anything is read (nsys_parsers.budget; times
     # its IN_MEMORY without a cache); 0: not checked
     bytes_per_row: int = 100
-    # the same for some parameters' answers, which hold more (ranges --instances): {param: bytes}
-    bytes_per_row_with: dict[str, int] = field(default_factory=dict)
     checks: tuple[CheckKey, ...] = ()
     exit_code: Callable[[Report, dict[str, Any]], int] | None = None
     outputs: Callable[[Report, dict[str, Any], Path], None] | None = None
@@ -116,15 +114,6 @@ class Analysis:
         if view is not None and report.columns[:1] == [MULTI_COLUMN]:
             view = replace(view, columns=[MULTI_COLUMN, *view.columns], pinned=0, rank_by=())
         return view
-
-    def row_cost(self, params: dict[str, Any]) -> tuple[str, int]:
-        """(what the budget's message calls this answer, its bytes per row) for ``params``:
-        the most of ``bytes_per_row`` and of each set parameter's ``bytes_per_row_with``."""
-        cost, said = self.bytes_per_row, f"`{self.name}`"
-        for name, per_row in self.bytes_per_row_with.items():
-            if params.get(name) and per_row > cost:
-                cost, said = per_row, f"`{self.name} --{name.replace('_', '-')}`"
-        return said, cost
 
     def fill(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with the defaults of those not given (unknown ones refused)."""

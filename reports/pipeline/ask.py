@@ -145,7 +145,7 @@ def _answer(a: Analysis, sessions: list[Session], params: dict[str, Any]) -> Rep
     try:
         for s in live:
             if s in mine:
-                s.expect(*a.row_cost(params))
+                s.expect(f"`{a.name}`", a.bytes_per_row)
             if a.needs:
                 s.load(*a.needs)
         report = a.finish(a.run(*sessions, **params), params)
