@@ -500,7 +500,8 @@ def _per_instance(unit: str) -> Callable[[str, dict[str, Any]], str]:
 
 
 ANALYSIS = Analysis(
-    # --instances too: 828 MiB cold at x4800 where plain ranges takes 841 (docs/PERFORMANCE.md)
+    # bytes_per_row holds for --instances too: it takes 828 MiB cold at x4800, where plain
+    # ranges takes 841 (docs/PERFORMANCE.md, Memory)
     name="ranges", bytes_per_row=5,
     help="""NVTX range summary: CPU durations (as nsys nvtx_sum) plus the GPU time of their kernels.
 
